@@ -1,0 +1,167 @@
+"""Dataclass configs overridable from the command line.
+
+Every component has one dataclass config with a docstring per field and validation in
+``__post_init__``. Recipes call :func:`parse_overrides` so that users can write::
+
+    python -m recipes.grpo_frozenlake mode=sync train.lr=3e-4 total_steps=50
+
+Nested dataclass fields are addressed with dots. Values are parsed by the field's type
+(int, float, bool, str, Optional[...], list/tuple of those, dict via JSON).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import typing
+from typing import Any, Sequence, TypeVar
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A configuration value was wrong; the message names the field and what to do."""
+
+
+def _parse_value(raw: str, tp: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union:
+        non_none = [a for a in args if a is not type(None)]
+        if raw.lower() in ("none", "null") and len(non_none) < len(args):
+            return None
+        errors = []
+        for a in non_none:
+            try:
+                return _parse_value(raw, a, name)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    if origin is typing.Literal:
+        for a in args:
+            if str(a) == raw:
+                return a
+        raise ConfigError(f"{name}={raw!r}: expected one of {list(args)}")
+    if tp is bool:
+        low = raw.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigError(f"{name}={raw!r}: expected a boolean (true/false)")
+    if tp in (int, float):
+        try:
+            return tp(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r}: expected {tp.__name__}") from None
+    if tp is str or tp is Any:
+        return raw
+    if origin in (list, tuple) or tp in (list, tuple):
+        items = json.loads(raw) if raw.startswith("[") else [s for s in raw.split(",") if s]
+        elem = args[0] if args else str
+        parsed = [_parse_value(str(x), elem, name) for x in items]
+        return tuple(parsed) if (origin or tp) is tuple else parsed
+    if origin is dict or tp is dict:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{name}: expected a JSON object, got {raw!r} ({e})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a JSON object, got {raw!r}")
+        return value
+    raise ConfigError(f"{name}: cannot parse values of type {tp!r} from the command line")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def apply_overrides(cfg: T, overrides: Sequence[str]) -> T:
+    """Return a copy of dataclass ``cfg`` with ``key=value`` overrides applied (dots for nesting)."""
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"bad override {item!r}: write key=value (e.g. total_steps=20)")
+        key, raw = item.split("=", 1)
+        changes[key.lstrip("-").replace("-", "_")] = raw
+    return _apply(cfg, changes, prefix="")
+
+
+def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
+    types = _field_types(type(cfg))
+    direct: dict[str, Any] = {}
+    nested: dict[str, dict[str, str]] = {}
+    for key, raw in changes.items():
+        head, _, rest = key.partition(".")
+        if head not in types:
+            close = [n for n in types if n.startswith(head[:3])] or list(types)
+            raise ConfigError(f"unknown setting {prefix + head!r} for {type(cfg).__name__}; "
+                              f"did you mean one of {close}?")
+        if rest:
+            nested.setdefault(head, {})[rest] = raw
+        else:
+            direct[head] = _parse_value(raw, types[head], prefix + head)
+    for head, sub in nested.items():
+        inner = getattr(cfg, head)
+        if not dataclasses.is_dataclass(inner):
+            raise ConfigError(f"{prefix + head} is not a nested config; write {prefix + head}=VALUE")
+        direct[head] = _apply(inner, sub, prefix + head + ".")
+    return dataclasses.replace(cfg, **direct)
+
+
+def parse_overrides(cfg: T, argv: Sequence[str] | None = None) -> T:
+    """Apply ``sys.argv[1:]`` (or ``argv``) overrides to ``cfg``; ``--help`` prints the fields."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(describe(cfg))
+        raise SystemExit(0)
+    flags = [a for a in argv if a.startswith("--") and "=" not in a]
+    argv = [a for a in argv if a not in flags]
+    for flag in flags:  # bare boolean flags: --resume == resume=true
+        argv.append(flag.lstrip("-").replace("-", "_") + "=true")
+    try:
+        return apply_overrides(cfg, argv)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def describe(cfg: Any, prefix: str = "") -> str:
+    """A readable listing of every field, its value, and the docstring under it in the source."""
+    lines = []
+    docs = field_docs(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            lines.append(describe(value, prefix + f.name + "."))
+        else:
+            doc = docs.get(f.name, "")
+            lines.append(f"  {prefix + f.name} = {value!r}" + (f"    # {doc}" if doc else ""))
+    return "\n".join(lines)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Docstrings written under dataclass fields (the CleanRL ``Args`` convention)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
