@@ -1,0 +1,176 @@
+"""CausalLM: one decoder-only transformer (Llama / Qwen2 / Qwen3) for both the trainer and the engine.
+
+Parameter names equal Hugging Face's (``model.layers.N.self_attn.q_proj.weight`` ...) so checkpoints
+load into transformers and vLLM unchanged. Two entry points share every weight and every op:
+
+* ``model(input_ids)`` — training / reference path: (B, T) -> logits (B, T, V), causal attention
+  (right padding is harmless: padding only ever comes after the tokens that matter).
+* ``model.forward_paged(...)`` — engine path: packed new tokens of many sequences, K/V written into
+  and read from a paged cache (see ``rollart.models.paged``); logits only where the engine samples.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rollart.models.config import ModelConfig
+from rollart.models.paged import PagedBatch, paged_attention
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Rotary(nn.Module):
+    """Non-interleaved RoPE (rotate-half), tables built lazily per device/dtype and grown on demand."""
+
+    def __init__(self, head_dim: int, theta: float, max_positions: int):
+        super().__init__()
+        self.head_dim, self.theta, self.max_positions = head_dim, theta, max_positions
+        self._tables: dict = {}
+
+    def tables(self, n: int, device, dtype) -> tuple[Tensor, Tensor]:
+        key = (device, dtype)
+        cos_sin = self._tables.get(key)
+        if cos_sin is None or cos_sin[0].shape[0] < n:
+            length = max(n, self.max_positions)
+            inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim))
+            freqs = torch.outer(torch.arange(length, device=device).float(), inv_freq)  # (P, D/2)
+            emb = torch.cat((freqs, freqs), dim=-1)                                      # (P, D)
+            cos_sin = (emb.cos().to(dtype), emb.sin().to(dtype))
+            self._tables[key] = cos_sin
+        return cos_sin
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        h = cfg.hidden_size
+        self.q_proj = nn.Linear(h, self.n_heads * self.head_dim, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=cfg.qkv_bias)
+        self.v_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=cfg.qkv_bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, h, bias=cfg.o_bias)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.qk_norm = cfg.qk_norm
+
+    def _qkv(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor):
+        """x (..., h) -> q (..., H, D), k/v (..., Hkv, D), RoPE applied; cos/sin broadcast over heads."""
+        q = self.q_proj(x).unflatten(-1, (self.n_heads, self.head_dim))
+        k = self.k_proj(x).unflatten(-1, (self.n_kv, self.head_dim))
+        v = self.v_proj(x).unflatten(-1, (self.n_kv, self.head_dim))
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return rotary(q, cos, sin), rotary(k, cos, sin), v
+
+    def forward(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor) -> Tensor:
+        """Training path: x (B, T, h), cos/sin (B or 1, T, 1, D)."""
+        q, k, v = self._qkv(x, rotary, cos, sin)                            # (B, T, H|Hkv, D)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=True, enable_gqa=self.n_heads != self.n_kv)  # (B, H, T, D)
+        return self.o_proj(o.transpose(1, 2).flatten(2))                     # (B, T, h)
+
+    def forward_paged(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor,
+                      kv: Tensor, batch: PagedBatch) -> Tensor:
+        """Engine path: x (N, h); kv (2, slots, Hkv, D) is this layer's cache, written in place."""
+        q, k, v = self._qkv(x, rotary, cos, sin)                            # (N, H|Hkv, D)
+        kv[0].index_copy_(0, batch.slot_mapping, k)
+        kv[1].index_copy_(0, batch.slot_mapping, v)
+        o = paged_attention(q, kv[0], kv[1], batch.groups)                  # (N, H, D)
+        return self.o_proj(o.flatten(1))                                    # (N, h)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class Backbone(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class CausalLM(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.model = Backbone(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.rotary = Rotary(config.head_dim, config.rope_theta, config.max_position_embeddings)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    @torch.no_grad()
+    def init_weights(self, generator: torch.Generator | None = None, std: float = 0.02) -> None:
+        """Random init (normal(0, std) matrices, unit norms, zero biases), deterministic given generator."""
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=generator) * std)
+            elif name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.zero_()
+
+    def forward(self, input_ids: Tensor, positions: Tensor | None = None) -> Tensor:
+        """input_ids (B, T) -> logits (B, T, V); positions (B, T) default to 0..T-1."""
+        x = self.model.embed_tokens(input_ids)                              # (B, T, h)
+        T = input_ids.shape[1]
+        cos, sin = self.rotary.tables(T if positions is None else int(positions.max()) + 1, x.device, x.dtype)
+        if positions is None:
+            cos, sin = cos[:T][None, :, None], sin[:T][None, :, None]       # (1, T, 1, D)
+        else:
+            cos, sin = cos[positions][:, :, None], sin[positions][:, :, None]  # (B, T, 1, D)
+        for layer in self.model.layers:
+            x = x + layer.self_attn(layer.input_layernorm(x), self.rotary, cos, sin)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.lm_head(self.model.norm(x))                             # (B, T, V)
+
+    def forward_paged(self, input_ids: Tensor, batch: PagedBatch, kv_cache: Tensor,
+                      logits_index: Tensor) -> Tensor:
+        """input_ids (N,) packed new tokens; kv_cache (L, 2, slots, Hkv, D); -> logits (S, V) at logits_index."""
+        x = self.model.embed_tokens(input_ids)                              # (N, h)
+        cos, sin = self.rotary.tables(int(batch.positions.max()) + 1, x.device, x.dtype)
+        cos, sin = cos[batch.positions][:, None], sin[batch.positions][:, None]  # (N, 1, D)
+        for i, layer in enumerate(self.model.layers):
+            x = x + layer.self_attn.forward_paged(layer.input_layernorm(x), self.rotary, cos, sin, kv_cache[i], batch)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        x = self.model.norm(x[logits_index])                                # (S, h)
+        return self.lm_head(x)                                              # (S, V)

@@ -1,0 +1,19 @@
+"""Fixtures: tiny HF-format model folders made by rollart.tools.make_tiny_model."""
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tmp_path_factory):
+    from rollart.tools.make_tiny_model import make_tiny_model
+    return make_tiny_model(tmp_path_factory.mktemp("qwen3"), arch="qwen3", seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_gqa(tmp_path_factory):
+    from rollart.tools.make_tiny_model import make_tiny_model
+    return make_tiny_model(tmp_path_factory.mktemp("llama"), arch="llama", hidden=128, layers=2, heads=4,
+                           kv_heads=2, head_dim=32, intermediate=256, seed=2)
