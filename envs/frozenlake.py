@@ -1,0 +1,137 @@
+"""FrozenLake as a multi-turn text game: gymnasium's FrozenLake-v1 rendered as a text grid.
+
+Observation: the map's rows, one per line, with the agent's cell shown as ``P`` (gymnasium's ANSI
+colour codes stripped); optionally a line spelling the position out (``position r1c2``), which random
+maps need for a tiny model to learn (ENVIRONMENT.md, calibration). Action: one letter L/D/R/U or the
+words left/down/right/up, case-insensitive. Anything else is a no-op that costs ``invalid_penalty``:
+without that penalty every early group scores 0 and GRPO has no signal. Reward 1 at the goal.
+Prefill-heavy: many short turns whose prompt is the whole history.
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.toy_text.frozen_lake import MAPS, FrozenLakeEnv, generate_random_map
+
+from envs.text_space import text_space
+
+ACTIONS = {"L": 0, "D": 1, "R": 2, "U": 3}
+WORDS = {"LEFT": "L", "DOWN": "D", "RIGHT": "R", "UP": "U"}
+_HIGHLIGHT = re.compile(r"\x1b\[41m(.)\x1b\[0m")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+SYSTEM_PROMPT = "Move to G avoiding H. Answer with one letter: L, D, R or U."
+
+
+def parse_action(text: str) -> int | None:
+    """The FrozenLake action named by ``text`` (letter or word), or None if it names none."""
+    word = text.strip().strip(".!").upper()
+    word = WORDS.get(word, word)
+    return ACTIONS.get(word)
+
+
+def ansi_to_text(ansi: str) -> str:
+    """gymnasium's ANSI rendering → plain grid rows with the highlighted (agent) cell shown as P."""
+    marked = _ANSI.sub("", _HIGHLIGHT.sub("P", ansi))
+    rows = [line for line in marked.splitlines() if line and not line.lstrip().startswith("(")]
+    return "\n".join(rows)
+
+
+class FrozenLakeText(gym.Env):
+    """FrozenLake-v1 with text observations and text actions (see module docstring)."""
+
+    metadata = {"render_modes": ["ansi"]}
+    system_prompt = SYSTEM_PROMPT
+    max_new_tokens = 4
+
+    def __init__(self, is_slippery: bool = False, map_name: str = "4x4", desc: list[str] | None = None,
+                 random_map: bool = False, map_size: int = 4, spell_position: bool | None = None,
+                 invalid_penalty: float = 0.1, render_mode: str | None = None):
+        if desc is None and not random_map and map_name not in MAPS:
+            raise ValueError(f"unknown map_name {map_name!r}; use one of {sorted(MAPS)} or pass desc=[...]")
+        if invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty must be >= 0, got {invalid_penalty}")
+        self.is_slippery = is_slippery
+        self.random_map = random_map
+        self.map_size = map_size
+        self.spell_position = random_map if spell_position is None else spell_position
+        self.invalid_penalty = invalid_penalty
+        self.render_mode = render_mode
+        self._desc = list(desc) if desc is not None else (None if random_map else MAPS[map_name])
+        self._lake = self._build(self._desc or generate_random_map(map_size, seed=0))
+        self.observation_space = text_space(256)
+        self.action_space = text_space(16)
+
+    def _build(self, desc: list[str]) -> FrozenLakeEnv:
+        return FrozenLakeEnv(render_mode="ansi", desc=desc, is_slippery=self.is_slippery)
+
+    # --- gymnasium API -------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if self.random_map:  # the map is a function of the seed: a GRPO group shares it
+            map_seed = int(self.np_random.integers(2**31))
+            self._lake = self._build(generate_random_map(self.map_size, seed=map_seed))
+        self._lake.reset(seed=int(self.np_random.integers(2**31)))
+        return self._observation(), self._info(invalid=False)
+
+    def step(self, action: str):
+        move = parse_action(action) if isinstance(action, str) else None
+        if move is None:
+            obs = self._observation() + "\nInvalid action. Answer with one letter: L, D, R or U."
+            return obs, -self.invalid_penalty, False, False, self._info(invalid=True)
+        _, reward, terminated, truncated, _ = self._lake.step(move)
+        return self._observation(), float(reward), terminated, truncated, self._info(invalid=False)
+
+    def render(self) -> str:
+        return self._observation()
+
+    # --- helpers -------------------------------------------------------------------------------
+    @property
+    def position(self) -> tuple[int, int]:
+        return divmod(int(self._lake.s), int(self._lake.ncol))
+
+    def _cell(self) -> bytes:
+        r, c = self.position
+        return self._lake.desc[r, c]
+
+    def _observation(self) -> str:
+        text = ansi_to_text(self._lake.render())
+        if self.spell_position:
+            r, c = self.position
+            text += f"\nposition r{r}c{c}"
+        return text
+
+    def _info(self, invalid: bool) -> dict:
+        r, c = self.position
+        return {"success": self._cell() == b"G", "invalid": invalid, "position": [r, c]}
+
+    # --- model-free play (rollart.rollout.play) ------------------------------------------------
+    def sample_action(self, rng: np.random.Generator) -> str:
+        return str(rng.choice(list(ACTIONS)))
+
+    def scripted_action(self, observation: str) -> str:
+        """Shortest safe path to G read off the observation grid (BFS); 'D' if none exists."""
+        return shortest_path_action(observation)
+
+
+def shortest_path_action(observation: str) -> str:
+    rows = [line for line in observation.splitlines() if line and set(line) <= set("SFHGP")]
+    cells = {(r, c): ch for r, line in enumerate(rows) for c, ch in enumerate(line)}
+    start = next((rc for rc, ch in cells.items() if ch == "P"), None)
+    if start is None:
+        return "D"
+    steps = {"L": (0, -1), "D": (1, 0), "R": (0, 1), "U": (-1, 0)}
+    queue, first = deque([start]), {start: ""}
+    while queue:
+        here = queue.popleft()
+        if cells[here] == "G":
+            return first[here] or "D"
+        for name, (dr, dc) in steps.items():
+            nxt = (here[0] + dr, here[1] + dc)
+            if nxt in cells and nxt not in first and cells[nxt] != "H":
+                first[nxt] = first[here] or name
+                queue.append(nxt)
+    return "D"
