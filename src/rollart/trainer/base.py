@@ -1,0 +1,232 @@
+"""The trainer interface and the RL train step shared by every backend.
+
+A trainer is a plain class (it also runs as an actor). Its whole surface:
+
+    trainer.version                         policy version; train_step increments it by one
+    trainer.train_step(batch) -> metrics    batch = list[Trajectory] or a dict from build_batch
+    trainer.named_tensors() -> [(name, t)]  full CPU weights with HF-compatible names
+    trainer.state_dict_buckets(nbytes)      the same, split into buckets for the weight store
+    trainer.save_checkpoint(root, extra)    atomic checkpoint, returns its folder
+    trainer.load_checkpoint(path_or_root)   restores and returns ``extra`` (data position, buffer meta)
+    trainer.close()
+
+Backends implement the hooks ``_backward``, ``_optimizer_step``, ``_zero_grad``, ``_gather_state`` and the
+checkpoint I/O; the step itself (proximal/ref log-probs, advantages, mini- and micro-batching, the loss)
+lives here once.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Sequence
+
+import torch
+import torch.nn as nn
+
+from rollart.trainer import losses as L
+from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
+                                      select_rows, shard_rows)
+from rollart.trainer.config import TrainerConfig
+
+
+def forward_logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    """Run a causal LM and return logits (B, T, V) whether it returns a tensor or an HF output object."""
+    out = model(input_ids)
+    return out.logits if hasattr(out, "logits") else out
+
+
+class ValueModel(nn.Module):
+    """Critic: a copy of the policy network with a scalar head on its output features.
+
+    ``values[:, t]`` estimates the return from the state *before* token t (read at position t-1), aligned
+    with :func:`rollart.trainer.losses.token_logprobs`.
+    """
+
+    def __init__(self, backbone: nn.Module):
+        super().__init__()
+        self.backbone = backbone
+        with torch.no_grad():
+            width = forward_logits(backbone, torch.zeros(1, 2, dtype=torch.long)).shape[-1]
+        self.head = nn.Linear(width, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        feats = forward_logits(self.backbone, input_ids)[:, :-1].float()  # (B, T-1, V)
+        values = self.head(feats).squeeze(-1)  # (B, T-1)
+        return nn.functional.pad(values, (1, 0), value=0.0)  # (B, T)
+
+
+class Trainer:
+    """Backend-independent GRPO/PPO train step; subclasses supply the optimiser mechanics."""
+
+    def __init__(self, cfg: TrainerConfig):
+        self.cfg = cfg
+        self.version = 0
+        self.steps_done = 0
+        torch.set_num_threads(cfg.num_threads)
+
+    # ------------------------------------------------------------------ hooks for backends
+    policy: nn.Module  # callable forward (a DeepSpeed engine for that backend)
+    ref_model: nn.Module | None = None
+    critic: nn.Module | None = None
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _optimizer_step(self) -> float:
+        """All-reduce (if data parallel), clip, step; return the global grad norm."""
+        raise NotImplementedError
+
+    def _zero_grad(self) -> None:
+        raise NotImplementedError
+
+    def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` over data-parallel ranks (identity with one process)."""
+        return t
+
+    def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
+        raise NotImplementedError
+
+    def load_checkpoint(self, path: str) -> dict:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ shared API
+    def state_dict_buckets(self, bucket_bytes: int) -> list[list[tuple[str, torch.Tensor]]]:
+        from rollart.trainer.weight_store import bucketize
+        return bucketize(self.named_tensors(), bucket_bytes)
+
+    def get_version(self) -> int:
+        return self.version
+
+    def _make_reference(self, model: nn.Module) -> nn.Module | None:
+        if self.cfg.kl_coef <= 0:
+            return None
+        ref = copy.deepcopy(model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref
+
+    def train_step(self, batch: Sequence[Any] | dict[str, torch.Tensor]) -> dict[str, float]:
+        """One RL update on ``batch``; every data-parallel rank must be called with the same batch."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        if not isinstance(batch, dict):
+            batch = build_batch(batch, pad_id=cfg.pad_id, adv_eps=cfg.adv_eps,
+                                scale_adv_by_std=cfg.scale_adv_by_std)
+        batch = dict(batch)
+        staleness = (self.version - batch["versions"]).clamp(min=0) * (batch["loss_mask"] > 0)  # (B, T)
+        if cfg.max_staleness is not None:
+            batch["loss_mask"] = batch["loss_mask"] * (staleness <= cfg.max_staleness)
+        total_tokens = num_loss_tokens(batch)
+        metrics: dict[str, float] = {
+            "rollout/reward_mean": float(batch["rewards"].mean()),
+            "rollout/staleness_mean": float(L.masked_mean(staleness.float(), batch["loss_mask"])),
+            "rollout/staleness_max": float(staleness.max()),
+            "charts/loss_tokens": float(total_tokens),
+        }
+        if total_tokens == 0:
+            raise ValueError("train_step: the batch has no model tokens to train (all loss_mask are 0); "
+                             "check loss_mask or max_staleness")
+
+        # 1) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
+        local = select_rows(batch, shard_rows(len(batch["lengths"]), self.cfg.rank, self.cfg.world_size))
+        self._precompute(local)
+
+        # 2) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
+        n_rows = len(batch["lengths"])
+        bounds = torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()
+        sums = torch.zeros(8, dtype=torch.float64)  # accumulated loss terms, see names below
+        grad_norms = []
+        for _ in range(cfg.ppo_epochs):
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                mb_rows = [r for r in range(lo, hi)]
+                normalizer = max(num_loss_tokens(select_rows(batch, mb_rows)), 1) if mb_rows else 1
+                my_rows = [i for i, r in enumerate(shard_rows(n_rows, cfg.rank, cfg.world_size)) if lo <= r < hi]
+                self._zero_grad()
+                if my_rows:
+                    for micro in micro_batches(select_rows(local, my_rows), cfg.micro_batch_tokens):
+                        loss, terms = self._loss(micro, normalizer)
+                        self._backward(loss)
+                        sums += terms
+                grad_norms.append(self._optimizer_step())
+        sums = self._all_reduce_sum(sums)
+        updates = cfg.ppo_epochs * len(bounds[:-1])
+        denom = max(total_tokens, 1) * cfg.ppo_epochs
+        names = ["policy", "kl", "entropy", "value", "clipfrac", "approx_kl", "is_weight", "total"]
+        for i, name in enumerate(names):
+            # loss terms are per-minibatch token means summed over minibatches -> average over updates
+            value = sums[i].item() / updates if i in (0, 1, 2, 3, 7) else sums[i].item() / denom
+            metrics[f"losses/{name}"] = value
+        metrics["losses/grad_norm"] = float(sum(grad_norms) / len(grad_norms))
+        self.version += 1
+        self.steps_done += 1
+        metrics["charts/version"] = float(self.version)
+        metrics["system/train_step_s"] = time.perf_counter() - t0
+        return metrics
+
+    # ------------------------------------------------------------------ internals
+    @torch.no_grad()
+    def _precompute(self, local: dict[str, torch.Tensor]) -> None:
+        cfg = self.cfg
+        need_prox = cfg.off_policy == "decoupled" or cfg.ppo_epochs > 1 or cfg.num_minibatches > 1
+        B, T = local["input_ids"].shape
+        local["prox_logprobs"] = local["behav_logprobs"].clone()
+        local["ref_logprobs"] = torch.zeros(B, T)
+        local["old_values"] = torch.zeros(B, T)
+        if B == 0:
+            return
+        if cfg.algorithm == "ppo":
+            local["returns"] = torch.zeros(B, T)
+        for rows in micro_batch_rows(local["lengths"].tolist(), cfg.micro_batch_tokens):
+            mb = select_rows(local, rows)
+            ids, mask = mb["input_ids"], mb["loss_mask"]
+            n = ids.shape[1]
+            if need_prox:
+                local["prox_logprobs"][rows, :n] = L.token_logprobs(forward_logits(self.policy, ids), ids) * mask
+            if self.ref_model is not None:
+                local["ref_logprobs"][rows, :n] = L.token_logprobs(forward_logits(self.ref_model, ids), ids)
+            if cfg.algorithm == "ppo":
+                values = self.critic(ids).float() * mask  # (b, n)
+                adv, ret = L.gae(mb["token_rewards"], values, mask, cfg.gamma, cfg.gae_lambda)
+                local["old_values"][rows, :n] = values
+                local["advantages"][rows, :n] = adv
+                local["returns"][rows, :n] = ret
+
+    def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.cfg
+        ids, mask = mb["input_ids"], mb["loss_mask"]
+        logits = forward_logits(self.policy, ids)  # (B, T, V)
+        logp = L.token_logprobs(logits, ids)  # (B, T)
+        is_w = None
+        if cfg.off_policy == "decoupled":
+            old = mb["prox_logprobs"]
+            is_w = L.truncated_is_weights(mb["prox_logprobs"], mb["behav_logprobs"], mask, cfg.is_cap)
+        elif cfg.ppo_epochs > 1 or cfg.num_minibatches > 1:
+            old = mb["prox_logprobs"]
+        else:
+            old = mb["behav_logprobs"]
+        pg, stats = L.clipped_policy_loss(logp, old, mb["advantages"], mask, normalizer, cfg.clip_eps,
+                                          cfg.clip_eps_high, is_w)
+        loss = pg
+        kl = ent = vl = torch.zeros(())
+        if self.ref_model is not None:
+            kl = L.kl_penalty(logp, mb["ref_logprobs"], mask, normalizer)
+            loss = loss + cfg.kl_coef * kl
+        if cfg.entropy_coef > 0:
+            ent = L.entropy_bonus(L.token_entropy(logits), mask, normalizer)
+            loss = loss - cfg.entropy_coef * ent
+        if cfg.algorithm == "ppo":
+            values = self.critic(ids).float()  # (B, T)
+            vl = L.value_loss(values, mb["old_values"], mb["returns"], mask, normalizer, cfg.value_clip)
+            loss = loss + cfg.vf_coef * vl
+        is_sum = float(L.masked_sum(is_w, mask)) if is_w is not None else float(mask.sum())
+        terms = torch.tensor([pg.item(), kl.item(), ent.item(), vl.item(), stats["clipped_tokens"],
+                              stats["approx_kl_sum"], is_sum, loss.item()], dtype=torch.float64)
+        return loss, terms

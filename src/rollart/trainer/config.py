@@ -1,0 +1,112 @@
+"""TrainerConfig: one dataclass for the trainer backend, the optimiser and the RL loss."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from rollart.config import ConfigError
+
+
+@dataclass
+class TrainerConfig:
+    # --- backend and model
+    backend: str = "torch"
+    """Trainer backend: 'torch' or 'deepspeed' (or a 'module:Class' string)."""
+    model_path: str = ""
+    """Folder of an HF-style model loaded with rollart.models.load_model (unless a model object or
+    model_factory is given)."""
+    model_factory: str = ""
+    """Optional 'module:function' returning an nn.Module (used when model_path is empty; handy for tests
+    and custom models in actor processes)."""
+    dtype: str = "float32"
+    """Parameter dtype: float32 or bfloat16."""
+    num_threads: int = 2
+    """torch intra-op threads for this trainer process (the machine may have only 2 cores)."""
+    seed: int = 0
+    """Seed for torch/numpy/python RNGs at start."""
+
+    # --- algorithm
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+    """'grpo' (group-normalised advantages, no critic) or 'ppo' (critic + GAE; torch backend)."""
+    clip_eps: float = 0.2
+    """Clip range of the probability ratio (lower side, and upper side unless clip_eps_high is set)."""
+    clip_eps_high: Optional[float] = None
+    """Upper clip range (DAPO 'clip-higher'); None = clip_eps."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to a frozen copy of the initial policy; 0 disables the reference model."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus (subtracted from the loss)."""
+    off_policy: Literal["decoupled", "none"] = "decoupled"
+    """Stale-token correction: 'decoupled' clips the ratio to the policy at train-step start and weights each
+    token by min(pi_prox/mu, is_cap); 'none' clips the ratio to the behaviour policy mu directly."""
+    is_cap: float = 2.0
+    """Truncation of the importance weight pi_prox/mu in decoupled mode."""
+    max_staleness: Optional[int] = None
+    """Drop (mask out) tokens sampled more than this many versions ago; None keeps all."""
+    adv_eps: float = 1e-4
+    """eps in (R - mean)/(std + eps)."""
+    scale_adv_by_std: bool = True
+    """Divide GRPO advantages by the group std (False = Dr. GRPO style, centring only)."""
+    gamma: float = 1.0
+    """PPO discount over model tokens."""
+    gae_lambda: float = 1.0
+    """PPO GAE lambda."""
+    vf_coef: float = 0.5
+    """PPO value-loss weight."""
+    value_clip: Optional[float] = 0.2
+    """PPO value clipping range; None disables clipping."""
+
+    # --- optimisation
+    lr: float = 1e-3
+    """AdamW learning rate (policy and critic)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip; 0 disables."""
+    micro_batch_tokens: int = 16384
+    """Padded-token budget (rows x longest row) of one forward/backward micro-batch."""
+    num_minibatches: int = 1
+    """Optimizer steps per train_step (the batch is split into this many mini-batches)."""
+    ppo_epochs: int = 1
+    """Passes over the batch per train_step."""
+    pad_id: int = 0
+    """Token id used for right padding (masked out, never trained)."""
+
+    # --- data parallel (torch backend over torch.distributed) / deepspeed
+    world_size: int = 1
+    """Number of data-parallel trainer processes."""
+    rank: int = 0
+    """This process's rank in [0, world_size)."""
+    dist_backend: str = "gloo"
+    """torch.distributed backend ('gloo' on CPU, 'nccl' on GPUs)."""
+    master_addr: str = "127.0.0.1"
+    """Rendezvous address of rank 0."""
+    master_port: int = 29512
+    """Rendezvous port of rank 0."""
+    zero_stage: int = 0
+    """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
+
+    def __post_init__(self):
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"trainer.dtype={self.dtype!r}: use float32 or bfloat16")
+        if self.algorithm not in ("grpo", "ppo"):
+            raise ConfigError(f"trainer.algorithm={self.algorithm!r}: use 'grpo' or 'ppo'")
+        if self.off_policy not in ("decoupled", "none"):
+            raise ConfigError(f"trainer.off_policy={self.off_policy!r}: use 'decoupled' or 'none'")
+        for name in ("clip_eps", "lr", "is_cap", "micro_batch_tokens", "num_minibatches", "ppo_epochs",
+                     "num_threads", "world_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"trainer.{name}={getattr(self, name)} must be positive")
+        for name in ("kl_coef", "entropy_coef", "grad_clip", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"trainer.{name}={getattr(self, name)} must be >= 0")
+        if not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"trainer.rank={self.rank} must be in [0, world_size={self.world_size})")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"trainer.zero_stage={self.zero_stage}: DeepSpeed ZeRO stages are 0, 1, 2, 3")
+        if self.max_staleness is not None and self.max_staleness < 0:
+            raise ConfigError(f"trainer.max_staleness={self.max_staleness} must be >= 0 or None")

@@ -1,0 +1,75 @@
+"""Build, export, save and restore the policy network for any trainer backend.
+
+Models are ``rollart.models.CausalLM`` (saved HF-loadable with ``rollart.models.save_model``) or, for
+tests and custom code, any ``nn.Module`` mapping input_ids (B, T) to logits (B, T, V) (saved with
+safetensors under its own state-dict names).
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from rollart.trainer.config import TrainerConfig
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_object(spec: str):
+    """Import ``"module:attr"`` and return the attribute, with an error naming what was wrong."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{spec!r} is not a 'module:attribute' string (e.g. 'rollart.trainer.torch_trainer:TorchTrainer')")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"{module_name} has no attribute {attr!r} (from {spec!r})") from None
+
+
+def build_model(cfg: TrainerConfig) -> nn.Module:
+    """The policy from ``cfg.model_factory`` ("module:function") or ``cfg.model_path`` (HF folder)."""
+    dtype = DTYPES[cfg.dtype]
+    if cfg.model_factory:
+        return resolve_object(cfg.model_factory)().to(dtype)
+    if not cfg.model_path:
+        raise ValueError("trainer needs a model: set trainer.model_path=FOLDER (make a tiny one with "
+                         "`python -m rollart.tools.make_tiny_model FOLDER`) or trainer.model_factory=module:fn")
+    from rollart.models import load_model
+    return load_model(cfg.model_path, dtype=dtype)
+
+
+def _is_causal_lm(model: nn.Module) -> bool:
+    try:
+        from rollart.models import CausalLM
+    except ImportError:
+        return False
+    return isinstance(model, CausalLM)
+
+
+def export_named_tensors(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every trainable weight once (tied weights once), detached, on CPU, with its HF/state-dict name."""
+    return [(name, p.detach().to("cpu")) for name, p in model.named_parameters()]
+
+
+def save_policy(model: nn.Module, folder: Path) -> None:
+    """Write the model to ``folder``: HF format for CausalLM, ``model.safetensors`` otherwise."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if _is_causal_lm(model):
+        from rollart.models import save_model
+        save_model(model, folder)
+    else:
+        from safetensors.torch import save_model as save_module
+        save_module(model, str(folder / "model.safetensors"))
+
+
+def load_policy_weights(model: nn.Module, folder: Path) -> None:
+    """Load weights written by :func:`save_policy` into ``model`` in place."""
+    if _is_causal_lm(model):
+        from rollart.models import load_state_dict, load_weights
+        load_weights(model, load_state_dict(folder).items())
+    else:
+        from safetensors.torch import load_model as load_module
+        load_module(model, str(folder / "model.safetensors"))

@@ -1,0 +1,154 @@
+"""Plain-PyTorch trainer: one process, or data parallel over torch.distributed (gloo on CPU).
+
+Data parallelism is explicit and small: every rank holds the full model, trains its rows of each
+mini-batch (``shard_rows``), and gradients are summed with one flattened all-reduce before the step.
+Because losses are token sums divided by the *global* number of loss tokens, the summed gradient is
+exactly the gradient of the single-process loss, so N ranks give the same update as one process.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from rollart.trainer import checkpoint as ckpt
+from rollart.trainer.base import Trainer, ValueModel
+from rollart.trainer.config import TrainerConfig
+from rollart.trainer.model_io import build_model, export_named_tensors, save_policy, load_policy_weights
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def init_distributed(cfg: TrainerConfig) -> None:
+    """Join the data-parallel group (no-op for one process or when already initialised)."""
+    if cfg.world_size == 1 or dist.is_initialized():
+        return
+    dist.init_process_group(cfg.dist_backend, init_method=f"tcp://{cfg.master_addr}:{cfg.master_port}",
+                            rank=cfg.rank, world_size=cfg.world_size)
+
+
+def make_optimizer(cfg: TrainerConfig, params) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in params if p.requires_grad], lr=cfg.lr, betas=tuple(cfg.betas),
+                             eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+
+
+class TorchTrainer(Trainer):
+    """GRPO/PPO on a torch nn.Module with AdamW; ``model`` may be passed in-process, else it is built
+    from ``cfg.model_path`` / ``cfg.model_factory``."""
+
+    def __init__(self, cfg: TrainerConfig, model: nn.Module | None = None):
+        super().__init__(cfg)
+        seed_everything(cfg.seed)
+        init_distributed(cfg)
+        self.policy = model if model is not None else build_model(cfg)
+        self.policy.train()
+        if cfg.world_size > 1:  # identical start on every rank, whatever each rank's init did
+            with torch.no_grad():
+                for t in list(self.policy.parameters()) + list(self.policy.buffers()):
+                    dist.broadcast(t.data, src=0)
+        self.ref_model = self._make_reference(self.policy)
+        params = list(self.policy.parameters())
+        if cfg.algorithm == "ppo":
+            self.critic = ValueModel(_copy_for_critic(self.policy))
+            if cfg.world_size > 1:
+                for t in self.critic.parameters():
+                    dist.broadcast(t.data, src=0)
+            params += list(self.critic.parameters())
+        self._params = [p for p in params if p.requires_grad]
+        self.optimizer = make_optimizer(cfg, self._params)
+
+    # ------------------------------------------------------------------ step hooks
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=False)
+        for p in self._params:  # every rank must contribute a gradient tensor to the all-reduce
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def _optimizer_step(self) -> float:
+        grads = [p.grad for p in self._params]
+        if self.cfg.world_size > 1:
+            flat = torch.cat([g.reshape(-1) for g in grads])  # one collective instead of one per tensor
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+            offset = 0
+            for g in grads:
+                g.copy_(flat[offset: offset + g.numel()].view_as(g))
+                offset += g.numel()
+        if self.cfg.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self._params, self.cfg.grad_clip)
+        else:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        self.optimizer.step()
+        return float(norm)
+
+    def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.cfg.world_size > 1:
+            t = t.clone()
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    # ------------------------------------------------------------------ weights and checkpoints
+    def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        return export_named_tensors(self.policy)
+
+    def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
+        """Atomic checkpoint of model, optimizer, RNG states, version and ``extra``; returns its folder."""
+        meta = {"version": self.version, "steps_done": self.steps_done, "extra": extra or {},
+                "world_size": self.cfg.world_size, "backend": "torch"}
+        rank, world = self.cfg.rank, self.cfg.world_size
+        barrier = dist.barrier if world > 1 else None
+
+        def write(tmp: Path) -> None:
+            if rank == 0:
+                save_policy(self.policy, tmp / "model")
+                torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+                if self.critic is not None:
+                    torch.save(self.critic.state_dict(), tmp / "critic.pt")
+            if barrier:
+                barrier()
+            torch.save(ckpt.rng_state(), tmp / f"rng_rank{rank}.pt")
+
+        return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier))
+
+    def load_checkpoint(self, path: str) -> dict:
+        """Restore from a checkpoint folder, or from the latest one under a root; returns ``extra``."""
+        folder = ckpt.resolve(path)
+        meta = ckpt.read_meta(folder)
+        load_policy_weights(self.policy, folder / "model")
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False))
+        if self.critic is not None:
+            self.critic.load_state_dict(torch.load(folder / "critic.pt"))
+        rng_file = folder / f"rng_rank{self.cfg.rank}.pt"
+        if rng_file.exists():
+            ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
+        self.version = int(meta["version"])
+        self.steps_done = int(meta.get("steps_done", self.version))
+        return meta["extra"]
+
+    def close(self) -> None:
+        if self.cfg.world_size > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def _copy_for_critic(policy: nn.Module) -> nn.Module:
+    """The critic's trunk: a copy of the policy whose LM head is dropped (features = final hidden states)."""
+    import copy
+
+    trunk = copy.deepcopy(policy)
+    if hasattr(trunk, "lm_head"):
+        trunk.lm_head = nn.Identity()
+    for p in trunk.parameters():
+        p.requires_grad_(True)
+    return trunk
+
