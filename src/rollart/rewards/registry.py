@@ -1,0 +1,67 @@
+"""Which stateless reward functions a serverless endpoint may run, by name.
+
+Functions are named with ``module:function`` specs (optionally ``alias=module:function``) so that the
+server and each worker process import them the same way. Unknown names get a "did you mean" error.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Callable, Iterable
+
+
+class UnknownFunctionError(KeyError):
+    """The requested function is not registered; the message lists close names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def parse_spec(spec: str) -> tuple[str, str, str]:
+    """``[alias=]module:function`` -> (name, module, function)."""
+    spec = spec.strip()
+    alias, _, target = spec.rpartition("=")
+    module, sep, func = target.partition(":")
+    if not sep or not module or not func:
+        raise ValueError(f"bad function spec {spec!r}: write module:function, e.g. "
+                         "rollart.rewards.rules:math_reward (optionally alias=module:function)")
+    return alias or func, module, func
+
+
+def load_function(module: str, func: str) -> Callable:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"cannot import module {module!r} for reward function {func!r}: {e}") from None
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise ValueError(f"{module}:{func} is not a callable in module {module!r}")
+    return fn
+
+
+class FunctionRegistry:
+    """name -> callable, built from specs (the server validates; workers import the same specs)."""
+
+    def __init__(self, specs: Iterable[str] = ()):
+        self.specs: dict[str, str] = {}
+        self.functions: dict[str, Callable] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: str) -> str:
+        name, module, func = parse_spec(spec)
+        if name in self.functions:
+            raise ValueError(f"function name {name!r} registered twice; give one an alias=module:fn")
+        self.functions[name] = load_function(module, func)
+        self.specs[name] = f"{name}={module}:{func}"
+        return name
+
+    def get(self, name: str) -> Callable:
+        if name not in self.functions:
+            close = difflib.get_close_matches(name, list(self.functions), n=3)
+            hint = f"; did you mean {close}?" if close else f"; registered: {sorted(self.functions)}"
+            raise UnknownFunctionError(f"unknown reward function {name!r}{hint}")
+        return self.functions[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.functions

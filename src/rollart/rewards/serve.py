@@ -1,0 +1,289 @@
+"""Serverless reward endpoint: stateless reward functions behind HTTP, on an autoscaled process pool.
+
+    python -m rollart.rewards.serve --port 8700 --token SECRET \\
+        --functions rollart.rewards.rules:math_reward,rollart.rewards.rules:exact_match
+
+Wire protocol (``register_serverless`` and :mod:`rollart.rewards.client` speak it):
+``POST {url}/call/{function}`` with JSON ``{"args": [...], "kwargs": {...}}`` and, if the server has a
+token, ``Authorization: Bearer TOKEN``. The answer is ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": "..."}`` — HTTP 4xx for bad requests (401 auth, 404 unknown function,
+400 malformed body, 413 too large), 5xx for failures (500 function error or worker crash, 504 timeout).
+
+Workers are processes (:mod:`rollart.rewards.worker`). The pool grows while calls wait and no worker is
+idle (up to ``max_workers``) and a worker exits after ``idle_timeout`` seconds without work, so an idle
+endpoint holds zero processes. A call that overruns ``call_timeout`` kills its worker. ``GET /stats``
+reports utilisation (busy worker-seconds / alive worker-seconds).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import json
+import random
+import sys
+import time
+from typing import Any, Optional
+
+from aiohttp import web
+
+from rollart.rewards.registry import FunctionRegistry, UnknownFunctionError
+
+
+@dataclasses.dataclass
+class ServeConfig:
+    """Settings of one reward endpoint."""
+
+    functions: tuple[str, ...] = ()
+    """Reward functions as module:function (optionally alias=module:function)."""
+    host: str = "127.0.0.1"
+    """Interface to bind."""
+    port: int = 8700
+    """TCP port (0 picks a free one)."""
+    token: Optional[str] = None
+    """If set, calls must send Authorization: Bearer TOKEN."""
+    max_workers: int = 4
+    """Upper bound on worker processes."""
+    idle_timeout: float = 2.0
+    """Seconds a worker may sit idle before it exits (scale to zero)."""
+    call_timeout: float = 30.0
+    """Seconds one call may run before its worker is killed and the call fails with 504."""
+    max_request_bytes: int = 8 * 1024 * 1024
+    """Largest accepted request body (trajectories reach a few MB)."""
+    fault_rate: float = 0.0
+    """Test-only: fraction of calls given an injected fault (raise, crash or hang)."""
+    fault_seed: int = 0
+    """Seed of the fault injector."""
+
+    def __post_init__(self) -> None:
+        if not self.functions:
+            raise ValueError("no reward functions: pass --functions module:fn[,module:fn...]")
+        if self.max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {self.max_workers}")
+        if self.idle_timeout <= 0 or self.call_timeout <= 0:
+            raise ValueError("idle_timeout and call_timeout must be > 0 seconds")
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be within [0, 1], got {self.fault_rate}")
+        if self.max_request_bytes < 1024:
+            raise ValueError(f"max_request_bytes={self.max_request_bytes} is too small (>= 1024)")
+
+
+@dataclasses.dataclass
+class Job:
+    fn: str
+    args: list
+    kwargs: dict
+    fault: Optional[str]
+    future: asyncio.Future
+
+
+class WorkerPool:
+    """Autoscaled worker processes fed from one asyncio queue."""
+
+    def __init__(self, cfg: ServeConfig, specs: list[str]):
+        self.cfg, self.specs = cfg, specs
+        self.jobs: asyncio.Queue[Job] = asyncio.Queue()
+        self.workers = 0
+        self.idle = 0
+        self.busy_seconds = 0.0
+        self.alive_seconds_closed = 0.0
+        self._alive_since: dict[int, float] = {}
+        self._ids = itertools.count()
+        self._tasks: set[asyncio.Task] = set()
+        self.spawned = 0
+
+    def submit(self, job: Job) -> None:
+        self.jobs.put_nowait(job)
+        if self.jobs.qsize() > self.idle and self.workers < self.cfg.max_workers:
+            self.workers += 1  # count now so a burst does not over-spawn
+            task = asyncio.create_task(self._worker_loop())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def alive_seconds(self) -> float:
+        now = time.monotonic()
+        return self.alive_seconds_closed + sum(now - t for t in self._alive_since.values())
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "rollart.rewards.worker", "--functions", ",".join(self.specs),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
+            limit=4 * self.cfg.max_request_bytes)
+
+    async def _worker_loop(self) -> None:
+        wid = next(self._ids)
+        self._alive_since[wid] = time.monotonic()
+        self.spawned += 1
+        proc: Optional[asyncio.subprocess.Process] = None
+        try:
+            proc = await self._spawn()
+            while True:
+                # 1) wait for a job; leave when idle too long (scale to zero)
+                self.idle += 1
+                try:
+                    job = await asyncio.wait_for(self.jobs.get(), self.cfg.idle_timeout)
+                except asyncio.TimeoutError:
+                    return
+                finally:
+                    self.idle -= 1
+                # 2) run it; a dead or overrunning worker fails this call and is replaced
+                if job.future.done():  # the client went away
+                    continue
+                t0 = time.monotonic()
+                reply = await self._run(proc, job)
+                self.busy_seconds += time.monotonic() - t0
+                if not job.future.done():
+                    job.future.set_result(reply)
+                if proc.returncode is not None or reply.get("_kill"):
+                    return
+        finally:
+            self.workers -= 1
+            self.alive_seconds_closed += time.monotonic() - self._alive_since.pop(wid)
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            # work may still be queued with no one left to take it
+            if self.jobs.qsize() and self.workers < self.cfg.max_workers and self.idle == 0:
+                self.workers += 1
+                task = asyncio.create_task(self._worker_loop())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, proc: asyncio.subprocess.Process, job: Job) -> dict:
+        msg = {"id": 0, "fn": job.fn, "args": job.args, "kwargs": job.kwargs, "fault": job.fault}
+        try:
+            proc.stdin.write((json.dumps(msg) + "\n").encode())
+            await proc.stdin.drain()
+            line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.call_timeout)
+        except asyncio.TimeoutError:
+            return {"ok": False, "status": 504, "_kill": True,
+                    "error": f"{job.fn}: timed out after {self.cfg.call_timeout}s (raise call_timeout "
+                             "if the function is legitimately slow)"}
+        except (ConnectionError, BrokenPipeError) as e:
+            return {"ok": False, "status": 500, "_kill": True, "error": f"{job.fn}: worker lost ({e})"}
+        if not line:
+            code = await proc.wait()
+            return {"ok": False, "status": 500, "_kill": True,
+                    "error": f"{job.fn}: worker process died during the call (exit code {code})"}
+        reply = json.loads(line)
+        reply["status"] = 200 if reply["ok"] else 500
+        return reply
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"ok": False, "error": message}, status=status)
+
+
+class RewardEndpoint:
+    """The aiohttp application: validation, auth and fault injection in front of the pool."""
+
+    def __init__(self, cfg: ServeConfig):
+        self.cfg = cfg
+        self.registry = FunctionRegistry(cfg.functions)
+        self.pool = WorkerPool(cfg, list(self.registry.specs.values()))
+        self.rng = random.Random(cfg.fault_seed)
+        self.counts = {"calls": 0, "ok": 0, "failed": 0, "rejected": 0}
+        self.app = web.Application(client_max_size=cfg.max_request_bytes)
+        self.app.router.add_post("/call/{name}", self.call)
+        self.app.router.add_get("/health", self.health)
+        self.app.router.add_get("/stats", self.stats)
+        self.app.on_cleanup.append(lambda app: self.pool.close())
+
+    async def call(self, request: web.Request) -> web.Response:
+        self.counts["calls"] += 1
+        rejection = self._check(request)
+        if rejection is not None:
+            self.counts["rejected"] += 1
+            return rejection
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            self.counts["rejected"] += 1
+            return _error(413, f"request body over {self.cfg.max_request_bytes} bytes "
+                               "(server setting max_request_bytes)")
+        try:
+            payload = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            self.counts["rejected"] += 1
+            return _error(400, f"body is not JSON ({e}); send {{\"args\": [...], \"kwargs\": {{...}}}}")
+        if (not isinstance(payload, dict) or not isinstance(payload.get("args", []), list)
+                or not isinstance(payload.get("kwargs", {}), dict)
+                or set(payload) - {"args", "kwargs"}):
+            self.counts["rejected"] += 1
+            return _error(400, "body must be a JSON object {\"args\": [...], \"kwargs\": {...}} "
+                               "with no other keys")
+        fault = None
+        if self.cfg.fault_rate and self.rng.random() < self.cfg.fault_rate:
+            fault = self.rng.choice(["raise", "crash", "hang"])
+        fut = asyncio.get_running_loop().create_future()
+        self.pool.submit(Job(request.match_info["name"], payload.get("args", []),
+                             payload.get("kwargs", {}), fault, fut))
+        try:
+            reply = await fut
+        finally:
+            if not fut.done():
+                fut.cancel()
+        self.counts["ok" if reply["ok"] else "failed"] += 1
+        body = {"ok": True, "result": reply["result"]} if reply["ok"] else {"ok": False,
+                                                                              "error": reply["error"]}
+        return web.json_response(body, status=reply["status"])
+
+    def _check(self, request: web.Request) -> Optional[web.Response]:
+        if self.cfg.token is not None:
+            if request.headers.get("Authorization", "") != f"Bearer {self.cfg.token}":
+                return _error(401, "missing or wrong token: send Authorization: Bearer TOKEN")
+        name = request.match_info["name"]
+        try:
+            self.registry.get(name)
+        except UnknownFunctionError as e:
+            return _error(404, str(e))
+        if request.content_length is not None and request.content_length > self.cfg.max_request_bytes:
+            return _error(413, f"request body of {request.content_length} bytes is over "
+                               f"{self.cfg.max_request_bytes} (server setting max_request_bytes)")
+        return None
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "functions": sorted(self.registry.functions),
+                                  "workers": self.pool.workers, "queued": self.pool.jobs.qsize()})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        alive = self.pool.alive_seconds()
+        return web.json_response({
+            **self.counts, "workers": self.pool.workers, "spawned": self.pool.spawned,
+            "busy_seconds": self.pool.busy_seconds, "alive_seconds": alive,
+            "utilisation": self.pool.busy_seconds / alive if alive > 0 else 0.0})
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--functions", required=True, help="module:fn[,module:fn...]")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8700)
+    p.add_argument("--token", default=None)
+    p.add_argument("--max-workers", type=int, default=4)
+    p.add_argument("--idle-timeout", type=float, default=2.0)
+    p.add_argument("--call-timeout", type=float, default=30.0)
+    p.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024)
+    p.add_argument("--fault-rate", type=float, default=0.0)
+    p.add_argument("--fault-seed", type=int, default=0)
+    a = p.parse_args(argv)
+    try:
+        cfg = ServeConfig(tuple(s for s in a.functions.split(",") if s), a.host, a.port, a.token,
+                          a.max_workers, a.idle_timeout, a.call_timeout, a.max_request_bytes,
+                          a.fault_rate, a.fault_seed)
+        endpoint = RewardEndpoint(cfg)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    print(f"reward endpoint on http://{cfg.host}:{cfg.port} functions={sorted(endpoint.registry.functions)}",
+          flush=True)
+    web.run_app(endpoint.app, host=cfg.host, port=cfg.port, print=None)
+
+
+if __name__ == "__main__":
+    main()
