@@ -111,7 +111,7 @@ def max_in_window(history: list[tuple[float, float]], period: float) -> float:
     best, j, total = 0.0, 0, 0.0
     for i, (t, a) in enumerate(times):
         total += a
-        while times[j][0] <= t - period:
+        while times[j][0] + period <= t:
             total -= times[j][1]
             j += 1
         best = max(best, total)
