@@ -1,0 +1,213 @@
+"""SampleBuffer: versioned store of scored GRPO groups, and the asynchronous bound α (rollart.txt §6.2).
+
+The trainer pipeline calls ``set_version(n)`` after each weight update and ``await get_batch(B)``
+for whole GRPO groups. The scheduler deposits finished groups with ``await put(group)`` (it blocks
+while the buffer is full: backpressure). Modes, all in this one class:
+
+- ``async`` (ROLLART, default α=1): a trajectory that began under a version older than n−α is aborted
+  even mid-flight — checked before every generation (``admit_turn``) and, for trajectories already
+  generating, by cancelling them in ``set_version`` — and stale groups are evicted before a batch forms;
+- ``areal``: the bound is checked only when a trajectory starts (AReaL); in-flight trajectories
+  are never aborted and finished ones never evicted for staleness — only the capacity throttles;
+- ``oneoff``: start-only like areal with α=1, but groups started before n−1 are evicted at batch time;
+- ``sync``: ``async`` with α=0: every batch comes entirely from the current version.
+
+Capacity (trajectories) bounds what is held: with E concurrent envs, (α+1)·E keeps it O(α·E).
+Accounting: ``accepted == trained + evicted (by reason) + buffered`` always holds.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Literal
+
+from rollart.rollout.types import Trajectory
+
+Mode = Literal["async", "areal", "oneoff", "sync"]
+
+
+@dataclass
+class BufferConfig:
+    """SampleBuffer settings."""
+    mode: Mode = "async"
+    """async (per-turn bound, ROLLART) | areal (start-only bound) | oneoff | sync (α=0)."""
+    alpha: int = 1
+    """Asynchronous bound: trajectories must start at version >= current - alpha."""
+    group_size: int = 8
+    """Trajectories per GRPO group; put() takes exactly this many."""
+    capacity: int = 256
+    """Most trajectories held at once; set about (alpha + 1) * concurrent envs."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("async", "areal", "oneoff", "sync"):
+            raise ValueError(f"mode must be async, areal, oneoff or sync, got {self.mode!r}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if self.mode == "sync":
+            self.alpha = 0
+        if self.mode == "oneoff":
+            self.alpha = 1
+        if self.group_size < 1 or self.capacity < self.group_size:
+            raise ValueError(f"need group_size >= 1 and capacity >= group_size "
+                             f"(got {self.group_size}, {self.capacity})")
+
+
+class BufferClosed(RuntimeError):
+    """The buffer was closed while a caller waited on it."""
+
+
+class SampleBuffer:
+    """See module docstring."""
+
+    def __init__(self, config: BufferConfig | None = None, version: int = 0):
+        self.config = config or BufferConfig()
+        self.version = version
+        self.groups: deque[list[Trajectory]] = deque()
+        self.buffered = 0
+        self.max_buffered = 0
+        self.counters: Counter = Counter()
+        """accepted, trained (trajectories); groups_accepted, groups_trained."""
+        self.evicted: Counter = Counter()
+        """Trajectories evicted from the buffer, by reason."""
+        self.aborted: Counter = Counter()
+        """In-flight trajectories aborted by the gate, by reason (never entered the buffer)."""
+        self._inflight: dict[str, tuple[int, asyncio.Task]] = {}
+        self._stale: dict[str, str] = {}
+        self._changed = asyncio.Condition()
+        self._closed = False
+
+    # ------------------------------------------------------------------ the gate (EnvManager side)
+    @property
+    def per_turn(self) -> bool:
+        return self.config.mode in ("async", "sync")
+
+    def window_start(self) -> int:
+        return self.version - self.config.alpha
+
+    def admit_turn(self, start_version: int, first_turn: bool) -> str | None:
+        """None if a trajectory started at ``start_version`` may generate again, else the reason."""
+        if not (self.per_turn or first_turn):
+            return None
+        if start_version < self.window_start():
+            reason = (f"stale: started at version {start_version}, current {self.version}, "
+                      f"alpha {self.config.alpha}")
+            self.aborted["stale"] += 1
+            return reason
+        return None
+
+    def track(self, trajectory_id: str, start_version: int, task: asyncio.Task) -> None:
+        self._inflight[trajectory_id] = (start_version, task)
+
+    def untrack(self, trajectory_id: str) -> None:
+        self._inflight.pop(trajectory_id, None)
+        self._stale.pop(trajectory_id, None)
+
+    def stale_reason(self, trajectory_id: str) -> str | None:
+        return self._stale.get(trajectory_id)
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    # ------------------------------------------------------------------ the trainer side
+    async def set_version(self, version: int) -> None:
+        """New policy version: abort in-flight trajectories and evict groups that left the window."""
+        if version < self.version:
+            raise ValueError(f"versions only go forward: {version} < current {self.version}")
+        self.version = version
+        if self.per_turn:
+            for tid, (start, task) in list(self._inflight.items()):
+                if start < self.window_start() and tid not in self._stale:
+                    self._stale[tid] = (f"stale mid-flight: started at version {start}, current "
+                                        f"{version}, alpha {self.config.alpha}")
+                    self.aborted["stale_midflight"] += 1
+                    task.cancel()
+        async with self._changed:
+            self._evict_stale()
+            self._changed.notify_all()
+
+    async def get_batch(self, n: int) -> list[Trajectory]:
+        """Block until ``n`` fresh trajectories (whole groups, oldest first) are buffered; return them."""
+        g = self.config.group_size
+        if n < g or n % g or n > self.config.capacity:
+            raise ValueError(f"batch size {n} must be a multiple of group_size {g} and <= capacity "
+                             f"{self.config.capacity}")
+        async with self._changed:
+            while True:
+                self._raise_if_closed()
+                self._evict_stale()
+                if self.buffered >= n:
+                    break
+                await self._changed.wait()
+            batch: list[Trajectory] = []
+            while len(batch) < n:
+                group = self.groups.popleft()
+                batch.extend(group)
+                self.buffered -= len(group)
+                self.counters["groups_trained"] += 1
+            self.counters["trained"] += len(batch)
+            self._changed.notify_all()
+            return batch
+
+    # ------------------------------------------------------------------ the scheduler side
+    async def put(self, group: list[Trajectory]) -> bool:
+        """Deposit one scored group (waits while full). False if it arrived already stale (evicted)."""
+        if len(group) != self.config.group_size:
+            raise ValueError(f"a group must have group_size={self.config.group_size} trajectories, "
+                             f"got {len(group)}")
+        async with self._changed:
+            while self.buffered + len(group) > self.config.capacity:
+                self._raise_if_closed()
+                await self._changed.wait()
+            self._raise_if_closed()
+            self.counters["accepted"] += len(group)
+            self.counters["groups_accepted"] += 1
+            if self._is_stale(group):
+                self.evicted["stale_on_arrival"] += len(group)
+                return False
+            self.groups.append(group)
+            self.buffered += len(group)
+            self.max_buffered = max(self.max_buffered, self.buffered)
+            self._changed.notify_all()
+            return True
+
+    async def close(self) -> None:
+        """Wake every waiter with BufferClosed (shutdown)."""
+        self._closed = True
+        async with self._changed:
+            self._changed.notify_all()
+
+    # ------------------------------------------------------------------ accounting
+    def stats(self) -> dict:
+        return {"version": self.version, "buffered": self.buffered, "max_buffered": self.max_buffered,
+                "inflight": self.inflight, **self.counters,
+                "evicted": sum(self.evicted.values()), "aborted": sum(self.aborted.values()),
+                **{f"evicted/{k}": v for k, v in self.evicted.items()},
+                **{f"aborted/{k}": v for k, v in self.aborted.items()}}
+
+    def accounting_ok(self) -> bool:
+        return self.counters["accepted"] == (self.counters["trained"] + sum(self.evicted.values())
+                                             + self.buffered)
+
+    # ------------------------------------------------------------------ internals
+    def _is_stale(self, group: list[Trajectory]) -> bool:
+        if self.config.mode == "areal":
+            return False
+        return min(t.start_version for t in group) < self.window_start()
+
+    def _evict_stale(self) -> None:
+        if self.config.mode == "areal":
+            return
+        keep: deque[list[Trajectory]] = deque()
+        for group in self.groups:
+            if self._is_stale(group):
+                self.evicted["stale"] += len(group)
+                self.buffered -= len(group)
+            else:
+                keep.append(group)
+        self.groups = keep
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise BufferClosed("the sample buffer was closed")

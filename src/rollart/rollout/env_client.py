@@ -1,0 +1,140 @@
+"""The trajectory side of env hosting: open an env on some host, then reset/step/close it.
+
+:class:`EnvPool` spreads envs over hosts — in-process :class:`EnvHost` objects (cheap envs, tests) or
+actor handles of ``EnvHost`` actors in their own processes. Whatever goes wrong with an env (it
+raised, hung past its timeout, its host process died) reaches the trajectory as one exception,
+:class:`EnvFailure`, whose message says what happened.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any, Awaitable, Callable
+
+from rollart.rollout.env_host import EnvHost
+
+Caller = Callable[..., Awaitable[Any]]
+
+
+class EnvFailure(RuntimeError):
+    """An env raised, hung, or its host died; the trajectory using it is marked failed."""
+
+
+def _caller(host: Any) -> Caller:
+    """``call(method, *args)`` for an in-process EnvHost or an actor handle (which has .call)."""
+    if isinstance(host, EnvHost):
+        return lambda method, *args: getattr(host, method)(*args)
+    if hasattr(host, "call"):
+        return host.call
+    raise TypeError(f"env host must be an EnvHost or an actor handle with .call, got {type(host).__name__}")
+
+
+class EnvSession:
+    """One env on one host, used by exactly one trajectory coroutine at a time."""
+
+    def __init__(self, call: Caller, key: str, system_prompt: str, max_new_tokens: int,
+                 host_name: str, grace_s: float):
+        self._call = call
+        self.key = key
+        self.system_prompt = system_prompt
+        self.max_new_tokens = max_new_tokens
+        self.host_name = host_name
+        self.grace_s = grace_s
+        self.closed = False
+
+    async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        r = await self._checked("reset", self.key, seed, options)
+        return r["observation"], r["info"]
+
+    async def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        r = await self._checked("step", self.key, action)
+        return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
+
+    async def close(self) -> None:
+        """Release the env on its host (idempotent; a dead host counts as released)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            async with asyncio.timeout(self.grace_s):
+                await self._call("close", self.key)
+        except Exception:  # noqa: BLE001 - the host is gone or stuck: nothing left to release
+            pass
+
+    async def _checked(self, method: str, *args: Any) -> dict:
+        if self.closed:
+            raise EnvFailure(f"{method} on a released env ({self.key})")
+        try:
+            # The host enforces the env's own timeout; the grace bounds a host that stopped answering.
+            async with asyncio.timeout(self.grace_s):
+                result = await self._call(method, *args)
+        except TimeoutError:
+            raise EnvFailure(f"env host {self.host_name} did not answer {method} within "
+                             f"{self.grace_s:g}s") from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # ActorDeadError and transport errors: the host is gone
+            raise EnvFailure(f"env host {self.host_name} failed during {method}: "
+                             f"{type(e).__name__}: {e}") from None
+        if not result.get("ok"):
+            self.closed = True  # the host already dropped it
+            raise EnvFailure(str(result.get("error", "unknown env error")))
+        return result
+
+
+class EnvPool:
+    """Opens envs on a set of hosts, least-loaded first (by envs this pool opened on each)."""
+
+    def __init__(self, hosts: list[Any], grace_s: float = 120.0):
+        if not hosts:
+            raise ValueError("EnvPool needs at least one env host")
+        self.hosts = [(f"host{i}", _caller(h)) for i, h in enumerate(hosts)]
+        self.host_objects = list(hosts)
+        self.grace_s = grace_s
+        self.open_count = [0] * len(hosts)
+        self._rr = itertools.count()
+        self.counters = {"opened": 0, "released": 0, "open_failures": 0}
+
+    @classmethod
+    def inprocess(cls, config: Any = None, imports: tuple = ()) -> "EnvPool":
+        """One in-process host (thread-pooled env calls): for cheap envs and tests."""
+        return cls([EnvHost(config, imports)])
+
+    @property
+    def live(self) -> int:
+        return sum(self.open_count)
+
+    async def open(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None) -> EnvSession:
+        start = next(self._rr)
+        order = sorted(range(len(self.hosts)), key=lambda i: (self.open_count[i], (i - start) % len(self.hosts)))
+        errors = []
+        for i in order:  # a host that is down or full: try the next one
+            name, call = self.hosts[i]
+            try:
+                async with asyncio.timeout(self.grace_s):
+                    r = await call("create", env_id, kwargs or {}, faults)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{name}: {type(e).__name__}: {e}")
+                continue
+            if r.get("ok"):
+                self.open_count[i] += 1
+                self.counters["opened"] += 1
+                session = EnvSession(call, r["key"], r["system_prompt"], r["max_new_tokens"], name,
+                                     self.grace_s)
+                session._pool_index = i
+                return session
+            errors.append(f"{name}: {r.get('error')}")
+        self.counters["open_failures"] += 1
+        raise EnvFailure(f"cannot create {env_id!r}: " + "; ".join(errors))
+
+    async def release(self, session: EnvSession) -> None:
+        """Close the session's env and free its slot (idempotent)."""
+        index = getattr(session, "_pool_index", None)
+        if index is None:
+            return
+        session._pool_index = None
+        self.open_count[index] -= 1
+        self.counters["released"] += 1
+        await session.close()

@@ -1,0 +1,199 @@
+"""EnvManager: one coroutine per trajectory (rollart.txt §6.1).
+
+reset → generate → step → … until the env terminates or truncates. The manager keeps the
+(observation, action) history as token ids, token-in/token-out (:mod:`rollart.rollout.chat`): the
+model's own token ids are appended untouched and get ``loss_mask`` 1, their logprobs and policy
+versions; template and observation tokens get mask 0. Before each generation it asks the staleness
+gate (the SampleBuffer) whether the trajectory may go on. Whatever happens — env error, hang, host
+death, bad generation, staleness — the trajectory comes back with a status and a reason; only
+cancellation (a redundant extra being dropped) propagates, after the env has been released.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rollart.engine.sampling import SamplingParams
+from rollart.rollout.chat import ChatFormat
+from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
+from rollart.rollout.types import Trajectory
+
+
+@dataclass
+class TaskSpec:
+    """One task: which env, how to prompt it, how to sample. ``name`` is also the hw_mapping tag."""
+    name: str
+    """Task name; the tag sent with every generation request (drives hw_mapping)."""
+    env_id: str
+    """A registered gymnasium id (e.g. rollart/FrozenLake-v0, or your own)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Extra kwargs for gymnasium.make."""
+    system_prompt: str | None = None
+    """System prompt; None takes the env's ``system_prompt`` attribute (or none)."""
+    max_new_tokens: int = 0
+    """Max new tokens per turn; 0 takes the env's ``max_new_tokens`` attribute (else 64)."""
+    max_turns: int = 64
+    """Safety cap on turns (the env's own time limit normally ends it first)."""
+    max_total_tokens: int = 4096
+    """Stop (truncate) the trajectory once its token count would exceed this."""
+    temperature: float = 1.0
+    """Sampling temperature for this task."""
+    top_p: float = 1.0
+    """Nucleus sampling for this task."""
+    faults: dict | None = None
+    """If set, wrap each env in envs.faults.InjectFaults(**faults) (benchmarks, fault tests)."""
+    weight: float = 1.0
+    """Relative share of groups drawn from this task."""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.env_id:
+            raise ValueError("TaskSpec needs a name (the tag) and an env_id")
+        if self.max_turns < 1 or self.max_total_tokens < 8 or self.max_new_tokens < 0:
+            raise ValueError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
+        if self.weight <= 0:
+            raise ValueError(f"task {self.name}: weight must be > 0, got {self.weight}")
+
+
+class Policy(Protocol):
+    async def generate(self, trajectory_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
+                       tag: str) -> Any: ...
+
+
+class StalenessGate(Protocol):
+    """What the EnvManager needs from the SampleBuffer (the asynchronous bound)."""
+    version: int
+
+    def admit_turn(self, start_version: int, first_turn: bool) -> str | None:
+        """None to go on; otherwise the reason the trajectory must be aborted."""
+
+    def track(self, trajectory_id: str, start_version: int, task: asyncio.Task) -> None: ...
+
+    def untrack(self, trajectory_id: str) -> None: ...
+
+    def stale_reason(self, trajectory_id: str) -> str | None: ...
+
+
+class StaleTrajectory(Exception):
+    """Raised inside a trajectory when the gate refuses its next turn."""
+
+
+class EnvManager:
+    """Runs trajectories (see module docstring). One instance serves many concurrent trajectories."""
+
+    def __init__(self, policy: Policy, tokenizer: Any, pool: EnvPool, gate: StalenessGate | None = None):
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.pool = pool
+        self.gate = gate
+        self._formats: dict[str, ChatFormat] = {}
+
+    async def run(self, task: TaskSpec, trajectory_id: str, group_id: str, seed: int | None,
+                  barrier: Any = None) -> Trajectory:
+        """One trajectory from env open to release. ``barrier`` (batched baseline) syncs turns."""
+        traj = Trajectory(trajectory_id=trajectory_id, group_id=group_id, task=task.name)
+        traj.info["seed"] = seed
+        traj.timings = {"env_reset": 0.0, "env_step": 0.0, "generate": 0.0}
+        started = time.perf_counter()
+        session: EnvSession | None = None
+        try:
+            session = await self.pool.open(task.env_id, task.env_kwargs, task.faults)
+            await self._play(task, traj, session, seed, barrier)
+            traj.status = "done"
+        except EnvFailure as e:
+            traj.status, traj.reason = "failed", f"env: {e}"
+        except StaleTrajectory as e:
+            traj.status, traj.reason = "aborted", str(e)
+        except asyncio.CancelledError:
+            reason = self.gate.stale_reason(trajectory_id) if self.gate else None
+            current = asyncio.current_task()
+            if reason is None or current is None or current.uncancel() > 0:
+                raise  # cancelled from outside (redundant extra / shutdown): propagate
+            traj.status, traj.reason = "aborted", reason
+        except Exception as e:  # noqa: BLE001 - a bad generation or chat error fails only this one
+            traj.status, traj.reason = "failed", f"{type(e).__name__}: {e}"
+        finally:
+            traj.timings["total"] = time.perf_counter() - started
+            if self.gate:
+                self.gate.untrack(trajectory_id)
+            if session is not None:
+                await self.pool.release(session)
+            release = getattr(self.policy, "release", None)
+            if release is not None:
+                release(trajectory_id)
+        return traj
+
+    async def _play(self, task: TaskSpec, traj: Trajectory, session: EnvSession, seed: int | None,
+                    barrier: Any) -> None:
+        chat = self._format(task, session)
+        max_new = task.max_new_tokens or session.max_new_tokens or 64
+        sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=max_new,
+                                  stop_token_ids=list(chat.stop_token_ids))
+        t0 = time.perf_counter()
+        obs, info = await session.reset(seed=seed)
+        traj.timings["env_reset"] += time.perf_counter() - t0
+        self._append(traj, chat.first_prompt(obs))
+        env_return = 0.0
+        for turn in range(task.max_turns):
+            if barrier is not None:
+                await barrier.wait()  # batched baseline: every env of the batch starts the turn together
+            self._check_gate(traj, first_turn=(turn == 0))
+            t0 = time.perf_counter()
+            out = await self.policy.generate(traj.trajectory_id, traj.token_ids, sampling, task.name)
+            traj.timings["generate"] += time.perf_counter() - t0
+            if out.finish_reason == "abort":
+                raise StaleTrajectory(self._abort_reason(traj))
+            self._append(traj, out.token_ids, out.logprobs, out.versions)
+            traj.num_turns += 1
+            if barrier is not None:
+                await barrier.wait()  # ... and all generations finish before any env steps
+            t0 = time.perf_counter()
+            obs, reward, terminated, truncated, info = await session.step(chat.action_text(out.token_ids))
+            traj.timings["env_step"] += time.perf_counter() - t0
+            env_return += reward
+            if terminated or truncated:
+                traj.info["truncated"] = bool(truncated and not terminated)
+                break
+            follow = chat.next_turn(obs, out.token_ids)
+            if len(traj.token_ids) + len(follow) + max_new > task.max_total_tokens:
+                traj.info["truncated"] = "context"
+                break
+            self._append(traj, follow)
+        else:
+            traj.info["truncated"] = "max_turns"
+        traj.info["env_return"] = env_return
+        traj.info["env"] = info
+        traj.success = bool(info.get("success", env_return > 0))
+
+    def _check_gate(self, traj: Trajectory, first_turn: bool) -> None:
+        if self.gate is None:
+            return
+        if first_turn:
+            traj.start_version = self.gate.version
+            task = asyncio.current_task()
+            if task is not None:
+                self.gate.track(traj.trajectory_id, traj.start_version, task)
+        reason = self.gate.admit_turn(traj.start_version, first_turn)
+        if reason is not None:
+            raise StaleTrajectory(reason)
+
+    def _abort_reason(self, traj: Trajectory) -> str:
+        reason = self.gate.stale_reason(traj.trajectory_id) if self.gate else None
+        return reason or "generation aborted by the proxy"
+
+    def _format(self, task: TaskSpec, session: EnvSession) -> ChatFormat:
+        system = task.system_prompt if task.system_prompt is not None else session.system_prompt
+        key = f"{task.name}\x00{system}"
+        if key not in self._formats:
+            self._formats[key] = ChatFormat(self.tokenizer, system)
+        return self._formats[key]
+
+    @staticmethod
+    def _append(traj: Trajectory, ids: list[int], logprobs: list[float] | None = None,
+                versions: list[int] | None = None) -> None:
+        model = logprobs is not None
+        traj.token_ids.extend(ids)
+        traj.loss_mask.extend([1 if model else 0] * len(ids))
+        traj.logprobs.extend(logprobs if model else [0.0] * len(ids))
+        traj.versions.extend(versions if versions is not None else [-1] * len(ids))

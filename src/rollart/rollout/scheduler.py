@@ -1,0 +1,247 @@
+"""RolloutScheduler: GRPO groups of trajectories, redundant env rollouts, continuous production.
+
+A group is ``group_size`` rollouts of one task instance (same env id, same reset seed); its tag (the
+task name) routes generation through hw_mapping. ``extra_envs_per_group`` launches more envs than
+needed and ``extra_groups`` more groups than needed (rollart.txt §6.3): as soon as a group has its
+target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
+env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
+that fails is replaced (same seed) while the group could still fall short. ``interaction="batched"``
+is the baseline of Fig. 5b: every env of a batch starts each turn together and steps only after all
+generations of that turn returned.
+
+``collect_batch(G)`` gathers one batch; ``run()`` keeps producing scored groups into the SampleBuffer
+(asynchronous training) with at most ``max_concurrency`` envs open.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+from rollart.rollout.buffer import SampleBuffer
+from rollart.rollout.env_manager import EnvManager, TaskSpec
+from rollart.rollout.reward_dispatch import RewardDispatcher
+from rollart.rollout.types import Trajectory
+
+
+@dataclass
+class SchedulerConfig:
+    """RolloutScheduler settings."""
+    group_size: int = 8
+    """Complete trajectories per GRPO group."""
+    extra_envs_per_group: int = 0
+    """Redundancy: extra envs launched per group; cancelled once group_size are complete."""
+    extra_groups: int = 0
+    """Redundancy: extra groups launched per batch (collect_batch); cancelled once the batch is full."""
+    max_replacements: int = 8
+    """Per group: failed trajectories replaced (same seed) while the group could still fall short."""
+    max_concurrency: int = 64
+    """Most envs open at once (trajectories in flight)."""
+    interaction: Literal["trajectory", "batched"] = "trajectory"
+    """trajectory-level (ROLLART) or batched env interaction (baseline, collect_batch only)."""
+    seed: int = 0
+    """Seeds the task choice and the env reset seeds."""
+
+    def __post_init__(self) -> None:
+        if self.group_size < 1 or self.extra_envs_per_group < 0 or self.extra_groups < 0:
+            raise ValueError("group_size >= 1, extra_envs_per_group >= 0, extra_groups >= 0")
+        if self.max_concurrency < 1 or self.max_replacements < 0:
+            raise ValueError("max_concurrency >= 1 and max_replacements >= 0")
+        if self.interaction not in ("trajectory", "batched"):
+            raise ValueError(f"interaction must be 'trajectory' or 'batched', got {self.interaction!r}")
+
+
+class TurnBarrier:
+    """A barrier whose membership changes: finished trajectories leave, the rest wait for each other."""
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.arrived = 0
+        self._released: asyncio.Future | None = None
+
+    def join(self) -> None:
+        self.members += 1
+
+    def leave(self) -> None:
+        self.members -= 1
+        self._maybe_release()
+
+    async def wait(self) -> None:
+        if self._released is None:
+            self._released = asyncio.get_running_loop().create_future()
+        released = self._released
+        self.arrived += 1
+        self._maybe_release()
+        await asyncio.shield(released)  # shield: a cancelled member must not cancel the others' wait
+
+    def _maybe_release(self) -> None:
+        if self._released is not None and self.arrived >= self.members:
+            self._released.set_result(None)
+            self._released, self.arrived = None, 0
+
+
+class _Group:
+    """Book-keeping of one GRPO group while it runs."""
+
+    def __init__(self, group_id: str, task: TaskSpec, seed: int):
+        self.group_id, self.task, self.seed = group_id, task, seed
+        self.results: asyncio.Queue[Trajectory] = asyncio.Queue()
+        self.dropping = False  # set before the scheduler cancels this group's extras
+
+
+class RolloutScheduler:
+    """See module docstring."""
+
+    def __init__(self, tasks: list[TaskSpec], manager: EnvManager, config: SchedulerConfig | None = None,
+                 buffer: SampleBuffer | None = None, rewards: RewardDispatcher | None = None):
+        if not tasks:
+            raise ValueError("RolloutScheduler needs at least one TaskSpec")
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task names must be unique (they are hw_mapping tags): {names}")
+        self.tasks = tasks
+        self.manager = manager
+        self.config = config or SchedulerConfig()
+        self.buffer = buffer
+        self.rewards = rewards or RewardDispatcher()
+        self._slots = asyncio.Semaphore(self.config.max_concurrency)
+        self._rng = random.Random(self.config.seed)
+        self._group_ids = itertools.count()
+        self.counters: Counter = Counter()
+        self.reasons: Counter = Counter()
+        """Why trajectories did not make it into a group: 'failed: ...' / 'aborted: ...'."""
+
+    # ------------------------------------------------------------------ public API
+    async def collect_batch(self, num_groups: int) -> list[list[Trajectory]]:
+        """Run groups until ``num_groups`` are complete; cancel the extras; return the groups."""
+        if num_groups < 1:
+            raise ValueError(f"num_groups must be >= 1, got {num_groups}")
+        barrier = TurnBarrier() if self.config.interaction == "batched" else None
+        complete: asyncio.Queue[list[Trajectory] | None] = asyncio.Queue()
+        groups: list[list[Trajectory]] = []
+        async with asyncio.TaskGroup() as tg:
+            running = set()
+
+            def launch() -> None:
+                running.add(tg.create_task(self._group_to_queue(self._new_group(), complete, barrier)))
+
+            for _ in range(num_groups + self.config.extra_groups):
+                launch()
+            while len(groups) < num_groups:
+                group = await complete.get()
+                if group is None:  # a group could not be completed: try another task instance
+                    launch()
+                else:
+                    groups.append(group)
+            for task in running:
+                task.cancel()  # extra groups: abort their generations, release their envs
+        return groups
+
+    async def run(self, max_groups: int | None = None) -> None:
+        """Produce scored groups into the buffer until cancelled (or ``max_groups`` deposited)."""
+        if self.buffer is None:
+            raise RuntimeError("run() deposits into a SampleBuffer: pass buffer= to RolloutScheduler")
+        per_group = self.config.group_size + self.config.extra_envs_per_group
+        group_slots = asyncio.Semaphore(max(1, self.config.max_concurrency // per_group))
+        async with asyncio.TaskGroup() as tg:
+            launched = 0
+            while max_groups is None or launched < max_groups:
+                await group_slots.acquire()
+                tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
+                launched += 1
+
+    def stats(self) -> dict:
+        return {**self.counters, "envs_open": self.manager.pool.live,
+                **{f"reason/{k}": v for k, v in self.reasons.most_common(8)}}
+
+    # ------------------------------------------------------------------ groups
+    def _new_group(self) -> _Group:
+        task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
+        return _Group(f"g{next(self._group_ids)}", task, self._rng.randrange(2**31))
+
+    async def _group_to_queue(self, group: _Group, out: asyncio.Queue, barrier: TurnBarrier | None) -> None:
+        out.put_nowait(await self._run_group(group, barrier))
+
+    async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
+        try:
+            trajectories = await self._run_group(group, None)
+            if trajectories is not None:
+                await self.buffer.put(trajectories)
+                self.counters["groups_deposited"] += 1
+        finally:
+            slots.release()
+
+    async def _run_group(self, group: _Group, barrier: TurnBarrier | None) -> list[Trajectory] | None:
+        """The group's complete trajectories (exactly group_size), or None if it cannot be completed."""
+        cfg = self.config
+        done: list[Trajectory] = []
+        replacements = 0
+        async with asyncio.TaskGroup() as tg:
+            members = []
+
+            def launch() -> None:
+                index = len(members)
+                if barrier is not None:
+                    barrier.join()  # joined now, before any member can reach the barrier
+                members.append(tg.create_task(self._trajectory(group, index, barrier)))
+                self.counters["launched"] += 1
+
+            for _ in range(cfg.group_size + cfg.extra_envs_per_group):
+                launch()
+            finished = 0
+            while len(done) < cfg.group_size:
+                if finished == len(members):
+                    break  # every member finished and the group is short
+                try:
+                    traj = await group.results.get()
+                except asyncio.CancelledError:
+                    group.dropping = True  # the whole group is dropped: its members must not report
+                    raise
+                finished += 1
+                if traj.status == "done":
+                    done.append(traj)
+                    continue
+                self.reasons[f"{traj.status}: " + ":".join(traj.reason.split(":")[:2])[:80]] += 1
+                self.counters[traj.status] += 1
+                running = len(members) - finished
+                if len(done) + running < cfg.group_size and replacements < cfg.max_replacements:
+                    replacements += 1
+                    self.counters["replaced"] += 1
+                    launch()
+            group.dropping = True
+            for member in members:
+                if not member.done():
+                    member.cancel()  # redundant extras: generation aborted, env released
+                    self.counters["cancelled_extras"] += 1
+        if len(done) < cfg.group_size:
+            self.counters["groups_failed"] += 1
+            return None
+        self.counters["groups_complete"] += 1
+        return done
+
+    async def _trajectory(self, group: _Group, index: int, barrier: TurnBarrier | None) -> None:
+        tid = f"{group.group_id}-{index}"
+        try:
+            async with self._slots:
+                try:
+                    traj = await self.manager.run(group.task, tid, group.group_id, group.seed, barrier)
+                finally:
+                    if barrier is not None:
+                        barrier.leave()
+                        barrier = None
+                if traj.status == "done":
+                    await self.rewards.score(traj)  # scored the moment it finishes
+        except asyncio.CancelledError:
+            if group.dropping:
+                raise
+            # cancelled by the staleness gate while releasing its env: report it, never hang the group
+            traj = Trajectory(trajectory_id=tid, group_id=group.group_id, task=group.task.name,
+                              status="aborted", reason="cancelled by the staleness gate")
+            asyncio.current_task().uncancel()
+        finally:
+            if barrier is not None:
+                barrier.leave()
+        group.results.put_nowait(traj)

@@ -1,0 +1,130 @@
+"""Model-free stand-ins for tests and benchmarks: a byte tokenizer with a ChatML template and a
+scripted policy with the same ``generate`` interface as :class:`rollart.rollout.proxy.LLMProxy`.
+
+The scripted policy reads the last user message out of the prompt, asks ``choose(trajectory_id,
+observation)`` for the action text, waits ``latency_s`` (standing in for the LLM's time; cancellable,
+so cancelling a trajectory aborts its "generation" exactly like the real proxy) and returns the
+action's token ids followed by the end-of-turn token.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from typing import Callable
+
+from rollart.engine.sampling import SamplingParams
+from rollart.rollout.types import GenerationResult
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML = "chatml"  # ByteTokenizer renders ChatML natively; the attribute only has to be non-empty
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as ids 0..255 plus ChatML special tokens (256+); enough for ChatFormat."""
+
+    chat_template = CHATML
+
+    def __init__(self) -> None:
+        self.special_ids = {tok: 256 + i for i, tok in enumerate(SPECIALS)}
+        self.id_to_special = {i: tok for tok, i in self.special_ids.items()}
+        self.eos_token_id = self.special_ids["<|im_end|>"]
+        self.vocab_size = 256 + len(SPECIALS)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids: list[int] = []
+        i = 0
+        while i < len(text):
+            for tok, tid in self.special_ids.items():
+                if text.startswith(tok, i):
+                    ids.append(tid)
+                    i += len(tok)
+                    break
+            else:
+                j = min((k for k in (text.find(t, i) for t in SPECIALS) if k >= 0), default=len(text))
+                ids.extend(text[i:j].encode())
+                i = j
+        return ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        out, chunk = [], bytearray()
+        for t in ids:
+            if t < 256:
+                chunk.append(t)
+                continue
+            out.append(chunk.decode(errors="replace"))
+            chunk = bytearray()
+            if not skip_special_tokens:
+                out.append(self.id_to_special[t])
+        out.append(chunk.decode(errors="replace"))
+        return "".join(out)
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return self.special_ids[token]
+
+    def apply_chat_template(self, messages: list[dict], tokenize: bool = False,
+                            add_generation_prompt: bool = False) -> str | list[int]:
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        if add_generation_prompt:
+            text += "<|im_start|>assistant\n"
+        return self.encode(text) if tokenize else text
+
+
+def last_user_message(prompt_text: str) -> str:
+    """The content of the last ChatML user message in ``prompt_text``."""
+    tail = prompt_text.rsplit("<|im_start|>user\n", 1)[-1]
+    return tail.split("<|im_end|>", 1)[0]
+
+
+Chooser = Callable[[str, str], str]
+
+
+def random_chooser(options: list[str], seed: int = 0) -> Chooser:
+    rng = random.Random(seed)
+    return lambda trajectory_id, observation: rng.choice(options)
+
+
+class ScriptedPolicy:
+    """``generate(trajectory_id, prompt_token_ids, sampling, tag)`` without a model (see module doc)."""
+
+    def __init__(self, tokenizer, choose: Chooser, latency_s: float = 0.0,
+                 version: Callable[[], int] = lambda: 0, logprob: float = -0.5):
+        self.tokenizer = tokenizer
+        self.choose = choose
+        self.latency_s = latency_s
+        self.version = version
+        self.logprob = logprob
+        self.stop_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.counters: Counter = Counter()
+        self.inflight: set[str] = set()
+        self.tags: Counter = Counter()
+
+    async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
+                       sampling: SamplingParams | None = None, tag: str = "default") -> GenerationResult:
+        sampling = sampling or SamplingParams()
+        self.counters["requests"] += 1
+        self.tags[tag] += 1
+        self.inflight.add(trajectory_id)
+        try:
+            if self.latency_s > 0:
+                await asyncio.sleep(self.latency_s)
+            prompt_text = self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False)
+            action = self.choose(trajectory_id, last_user_message(prompt_text))
+        except asyncio.CancelledError:
+            self.counters["cancelled"] += 1
+            raise
+        finally:
+            self.inflight.discard(trajectory_id)
+        ids = (self.tokenizer.encode(action) + [self.stop_id])[:sampling.max_tokens]
+        version = self.version()
+        return GenerationResult(token_ids=ids, logprobs=[self.logprob] * len(ids),
+                                versions=[version] * len(ids),
+                                finish_reason="stop" if ids[-1] == self.stop_id else "length",
+                                text=action, num_prompt_tokens=len(prompt_token_ids))
+
+    async def abort(self, trajectory_id: str) -> int:
+        self.counters["abort_calls"] += 1
+        return 0
+
+    def release(self, trajectory_id: str) -> None:
+        self.counters["released"] += 1

@@ -1,0 +1,56 @@
+"""Token-in/token-out chat formatting: each turn's prompt extends the previous one exactly."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rollart.rollout.chat import ChatFormat, ChatTemplateError
+from rollart.rollout.scripted import ByteTokenizer
+
+
+def test_incremental_tokens_equal_the_template_of_the_whole_conversation(tokenizer):
+    chat = ChatFormat(tokenizer, "sys prompt")
+    ids = chat.first_prompt("obs 1")
+    out1 = tokenizer.encode("L") + [tokenizer.eos_token_id]  # stopped on <|im_end|>
+    ids += out1 + chat.next_turn("obs 2", out1)
+    out2 = tokenizer.encode("R")  # hit max_tokens: no end token generated
+    ids += out2 + chat.next_turn("obs 3", out2)
+    messages = [{"role": "system", "content": "sys prompt"}, {"role": "user", "content": "obs 1"},
+                {"role": "assistant", "content": "L"}, {"role": "user", "content": "obs 2"},
+                {"role": "assistant", "content": "R"}, {"role": "user", "content": "obs 3"}]
+    assert ids == tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    assert chat.stop_token_ids == [tokenizer.eos_token_id]
+    assert chat.action_text(out1) == "L"
+
+
+def test_template_that_is_not_prefix_stable_is_refused():
+    class Rewrites(ByteTokenizer):
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+            return f"{len(messages)} turns: " + super().apply_chat_template(messages, False, add_generation_prompt)
+
+    with pytest.raises(ChatTemplateError, match="prefix"):
+        ChatFormat(Rewrites())
+
+
+def test_real_tokenizer_from_make_tiny_model_is_extended_token_in_token_out(tmp_path):
+    pytest.importorskip("transformers")
+    try:
+        from rollart.models import load_tokenizer
+    except ImportError as e:
+        pytest.skip(f"rollart.models not available yet: {e}")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    made = subprocess.run([sys.executable, "-m", "rollart.tools.make_tiny_model", str(tmp_path / "m")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    if made.returncode != 0:
+        pytest.skip(f"make_tiny_model failed: {made.stderr[-300:]}")
+    tok = load_tokenizer(tmp_path / "m")
+    chat = ChatFormat(tok, "Move to G avoiding H.")
+    ids = chat.first_prompt("PFFF\nFHFH")
+    out = tok.encode("D", add_special_tokens=False) + [chat.stop_token_ids[0]]
+    ids += out + chat.next_turn("SFFF\nPHFH", out)
+    messages = [{"role": "system", "content": "Move to G avoiding H."}, {"role": "user", "content": "PFFF\nFHFH"},
+                {"role": "assistant", "content": "D"}, {"role": "user", "content": "SFFF\nPHFH"}]
+    full = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert tok.decode(ids) == full
+    assert tok.convert_ids_to_tokens(chat.stop_token_ids[:1]) == ["<|im_end|>"]

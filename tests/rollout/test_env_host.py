@@ -1,0 +1,88 @@
+"""EnvHost containment: raising, hanging and missing envs come back as errors; the host stays up."""
+import asyncio
+
+import numpy as np
+import pytest
+
+from rollart.rollout.env_client import EnvFailure, EnvPool
+from rollart.rollout.env_host import EnvHost, EnvHostConfig, to_plain
+
+
+async def test_reset_step_close_and_plain_info():
+    host = EnvHost()
+    r = await host.create("rollart/FrozenLake-v0")
+    assert r["ok"] and r["system_prompt"].startswith("Move to G") and r["max_new_tokens"] == 4
+    reset = await host.reset(r["key"], 0)
+    assert reset["observation"].startswith("PFFF")
+    step = await host.step(r["key"], "D")
+    assert step["ok"] and step["reward"] == 0.0 and step["info"]["position"] == [1, 0]
+    assert await host.close(r["key"]) is True and await host.close(r["key"]) is False
+    assert host.stats()["live_envs"] == 0
+    assert to_plain({"a": np.int64(3), "b": (np.float32(0.5), np.array([1, 2])), 4: object}) == \
+        {"a": 3, "b": [0.5, [1, 2]], "4": str(object)}
+
+
+async def test_raising_env_is_dropped_and_reported():
+    host = EnvHost()
+    r = await host.create("usertest/Countdown-v0", {"crash_at": 2})
+    await host.reset(r["key"])
+    assert (await host.step(r["key"], "next"))["ok"]
+    bad = await host.step(r["key"], "next")
+    assert not bad["ok"] and "RuntimeError: user env exploded" in bad["error"]
+    again = await host.step(r["key"], "next")
+    assert not again["ok"] and "no env" in again["error"]
+    assert host.stats()["failed"] == 1 and host.stats()["live_envs"] == 0
+
+
+async def test_hanging_env_times_out_without_blocking_other_envs():
+    host = EnvHost(EnvHostConfig(step_timeout_s=0.3))
+    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 60})
+    fine = await host.create("rollart/GuessNumber-v0")
+    await host.reset(hung["key"], 1)
+    await host.reset(fine["key"], 1)
+    hang_call = asyncio.create_task(host.step(hung["key"], "50"))
+    steps = [await host.step(fine["key"], str(g)) for g in (10, 20, 30)]  # served while the other hangs
+    assert all(s["ok"] for s in steps) and not hang_call.done()
+    result = await hang_call
+    assert not result["ok"] and "timed out after 0.3s" in result["error"]
+    assert host.stats()["timeouts"] == 1 and hung["key"] not in host.envs
+
+
+async def test_unknown_env_id_and_full_host_are_clear_errors():
+    host = EnvHost(EnvHostConfig(max_envs=1))
+    bad = await host.create("rollart/NoSuchEnv-v0")
+    assert not bad["ok"] and "NoSuchEnv" in bad["error"]
+    assert (await host.create("rollart/SortNumbers-v0"))["ok"]
+    full = await host.create("rollart/SortNumbers-v0")
+    assert not full["ok"] and "max_envs" in full["error"]
+
+
+async def test_pool_spreads_envs_and_turns_errors_into_env_failure():
+    pool = EnvPool([EnvHost(), EnvHost()])
+    sessions = [await pool.open("rollart/SortNumbers-v0") for _ in range(4)]
+    assert pool.open_count == [2, 2] and pool.live == 4
+    obs, _ = await sessions[0].reset(seed=3)
+    assert obs.startswith("Sort:")
+    for s in sessions:
+        await pool.release(s)
+        await pool.release(s)  # idempotent
+    assert pool.live == 0 and pool.counters["released"] == 4
+    with pytest.raises(EnvFailure, match="cannot create"):
+        await pool.open("rollart/Nope-v0")
+    failing = await pool.open("rollart/SortNumbers-v0", faults={"fail_prob": 1.0})
+    await failing.reset(seed=0)
+    with pytest.raises(EnvFailure, match="InjectedEnvError"):
+        await failing.step("1 2 3")
+
+
+async def test_dead_host_becomes_env_failure():
+    class DeadHandle:
+        async def call(self, method, *args):
+            raise ConnectionError("actor process exited")
+
+    pool = EnvPool([DeadHandle(), EnvHost()])
+    session = await pool.open("rollart/SortNumbers-v0")  # host0 is down: host1 serves it
+    assert session.host_name == "host1"
+    pool2 = EnvPool([DeadHandle()])
+    with pytest.raises(EnvFailure, match="actor process exited"):
+        await pool2.open("rollart/SortNumbers-v0")

@@ -1,0 +1,146 @@
+"""SampleBuffer: the α gate (mid-flight aborts vs AReaL's start-only bound), whole-group batches,
+the capacity bound under out-of-order completion, and count in = trained + evicted-with-reason."""
+import asyncio
+import random
+
+import pytest
+from conftest import make_manager, next_policy
+
+from rollart.rollout.buffer import BufferConfig, SampleBuffer
+from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.scripted import ScriptedPolicy
+from rollart.rollout.types import Trajectory
+
+
+def group(gid, start_version, size=2):
+    return [Trajectory(f"{gid}-{i}", gid, "t", start_version=start_version, status="done") for i in range(size)]
+
+
+async def test_get_batch_returns_whole_groups_oldest_first_and_blocks_until_ready():
+    buf = SampleBuffer(BufferConfig(group_size=2, capacity=8))
+    waiter = asyncio.create_task(buf.get_batch(4))
+    await buf.put(group("a", 0))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    await buf.put(group("b", 0))
+    batch = await waiter
+    assert [t.trajectory_id for t in batch] == ["a-0", "a-1", "b-0", "b-1"]
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        await buf.get_batch(3)
+    with pytest.raises(ValueError, match="group_size=2"):
+        await buf.put(group("c", 0, size=3))
+
+
+async def test_put_blocks_at_capacity_until_a_batch_is_taken():
+    buf = SampleBuffer(BufferConfig(group_size=2, capacity=4))
+    await buf.put(group("a", 0))
+    await buf.put(group("b", 0))
+    third = asyncio.create_task(buf.put(group("c", 0)))
+    await asyncio.sleep(0.01)
+    assert not third.done() and buf.buffered == 4
+    await buf.get_batch(2)
+    assert await third is True and buf.max_buffered == 4
+
+
+async def test_stale_groups_are_evicted_before_a_batch_forms_with_reasons_counted():
+    buf = SampleBuffer(BufferConfig(alpha=1, group_size=2, capacity=8))
+    await buf.put(group("old", 0))
+    await buf.put(group("new", 1))
+    await buf.set_version(2)  # window is [1, 2]: 'old' leaves
+    batch = await buf.get_batch(2)
+    assert {t.group_id for t in batch} == {"new"}
+    assert await buf.put(group("late", 0)) is False  # arrived stale
+    assert dict(buf.evicted) == {"stale": 2, "stale_on_arrival": 2}
+    assert buf.counters["accepted"] == 6 and buf.counters["trained"] == 2 and buf.accounting_ok()
+
+
+def test_admit_turn_per_turn_versus_start_only():
+    ours = SampleBuffer(BufferConfig(mode="async", alpha=1), version=3)
+    areal = SampleBuffer(BufferConfig(mode="areal", alpha=1), version=3)
+    assert ours.admit_turn(2, first_turn=False) is None
+    assert "started at version 1" in ours.admit_turn(1, first_turn=False)
+    assert areal.admit_turn(1, first_turn=False) is None  # AReaL: only the start is checked
+    assert areal.admit_turn(1, first_turn=True) is not None
+    assert SampleBuffer(BufferConfig(mode="sync", alpha=5)).config.alpha == 0
+
+
+class Blocking(ScriptedPolicy):
+    """The second turn of every trajectory waits until `go` is set."""
+
+    def __init__(self, tokenizer):
+        super().__init__(tokenizer, lambda t, o: "next")
+        self.go = asyncio.Event()
+        self.at_second_turn = asyncio.Event()
+        self.turns = {}
+
+    async def generate(self, tid, prompt, sampling=None, tag="default"):
+        self.turns[tid] = self.turns.get(tid, 0) + 1
+        if self.turns[tid] == 2:
+            self.at_second_turn.set()
+            try:
+                await self.go.wait()
+            except asyncio.CancelledError:
+                self.counters["cancelled"] += 1
+                raise
+        return await super().generate(tid, prompt, sampling, tag)
+
+
+@pytest.mark.parametrize("mode", ["async", "areal"])
+async def test_gate_aborts_mid_flight_only_in_per_turn_mode(tokenizer, mode):
+    buf = SampleBuffer(BufferConfig(mode=mode, alpha=1, group_size=1, capacity=4))
+    policy = Blocking(tokenizer)
+    manager = make_manager(policy, tokenizer, gate=buf)
+    run = asyncio.create_task(manager.run(TaskSpec("c", "usertest/Countdown-v0"), "t0", "g0", 0))
+    await policy.at_second_turn.wait()  # mid-trajectory, generating its second turn, started at v0
+    await buf.set_version(1)
+    await asyncio.sleep(0)
+    assert not run.done()  # still inside the window [0, 1]
+    await buf.set_version(2)  # start version 0 < 2 - 1: out of the window
+    policy.go.set()
+    async with asyncio.timeout(10):
+        traj = await run
+    if mode == "async":
+        assert traj.status == "aborted" and "stale mid-flight: started at version 0" in traj.reason
+        assert policy.counters["cancelled"] == 1 and buf.aborted["stale_midflight"] == 1
+    else:
+        assert traj.status == "done" and traj.num_turns == 3 and policy.counters["cancelled"] == 0
+    assert traj.start_version == 0 and manager.pool.live == 0 and buf.inflight == 0
+
+
+async def test_buffer_bound_and_accounting_under_out_of_order_completion(tokenizer):
+    rng = random.Random(0)
+    version = {"v": 0}
+    policy = ScriptedPolicy(tokenizer, lambda t, o: "next", latency_s=0.002, version=lambda: version["v"])
+    capacity, concurrency = 6, 8
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=capacity))
+    manager = make_manager(policy, tokenizer, gate=buf)
+    # variable turns and per-step latency: trajectories and groups finish out of order
+    tasks = [TaskSpec(f"c{n}", "usertest/Countdown-v0", env_kwargs={"start": n},
+                      faults={"mean": 0.01, "std": 0.01, "straggler_prob": 0.1, "fault_seed": n})
+             for n in (1, 2, 4, 7)]
+    scheduler = RolloutScheduler(tasks, manager, SchedulerConfig(group_size=2, max_concurrency=concurrency),
+                                 buffer=buf)
+    producer = asyncio.create_task(scheduler.run())
+    sizes, trained = [], 0
+    async with asyncio.timeout(40):
+        for step in range(8):
+            batch = await buf.get_batch(4)
+            trained += len(batch)
+            counts = [sum(t.group_id == g for t in batch) for g in {t.group_id for t in batch}]
+            assert counts == [2] * len(counts)  # whole GRPO groups only
+            assert all(t.start_version >= buf.version - 1 for t in batch)
+            sizes.append(buf.buffered)
+            await asyncio.sleep(rng.uniform(0, 0.05))  # a "train step" of random length
+            version["v"] = step + 1
+            await buf.set_version(step + 1)
+    producer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await producer
+    assert buf.max_buffered <= capacity and max(sizes) <= capacity
+    assert trained == buf.counters["trained"] == 32
+    assert buf.accounting_ok()
+    assert buf.counters["accepted"] == trained + sum(buf.evicted.values()) + buf.buffered
+    assert manager.pool.live == 0 and buf.inflight == 0
+    print(buf.stats())
+    assert sum(buf.aborted.values()) > 0  # long trajectories really did fall out of the window

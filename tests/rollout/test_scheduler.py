@@ -1,0 +1,125 @@
+"""RolloutScheduler: redundancy cancels exactly the extras and releases their envs; failing or hanging
+envs do not stall a batch; batched baseline steps every env together."""
+import asyncio
+
+import pytest
+from conftest import host_of, make_manager
+
+from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig, TurnBarrier
+from rollart.rollout.scripted import ScriptedPolicy
+
+
+class GatedPolicy(ScriptedPolicy):
+    """Trajectories whose id is in `slow` block in generate until released (stand-in for stragglers)."""
+
+    def __init__(self, tokenizer, slow):
+        super().__init__(tokenizer, lambda t, o: "next")
+        self.slow = slow
+        self.blocked = asyncio.Event()
+        self.waiting = 0
+
+    async def generate(self, tid, prompt, sampling=None, tag="default"):
+        if tid in self.slow:
+            self.waiting += 1
+            try:
+                await asyncio.Event().wait()  # never set: only cancellation ends it
+            except asyncio.CancelledError:
+                self.counters["cancelled"] += 1
+                raise
+        return await super().generate(tid, prompt, sampling, tag)
+
+
+async def test_redundant_envs_cancel_exactly_the_extras_and_release_them(tokenizer):
+    # groups g0..g2, 3 needed + 1 extra env each; g0-3, g1-3, g2-0 straggle; one extra group (g2).
+    slow = {"g0-3", "g1-3", "g2-0"}
+    policy = GatedPolicy(tokenizer, slow)
+    manager = make_manager(policy, tokenizer)
+    cfg = SchedulerConfig(group_size=3, extra_envs_per_group=1, extra_groups=1)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager, cfg)
+    async with asyncio.timeout(30):
+        groups = await scheduler.collect_batch(2)
+    ids = sorted(t.trajectory_id for g in groups for t in g)
+    assert len(groups) == 2 and not slow & set(ids)
+    # the stragglers' generations were cancelled (aborted), nothing else was
+    assert policy.counters["cancelled"] == policy.waiting >= 2
+    assert manager.pool.live == 0
+    stats = host_of(manager).stats()
+    assert stats["live_envs"] == 0 and stats["created"] == stats["closed"]
+    assert scheduler.counters["groups_complete"] >= 2
+
+
+async def test_group_extras_are_cancelled_as_soon_as_the_group_is_complete(tokenizer):
+    policy = GatedPolicy(tokenizer, {"g0-2"})
+    manager = make_manager(policy, tokenizer)
+    cfg = SchedulerConfig(group_size=2, extra_envs_per_group=1)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager, cfg)
+    async with asyncio.timeout(30):
+        [group] = await scheduler.collect_batch(1)
+    assert sorted(t.trajectory_id for t in group) == ["g0-0", "g0-1"]
+    assert scheduler.counters["cancelled_extras"] == 1 and policy.counters["cancelled"] == 1
+    assert scheduler.counters["launched"] == 3 and manager.pool.live == 0
+
+
+@pytest.mark.timeout(60)
+async def test_raising_and_hanging_envs_do_not_stall_the_batch(tokenizer):
+    policy = ScriptedPolicy(tokenizer, lambda t, o: "next")
+    manager = make_manager(policy, tokenizer, step_timeout_s=0.5)
+    tasks = [TaskSpec("ok", "usertest/Countdown-v0"),
+             TaskSpec("raises", "usertest/Countdown-v0", faults={"fail_prob": 0.5, "fault_seed": 1}),
+             TaskSpec("hangs", "usertest/Countdown-v0", faults={"hang_prob": 0.3, "hang_seconds": 120,
+                                                                 "fault_seed": 2})]
+    cfg = SchedulerConfig(group_size=4, max_replacements=40, seed=3)
+    scheduler = RolloutScheduler(tasks, manager, cfg)
+    async with asyncio.timeout(45):  # a stalled batch would wait for the 120 s hangs
+        groups = await scheduler.collect_batch(6)
+    assert len(groups) == 6 and all(t.status == "done" for g in groups for t in g)
+    assert scheduler.counters["failed"] > 0 and scheduler.counters["replaced"] > 0
+    assert any("timed out" in r for r in scheduler.reasons) and any("InjectedEnvError" in r or "raised" in r
+                                                                    for r in scheduler.reasons)
+    assert manager.pool.live == 0
+
+
+async def test_group_that_cannot_complete_is_replaced_by_another_group(tokenizer):
+    manager = make_manager(ScriptedPolicy(tokenizer, lambda t, o: "next"), tokenizer)
+    tasks = [TaskSpec("broken", "usertest/Countdown-v0", env_kwargs={"crash_at": 2}, weight=1.0),
+             TaskSpec("fine", "usertest/Countdown-v0", weight=1.0)]
+    scheduler = RolloutScheduler(tasks, manager, SchedulerConfig(group_size=2, max_replacements=1, seed=0))
+    async with asyncio.timeout(30):
+        groups = await scheduler.collect_batch(3)
+    assert all(g[0].task == "fine" for g in groups)
+    assert scheduler.counters["groups_failed"] >= 1
+
+
+async def test_batched_interaction_steps_all_envs_together(tokenizer):
+    order = []
+
+    class Logging(ScriptedPolicy):
+        async def generate(self, tid, prompt, sampling=None, tag="default"):
+            turn = tokenizer.decode(prompt).count("<|im_start|>assistant")
+            order.append(turn)
+            return await super().generate(tid, prompt, sampling, tag)
+
+    manager = make_manager(Logging(tokenizer, lambda t, o: "next", latency_s=0.001), tokenizer)
+    tasks = [TaskSpec("short", "usertest/Countdown-v0", env_kwargs={"start": 2}),
+             TaskSpec("long", "usertest/Countdown-v0", env_kwargs={"start": 4})]
+    cfg = SchedulerConfig(group_size=2, interaction="batched", seed=1)
+    scheduler = RolloutScheduler(tasks, manager, cfg)
+    groups = await scheduler.collect_batch(4)
+    assert len(groups) == 4
+    assert order == sorted(order)  # no env starts turn k+1 before every live env finished turn k
+
+
+async def test_turn_barrier_membership_changes():
+    barrier = TurnBarrier()
+    for _ in range(3):
+        barrier.join()
+    arrived = [asyncio.create_task(barrier.wait()) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert not any(t.done() for t in arrived)
+    barrier.leave()  # the third member finished: the other two go on
+    await asyncio.gather(*arrived)
+    waiter = asyncio.create_task(barrier.wait())
+    other = asyncio.create_task(barrier.wait())
+    await asyncio.sleep(0)
+    await asyncio.gather(waiter, other)
