@@ -1,0 +1,266 @@
+"""Every message that crosses an actor socket, declared once.
+
+Frames of one message (a ROUTER prepends/strips the peer identity)::
+
+    frame 0   header   2 bytes: message kind, wire version
+    frame 1   meta     msgpack array of plain fields (ids, names, flags) — never holds user data
+    frame 2   payload  msgpack of user values (args, results, stream items); b"" when the kind has none
+    frame 3+  buffers  raw bytes of numpy arrays / torch tensors / large bytes, sent zero-copy
+
+Meta and payload are separate so that a payload that fails to decode (say, a dataclass the receiver
+does not allow) is still attributable to its call id and answered with an error, not dropped.
+Decoding validates the header, the meta field count and types; anything else raises ``WireError``
+with what was wrong. No pickle anywhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar
+
+import msgpack
+
+from rollart.actors.codec import pack_value, unpack_value
+from rollart.actors.errors import WireError
+
+VERSION = 1
+"""Wire version in header byte 1. Bump when a meta layout changes; peers reject other versions."""
+
+
+class Kind(IntEnum):
+    HELLO = 1    # actor -> coordinator: who I am (first message on a connection)
+    INIT = 2     # coordinator -> actor: constructor arguments
+    READY = 3    # actor -> coordinator: constructed, on_start() done; or failed
+    CALL = 4     # coordinator -> actor: invoke a method (or open a stream)
+    RESULT = 5   # actor -> coordinator: the return value of a call
+    ERROR = 6    # actor -> coordinator: the call raised / was rejected
+    ITEM = 7     # actor -> coordinator: one item of a stream
+    END = 8      # actor -> coordinator: the stream finished
+    CANCEL = 9   # coordinator -> actor: cancel a call or stream (idempotent)
+    CREDIT = 10  # coordinator -> actor: the caller consumed n stream items (flow control)
+    PING = 11    # actor heartbeat socket -> coordinator
+    PONG = 12    # coordinator -> actor heartbeat socket
+    STOP = 13    # coordinator -> actor: run on_stop() and exit
+    REJECT = 14  # either way: an unsolicited frame was malformed and dropped (for the sender's log)
+
+
+@dataclass(slots=True)
+class Hello:
+    KIND: ClassVar[Kind] = Kind.HELLO
+    META: ClassVar[tuple] = (("name", str), ("cls", str), ("pid", int), ("host", str))
+    PAYLOAD: ClassVar[tuple] = ("args", "kwargs")
+    name: str
+    cls: str
+    pid: int
+    host: str
+    args: list = dataclasses.field(default_factory=list)
+    """Constructor args a joining (remote) actor offers; ignored for actors the coordinator spawned."""
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Init:
+    KIND: ClassVar[Kind] = Kind.INIT
+    META: ClassVar[tuple] = (("cls", str),)
+    PAYLOAD: ClassVar[tuple] = ("args", "kwargs")
+    cls: str
+    args: list = dataclasses.field(default_factory=list)
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Ready:
+    KIND: ClassVar[Kind] = Kind.READY
+    META: ClassVar[tuple] = (("ok", bool), ("methods", list), ("error_type", str), ("error", str),
+                             ("traceback", str))
+    PAYLOAD: ClassVar[tuple] = ()
+    ok: bool
+    methods: list
+    error_type: str = ""
+    error: str = ""
+    traceback: str = ""
+
+
+@dataclass(slots=True)
+class Call:
+    KIND: ClassVar[Kind] = Kind.CALL
+    META: ClassVar[tuple] = (("call_id", int), ("method", str), ("stream", bool))
+    PAYLOAD: ClassVar[tuple] = ("args", "kwargs")
+    call_id: int
+    method: str
+    stream: bool
+    args: list = dataclasses.field(default_factory=list)
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Result:
+    KIND: ClassVar[Kind] = Kind.RESULT
+    META: ClassVar[tuple] = (("call_id", int),)
+    PAYLOAD: ClassVar[tuple] = ("value",)
+    call_id: int
+    value: Any = None
+
+
+@dataclass(slots=True)
+class Error:
+    KIND: ClassVar[Kind] = Kind.ERROR
+    META: ClassVar[tuple] = (("call_id", int), ("type", str), ("message", str), ("traceback", str),
+                             ("mro", list))
+    PAYLOAD: ClassVar[tuple] = ()
+    call_id: int
+    type: str
+    message: str
+    traceback: str = ""
+    mro: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Item:
+    KIND: ClassVar[Kind] = Kind.ITEM
+    META: ClassVar[tuple] = (("call_id", int),)
+    PAYLOAD: ClassVar[tuple] = ("value",)
+    call_id: int
+    value: Any = None
+
+
+@dataclass(slots=True)
+class End:
+    KIND: ClassVar[Kind] = Kind.END
+    META: ClassVar[tuple] = (("call_id", int),)
+    PAYLOAD: ClassVar[tuple] = ()
+    call_id: int
+
+
+@dataclass(slots=True)
+class Cancel:
+    KIND: ClassVar[Kind] = Kind.CANCEL
+    META: ClassVar[tuple] = (("call_id", int),)
+    PAYLOAD: ClassVar[tuple] = ()
+    call_id: int
+
+
+@dataclass(slots=True)
+class Credit:
+    KIND: ClassVar[Kind] = Kind.CREDIT
+    META: ClassVar[tuple] = (("call_id", int), ("n", int))
+    PAYLOAD: ClassVar[tuple] = ()
+    call_id: int
+    n: int
+
+
+@dataclass(slots=True)
+class Ping:
+    KIND: ClassVar[Kind] = Kind.PING
+    META: ClassVar[tuple] = (("seq", int),)
+    PAYLOAD: ClassVar[tuple] = ()
+    seq: int
+
+
+@dataclass(slots=True)
+class Pong:
+    KIND: ClassVar[Kind] = Kind.PONG
+    META: ClassVar[tuple] = (("seq", int), ("known", bool))
+    PAYLOAD: ClassVar[tuple] = ()
+    seq: int
+    known: bool
+    """False: the coordinator does not know this actor (any more); the actor process should exit."""
+
+
+@dataclass(slots=True)
+class Stop:
+    KIND: ClassVar[Kind] = Kind.STOP
+    META: ClassVar[tuple] = (("reason", str),)
+    PAYLOAD: ClassVar[tuple] = ()
+    reason: str
+
+
+@dataclass(slots=True)
+class Reject:
+    KIND: ClassVar[Kind] = Kind.REJECT
+    META: ClassVar[tuple] = (("reason", str),)
+    PAYLOAD: ClassVar[tuple] = ()
+    reason: str
+
+
+MESSAGE_TYPES: dict[int, type] = {cls.KIND: cls for cls in
+                                  (Hello, Init, Ready, Call, Result, Error, Item, End, Cancel, Credit,
+                                   Ping, Pong, Stop, Reject)}
+_HEADERS = {kind: bytes((kind, VERSION)) for kind in MESSAGE_TYPES}
+_EMPTY = b""
+
+
+class PayloadError(WireError):
+    """The header and meta decoded but the payload did not; ``message`` has its meta fields set."""
+
+    def __init__(self, message: Any, reason: str):
+        super().__init__(reason)
+        self.message = message
+
+
+def encode(msg: Any) -> list:
+    """Message -> frames ``[header, meta, payload, *buffers]``. Raises WireError for unsendable values."""
+    cls = type(msg)
+    meta = msgpack.packb([getattr(msg, name) for name, _ in cls.META], use_bin_type=True)
+    if not cls.PAYLOAD:
+        return [_HEADERS[cls.KIND], meta, _EMPTY]
+    if len(cls.PAYLOAD) == 1:
+        payload, buffers = pack_value(getattr(msg, cls.PAYLOAD[0]))
+    else:
+        payload, buffers = pack_value([getattr(msg, name) for name in cls.PAYLOAD])
+    if buffers:
+        return [_HEADERS[cls.KIND], meta, payload, *buffers]
+    return [_HEADERS[cls.KIND], meta, payload]
+
+
+def _frame_bytes(frame: Any) -> bytes:
+    return frame.bytes if hasattr(frame, "bytes") else bytes(frame)
+
+
+def decode(frames: list) -> Any:
+    """Frames (bytes or zmq.Frame) -> message. Raises WireError naming what was malformed."""
+    if len(frames) < 3:
+        raise WireError(f"expected >= 3 frames (header, meta, payload), got {len(frames)}")
+    header = _frame_bytes(frames[0])
+    if len(header) != 2:
+        raise WireError(f"header frame must be 2 bytes (kind, version), got {len(header)} bytes")
+    kind, version = header[0], header[1]
+    if version != VERSION:
+        raise WireError(f"wire version {version} not supported (this side speaks version {VERSION}); "
+                        "run the same rollart version on both ends")
+    cls = MESSAGE_TYPES.get(kind)
+    if cls is None:
+        raise WireError(f"unknown message kind {kind}; known: {sorted(int(k) for k in MESSAGE_TYPES)}")
+    try:
+        meta = msgpack.unpackb(_frame_bytes(frames[1]), raw=False, use_list=True)
+    except Exception as e:
+        raise WireError(f"{cls.__name__}: meta frame is not valid msgpack ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, list) or len(meta) != len(cls.META):
+        raise WireError(f"{cls.__name__}: meta must be a list of {len(cls.META)} fields "
+                        f"{[n for n, _ in cls.META]}, got {type(meta).__name__} {str(meta)[:80]}")
+    for value, (name, tp) in zip(meta, cls.META):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise WireError(f"{cls.__name__}.{name} must be {tp.__name__}, got {type(value).__name__}")
+    msg = cls(*meta)
+    if cls.PAYLOAD:
+        try:
+            values = unpack_value(frames[2], frames[3:])
+        except WireError as e:
+            raise PayloadError(msg, f"{cls.__name__} payload: {e}") from None
+        except Exception as e:
+            raise PayloadError(msg, f"{cls.__name__} payload is not valid msgpack "
+                                    f"({type(e).__name__}: {e})") from None
+        if len(cls.PAYLOAD) == 1:
+            setattr(msg, cls.PAYLOAD[0], values)
+        else:
+            if not isinstance(values, list) or len(values) != len(cls.PAYLOAD):
+                raise PayloadError(msg, f"{cls.__name__} payload must be a list {list(cls.PAYLOAD)}")
+            for name, value in zip(cls.PAYLOAD, values):
+                setattr(msg, name, value)
+            if "args" in cls.PAYLOAD and not (isinstance(msg.args, list) and isinstance(msg.kwargs, dict)
+                                              and all(isinstance(k, str) for k in msg.kwargs)):
+                raise PayloadError(msg, f"{cls.__name__}: args must be a list and kwargs a dict with str keys")
+    elif len(frames) > 3:
+        raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 3} extra frames came with it")
+    return msg

@@ -1,0 +1,356 @@
+"""The actor side of the runtime: serves one plain logic object over a DEALER socket.
+
+``ActorServer`` owns the socket; the logic object knows nothing about it. Dispatch rules:
+
+* ``async def`` methods run as one asyncio task per call on the actor's event loop, so several
+  calls run concurrently and can await futures resolved by a background task the object started in
+  its optional ``async def on_start(self)``. A ``Cancel`` cancels the task (CancelledError is raised
+  at its current ``await``); cancelling a finished call is a no-op.
+* async generator methods (and plain generators) serve ``handle.stream()``, one item per message,
+  with credit-based flow control so a fast producer cannot flood the caller.
+* plain ``def`` methods run **inline** on the event loop (fast, and never racing the object's async
+  code); mark a long-running one ``@blocking`` to run it in a worker thread instead, so the actor
+  keeps answering other calls and cancels meanwhile (the thread itself cannot be interrupted).
+* methods starting with ``_`` and the ``on_start``/``on_stop`` hooks are not callable remotely.
+
+Heartbeats are sent by a separate thread (see ``heartbeat.py``), so a method that holds the event loop
+for a long time does not make the actor look dead.
+"""
+from __future__ import annotations
+
+import asyncio
+import difflib
+import functools
+import importlib
+import inspect
+import logging
+import os
+import socket
+import sys
+import traceback
+from typing import Any, Callable
+
+import zmq
+
+from rollart.actors import messages as m
+from rollart.actors.errors import WireError
+from rollart.actors.zsock import AsyncSocket
+
+log = logging.getLogger("rollart.actors")
+
+STREAM_WINDOW = 64
+"""Stream items an actor may send ahead of the caller's consumption (the caller returns credit)."""
+
+_HOOKS = {"on_start", "on_stop"}
+
+
+def blocking(fn: Callable) -> Callable:
+    """Mark a sync actor method to run in a worker thread instead of inline on the event loop."""
+    fn.__rollart_blocking__ = True
+    return fn
+
+
+def import_class(path: str) -> type:
+    """``"package.module:ClassName"`` -> the class, with an error that says what to fix."""
+    module, sep, qualname = path.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"actor class path must look like 'package.module:ClassName', got {path!r}")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"cannot import actor module {module!r} ({e}); is it on PYTHONPATH?") from e
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportError(f"module {module!r} has no {qualname!r}") from None
+    if not isinstance(obj, type):
+        raise TypeError(f"{path!r} is not a class")
+    return obj
+
+
+def method_table(cls: type) -> dict[str, str]:
+    """Public method name -> how it runs: 'sync' | 'thread' | 'async' | 'agen' | 'gen'."""
+    table = {}
+    for name in dir(cls):
+        if name.startswith("_") or name in _HOOKS:
+            continue
+        fn = inspect.getattr_static(cls, name)
+        if isinstance(fn, (staticmethod, classmethod)):
+            fn = fn.__func__
+        if not callable(fn) or isinstance(fn, type):
+            continue
+        if inspect.isasyncgenfunction(fn):
+            table[name] = "agen"
+        elif inspect.iscoroutinefunction(fn):
+            table[name] = "async"
+        elif inspect.isgeneratorfunction(fn):
+            table[name] = "gen"
+        else:
+            table[name] = "thread" if getattr(fn, "__rollart_blocking__", False) else "sync"
+    return table
+
+
+def error_message(call_id: int, exc: BaseException, tb: str | None = None) -> m.Error:
+    tp = type(exc)
+    mro = [f"{c.__module__}.{c.__qualname__}" for c in tp.__mro__ if c not in (object, BaseException)]
+    if tb is None:
+        tb = "".join(traceback.format_exception(tp, exc, exc.__traceback__))
+    return m.Error(call_id, f"{tp.__module__}.{tp.__qualname__}", str(exc), tb, mro)
+
+
+class ActorServer:
+    """Connects to a coordinator, receives its constructor args, builds the object, serves calls."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, cls_path: str, identity: bytes, *,
+                 offer_args: list | None = None, offer_kwargs: dict | None = None,
+                 configure_socket: Callable[[zmq.Socket], None] | None = None,
+                 on_init: Callable[[], None] | None = None):
+        self.ctx = ctx
+        self.endpoint = endpoint
+        self.name = name
+        self.cls_path = cls_path
+        self.identity = identity
+        self.offer_args = offer_args or []
+        self.offer_kwargs = offer_kwargs or {}
+        self.configure_socket = configure_socket
+        self.on_init = on_init
+        self.obj: Any = None
+        self._methods: dict[str, tuple[Callable, str]] = {}
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._credits: dict[int, list] = {}  # call_id -> [credit, asyncio.Event]
+        self._init: asyncio.Future | None = None
+        self._stopped: asyncio.Future | None = None
+        self._rejections = 0
+        self.asock: AsyncSocket | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def run(self) -> int:
+        """Serve until STOP. Returns a process exit code (0 = clean stop)."""
+        loop = asyncio.get_running_loop()
+        self._init = loop.create_future()
+        self._stopped = loop.create_future()
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, self.identity)
+        sock.setsockopt(zmq.LINGER, 0)
+        if self.configure_socket:
+            self.configure_socket(sock)
+        sock.connect(self.endpoint)
+        self.asock = AsyncSocket(sock, self._on_frames, copy_frames=3, loop=loop)
+        try:
+            self._send(m.Hello(self.name, self.cls_path, os.getpid(), socket.gethostname(),
+                               self.offer_args, self.offer_kwargs))
+            done, _ = await asyncio.wait([self._init, self._stopped], return_when=asyncio.FIRST_COMPLETED)
+            if self._stopped in done:
+                return 0
+            init: m.Init = self._init.result()
+            if self.on_init:
+                self.on_init()
+            if not await self._construct(init):
+                return 1
+            await self._stopped
+            return 0
+        finally:
+            await self._shutdown()
+
+    async def _construct(self, init: m.Init) -> bool:
+        try:
+            cls = import_class(init.cls or self.cls_path)
+            self.obj = cls(*init.args, **init.kwargs)
+            on_start = getattr(self.obj, "on_start", None)
+            if on_start is not None:
+                res = on_start()
+                if inspect.isawaitable(res):
+                    await res
+        except Exception as e:
+            log.exception("actor %s failed to start", self.name)
+            err = error_message(0, e)
+            self._send(m.Ready(False, [], err.type, err.message, err.traceback))
+            return False
+        self._methods = {name: (getattr(self.obj, name), kind) for name, kind in method_table(cls).items()}
+        self._send(m.Ready(True, sorted(self._methods)))
+        return True
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        on_stop = getattr(self.obj, "on_stop", None) if self.obj is not None else None
+        if on_stop is not None:
+            try:
+                res = on_stop()
+                if inspect.isawaitable(res):
+                    await res
+            except Exception:
+                log.exception("actor %s: on_stop() raised", self.name)
+        if self.asock is not None:
+            self.asock.close()
+
+    # -- wire ------------------------------------------------------------------------------------
+    def _send(self, msg: Any) -> None:
+        try:
+            frames = m.encode(msg)
+        except WireError as e:
+            call_id = getattr(msg, "call_id", 0)
+            frames = m.encode(m.Error(call_id, "rollart.actors.errors.WireError",
+                                      f"actor {self.name!r} could not send its reply: {e}", "", []))
+        self.asock.send(frames)
+
+    def _reject(self, reason: str) -> None:
+        self._rejections += 1
+        n = self._rejections
+        if n <= 10 or n % 1000 == 0:
+            log.warning("actor %s rejected a frame (%d so far): %s", self.name, n, reason)
+        self._send(m.Reject(reason[:500]))
+
+    def _on_frames(self, frames: list) -> None:
+        try:
+            msg = m.decode(frames)
+        except m.PayloadError as e:
+            if isinstance(e.message, m.Call):
+                self._send(m.Error(e.message.call_id, "rollart.actors.errors.WireError", str(e), "", []))
+            else:
+                self._reject(str(e))
+            return
+        except WireError as e:
+            self._reject(str(e))
+            return
+        kind = type(msg)
+        if kind is m.Call:
+            self._on_call(msg)
+        elif kind is m.Cancel:
+            task = self._tasks.get(msg.call_id)
+            if task is not None:
+                task.cancel()
+        elif kind is m.Credit:
+            credit = self._credits.get(msg.call_id)
+            if credit is not None:
+                credit[0] += msg.n
+                credit[1].set()
+        elif kind is m.Init:
+            if not self._init.done():
+                self._init.set_result(msg)
+            else:
+                self._reject("INIT received twice")
+        elif kind is m.Stop:
+            if not self._stopped.done():
+                log.info("actor %s stopping: %s", self.name, msg.reason)
+                self._stopped.set_result(msg.reason)
+        elif kind is m.Reject:
+            log.warning("coordinator rejected a message from actor %s: %s", self.name, msg.reason)
+        else:
+            self._reject(f"unexpected {kind.__name__} message sent to an actor")
+
+    # -- calls -----------------------------------------------------------------------------------
+    def _on_call(self, msg: m.Call) -> None:
+        cid = msg.call_id
+        entry = self._methods.get(msg.method)
+        if entry is None:
+            self._send(self._unknown_method(msg))
+            return
+        fn, kind = entry
+        if cid in self._tasks:
+            self._send(m.Error(cid, "builtins.ValueError", f"call id {cid} is already running", "", []))
+            return
+        if msg.stream != (kind in ("agen", "gen")):
+            hint = "use handle.stream()" if not msg.stream else "use handle.call()"
+            what = "a generator" if kind in ("agen", "gen") else "not a generator"
+            self._send(m.Error(cid, "builtins.TypeError",
+                               f"{self.name}.{msg.method} is {what} method: {hint}", "", []))
+            return
+        loop = self.asock.loop
+        if kind == "sync":
+            try:
+                value = fn(*msg.args, **msg.kwargs)
+            except Exception as e:
+                self._send(self._call_error(cid, msg, fn, e))
+                return
+            self._send(m.Result(cid, value))
+            return
+        try:
+            if kind == "async":
+                work = fn(*msg.args, **msg.kwargs)
+            elif kind == "thread":
+                inspect.signature(fn).bind(*msg.args, **msg.kwargs)
+                work = loop.run_in_executor(None, functools.partial(fn, *msg.args, **msg.kwargs))
+            else:
+                work = fn(*msg.args, **msg.kwargs)
+        except Exception as e:
+            self._send(self._call_error(cid, msg, fn, e))
+            return
+        if msg.stream:
+            credit = self._credits[cid] = [STREAM_WINDOW, asyncio.Event()]
+            self._tasks[cid] = loop.create_task(self._run_stream(cid, work, kind, credit))
+        else:
+            self._tasks[cid] = loop.create_task(self._run_call(cid, work))
+
+    async def _run_call(self, cid: int, work: Any) -> None:
+        try:
+            value = await work
+        except asyncio.CancelledError:
+            self._send(m.Error(cid, "asyncio.exceptions.CancelledError", "cancelled", "", []))
+            raise
+        except Exception as e:
+            self._send(error_message(cid, e))
+        else:
+            self._send(m.Result(cid, value))
+        finally:
+            self._tasks.pop(cid, None)
+
+    async def _run_stream(self, cid: int, gen: Any, kind: str, credit: list) -> None:
+        try:
+            if kind == "agen":
+                async for item in gen:
+                    await self._spend_credit(credit)
+                    self._send(m.Item(cid, item))
+            else:
+                for item in gen:
+                    await self._spend_credit(credit)
+                    self._send(m.Item(cid, item))
+            self._send(m.End(cid))
+        except asyncio.CancelledError:
+            self._send(m.Error(cid, "asyncio.exceptions.CancelledError", "cancelled", "", []))
+            raise
+        except Exception as e:
+            self._send(error_message(cid, e))
+        finally:
+            if kind == "agen":
+                await gen.aclose()
+            else:
+                gen.close()
+            self._tasks.pop(cid, None)
+            self._credits.pop(cid, None)
+
+    @staticmethod
+    async def _spend_credit(credit: list) -> None:
+        while credit[0] <= 0:
+            credit[1].clear()
+            await credit[1].wait()
+        credit[0] -= 1
+
+    def _unknown_method(self, msg: m.Call) -> m.Error:
+        close = difflib.get_close_matches(msg.method, list(self._methods), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return m.Error(msg.call_id, "builtins.AttributeError",
+                       f"actor {self.name!r} ({self.cls_path}) has no public method {msg.method!r}{hint} "
+                       f"available: {sorted(self._methods)}", "", [])
+
+    def _call_error(self, cid: int, msg: m.Call, fn: Callable, exc: Exception) -> m.Error:
+        """A TypeError from a call whose arguments don't bind gets a message naming the signature."""
+        if isinstance(exc, TypeError):
+            try:
+                sig = inspect.signature(fn)
+                sig.bind(*msg.args, **msg.kwargs)
+            except TypeError as bind_error:
+                return m.Error(cid, "builtins.TypeError",
+                               f"bad arguments for {self.name}.{msg.method}{sig}: {bind_error}", "", [])
+            except ValueError:
+                pass
+        return error_message(cid, exc)
+
+
+def set_torch_threads(n: int) -> None:
+    """Cap intra-op threads in this process (2-core machines run several actors)."""
+    if n > 0 and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
