@@ -130,6 +130,7 @@ class EnvHost:
         self.pool = DaemonThreadPool(self.config.max_threads)
         self.envs: dict[str, Any] = {}
         self._keys = itertools.count()
+        self._fault_seq = itertools.count()
         self.counters = {"created": 0, "closed": 0, "failed": 0, "timeouts": 0, "steps": 0}
 
     async def create(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None) -> dict:
@@ -137,6 +138,8 @@ class EnvHost:
         if len(self.envs) >= self.config.max_envs:
             return {"ok": False, "error": f"env host full ({self.config.max_envs} envs); raise max_envs "
                                           "or add hosts"}
+        if faults and faults.get("fault_seed") is not None:  # one seed per env, reproducible per host
+            faults = {**faults, "fault_seed": int(faults["fault_seed"]) * 100_003 + next(self._fault_seq)}
         result = await self._run(None, "make", self._make, env_id, dict(kwargs or {}), faults,
                                  timeout=self.config.create_timeout_s)
         if not result["ok"]:

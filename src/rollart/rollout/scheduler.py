@@ -145,7 +145,9 @@ class RolloutScheduler:
         if self.buffer is None:
             raise RuntimeError("run() deposits into a SampleBuffer: pass buffer= to RolloutScheduler")
         per_group = self.config.group_size + self.config.extra_envs_per_group
-        group_slots = asyncio.Semaphore(max(1, self.config.max_concurrency // per_group))
+        # Twice the groups that fit: a group's finished members free their env slots while its
+        # stragglers run, and queued groups take them (envs stay busy; the env semaphore caps them).
+        group_slots = asyncio.Semaphore(2 * max(1, -(-self.config.max_concurrency // per_group)))
         async with asyncio.TaskGroup() as tg:
             launched = 0
             while max_groups is None or launched < max_groups:
