@@ -17,3 +17,13 @@ def tiny_llama_gqa(tmp_path_factory):
     from rollart.tools.make_tiny_model import make_tiny_model
     return make_tiny_model(tmp_path_factory.mktemp("llama"), arch="llama", hidden=128, layers=2, heads=4,
                            kv_heads=2, head_dim=32, intermediate=256, seed=2)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny tensors on a shared 2-core machine: one intra-op thread is faster and far less noisy."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

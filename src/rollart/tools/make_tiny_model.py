@@ -107,7 +107,7 @@ def train_tokenizer(vocab_size: int, seed: int):
 
 def make_tiny_model(out: str | Path, arch: str = "qwen3", hidden: int = 128, layers: int = 4, heads: int = 2,
                     kv_heads: int = 2, head_dim: int = 64, intermediate: int = 384, vocab: int = 512,
-                    max_positions: int = 2048, seed: int = 0) -> Path:
+                    max_positions: int = 2048, seed: int = 0, init_std: float = 0.02) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(vocab, seed)
@@ -126,7 +126,7 @@ def make_tiny_model(out: str | Path, arch: str = "qwen3", hidden: int = 128, lay
                          head_dim=head_dim, max_position_embeddings=max_positions, tie_word_embeddings=True,
                          eos_token_id=eos, extra={"pad_token_id": pad})
     model = CausalLM(config)
-    model.init_weights(torch.Generator().manual_seed(seed))
+    model.init_weights(torch.Generator().manual_seed(seed), std=init_std)
     save_model(model, out)
     gen = {"eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True, "temperature": 1.0,
            "top_p": 1.0, "top_k": 0}
@@ -147,9 +147,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--max-positions", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init-std", type=float, default=0.02, help="std of the random init of weight matrices")
     a = p.parse_args(argv)
     out = make_tiny_model(a.out, a.arch, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate,
-                          a.vocab, a.max_positions, a.seed)
+                          a.vocab, a.max_positions, a.seed, a.init_std)
     n = ModelConfig.from_pretrained(out).num_params()
     print(f"wrote {a.arch} model ({n / 1e6:.2f}M params) to {out}")
 

@@ -1,0 +1,126 @@
+"""BlockManager: the paged KV cache's free list, reference counts and prefix cache.
+
+Blocks are ``block_size`` token slots. A block that is full and computed gets a chained hash
+(hash of the previous block's hash and its own tokens) and is registered in ``hash_to_block``;
+a later sequence with the same token prefix takes those blocks (``ref_count += 1``) instead of
+recomputing them. Freed blocks keep their hash and sit in an LRU free list, so a finished
+request's history stays reusable by its trajectory's next turn until the space is needed.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rollart.engine.sequence import Sequence
+
+
+def chain_hash(prev: int, tokens: tuple[int, ...]) -> int:
+    return hash((prev, tokens))
+
+
+class Block:
+    __slots__ = ("block_id", "ref_count", "hash", "token_ids")
+
+    def __init__(self, block_id: int):
+        self.block_id = block_id
+        self.ref_count = 0
+        self.hash: int | None = None
+        self.token_ids: tuple[int, ...] = ()
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        """Blocks with ref_count 0, least recently freed first (evicted first)."""
+        self.hash_to_block: dict[int, int] = {}
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free)
+
+    def blocks_needed(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _take_free(self) -> int:
+        block_id, _ = self.free.popitem(last=False)
+        block = self.blocks[block_id]
+        if block.hash is not None and self.hash_to_block.get(block.hash) == block_id:
+            del self.hash_to_block[block.hash]  # evict its cached content
+        block.hash, block.token_ids, block.ref_count = None, (), 1
+        return block_id
+
+    def match_prefix(self, seq: Sequence) -> list[int]:
+        """Cached blocks covering a prefix of seq's tokens; the last token is always left to compute."""
+        if not self.enable_prefix_caching:
+            return []
+        hits, h, bs = [], 0, self.block_size
+        for i in range((seq.num_tokens - 1) // bs):
+            tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])
+            h = chain_hash(h, tokens)
+            block_id = self.hash_to_block.get(h)
+            if block_id is None or self.blocks[block_id].token_ids != tokens:
+                break
+            hits.append(block_id)
+        return hits
+
+    def allocate(self, seq: Sequence, token_budget: int) -> int:
+        """Give a sequence without blocks its prefix-cache hits plus blocks for up to token_budget new
+        tokens. Returns the number of new tokens to compute (0: not enough free blocks; nothing changed)."""
+        assert not seq.block_table
+        hits = self.match_prefix(seq)
+        num_cached = len(hits) * self.block_size
+        num_new = min(seq.num_tokens - num_cached, token_budget)
+        fresh = self.blocks_needed(num_cached + num_new) - len(hits)
+        hits_in_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)
+        if fresh + hits_in_free > self.num_free_blocks:
+            return 0
+        h = 0
+        for block_id in hits:
+            block = self.blocks[block_id]
+            if block.ref_count == 0:
+                del self.free[block_id]
+            block.ref_count += 1
+            h = block.hash
+            seq.block_hashes.append(h)
+        seq.block_table = hits + [self._take_free() for _ in range(fresh)]
+        seq.num_computed_tokens = num_cached
+        return num_new
+
+    def append_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Make room for num_new_tokens more tokens of a running sequence; False if the cache is full."""
+        need = self.blocks_needed(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
+        if need > self.num_free_blocks:
+            return False
+        seq.block_table.extend(self._take_free() for _ in range(need))
+        return True
+
+    def commit_full_blocks(self, seq: Sequence) -> None:
+        """Register every block that became full and computed, so later requests can reuse it."""
+        if not self.enable_prefix_caching:
+            return
+        bs = self.block_size
+        for i in range(len(seq.block_hashes), seq.num_computed_tokens // bs):
+            tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])
+            h = chain_hash(seq.block_hashes[-1] if seq.block_hashes else 0, tokens)
+            seq.block_hashes.append(h)
+            block = self.blocks[seq.block_table[i]]
+            if h not in self.hash_to_block:  # else an identical block is already cached; keep that one
+                block.hash, block.token_ids = h, tokens
+                self.hash_to_block[h] = block.block_id
+
+    def free_seq(self, seq: Sequence) -> None:
+        """Release a sequence's blocks; tail blocks go first in the LRU order (least useful alone)."""
+        for block_id in reversed(seq.block_table):
+            block = self.blocks[block_id]
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free[block_id] = None
+        seq.block_table = []
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached hash (their K/V came from weights that are no longer current)."""
+        self.hash_to_block.clear()
+        for block in self.blocks:
+            block.hash, block.token_ids = None, ()

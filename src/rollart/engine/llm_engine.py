@@ -1,0 +1,255 @@
+"""LLMEngine: the torch backend — continuous batching over a paged KV cache with prefix caching.
+
+    engine = LLMEngine(EngineConfig(model="path/to/hf_folder"))
+    engine.add_request("r1", prompt_token_ids, SamplingParams(temperature=0, max_tokens=32))
+    while engine.has_unfinished_requests():
+        for out in engine.step():        # requests that finished in this step
+            print(out.request_id, out.token_ids, out.finish_reason)
+
+A plain class with no threads or sockets: the inference worker drains commands (add / abort / update)
+between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
+K/V under the new weights before decoding continues (rollart.txt §6.2 step 5); every generated token
+records the policy version that produced it.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from rollart.engine.block_manager import BlockManager
+from rollart.engine.config import EngineConfig
+from rollart.engine.detokenizer import StopStringChecker
+from rollart.engine.model_runner import ModelRunner, kv_bytes_per_block
+from rollart.engine.sampler import sample
+from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.engine.scheduler import Scheduler
+from rollart.engine.sequence import Sequence, SequenceStatus
+from rollart.models import CausalLM, load_model, load_tokenizer
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    """Generated tokens (a stop token or the token completing a stop string is included)."""
+    logprobs: list[float]
+    """log_softmax(raw logits)[token] of each generated token (before temperature/top-k/top-p)."""
+    versions: list[int]
+    """Policy version that produced each generated token."""
+    finish_reason: str
+    """'stop' (eos / stop token / stop string), 'length' (max_tokens or max_model_len), 'error'."""
+    num_cached_tokens: int = 0
+    """Prompt tokens taken from the prefix cache when the request was first admitted."""
+    text: str = ""
+    """Decoded generated tokens (special tokens skipped); empty when the engine has no tokenizer."""
+    error: str | None = None
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    requests_added: int = 0
+    prompt_tokens: int = 0
+    """Prompt tokens of every added request."""
+    generated_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    """Tokens served from the prefix cache at (re-)admission."""
+    computed_prompt_tokens: int = 0
+    """Prompt/context tokens actually computed (incl. recomputation)."""
+    preemptions: int = 0
+    weight_updates: int = 0
+    recomputed_tokens: int = 0
+    """Tokens whose K/V were dropped by weight updates (to be recomputed)."""
+    extra: dict = field(default_factory=dict)
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
+        self.config = config
+        self.model = model if model is not None else load_model(config.model, dtype=config.torch_dtype)
+        self.model.eval()
+        mc = self.model.config
+        if tokenizer is None and config.model and (Path(config.model) / "tokenizer.json").is_file():
+            tokenizer = load_tokenizer(config.model)
+        self.tokenizer = tokenizer
+        self.eos_token_ids = self._eos_ids()
+        per_block = kv_bytes_per_block(mc, config.block_size, config.torch_dtype)
+        num_blocks = config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
+        capacity = num_blocks * config.block_size
+        self.max_model_len = config.max_model_len or min(mc.max_position_embeddings, capacity)
+        if self.max_model_len > capacity:
+            raise ValueError(f"max_model_len={self.max_model_len} exceeds the KV cache ({num_blocks} blocks x "
+                             f"{config.block_size} = {capacity} tokens): raise num_kv_blocks / kv_cache_memory_gb")
+        self.num_blocks = num_blocks
+        self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
+        self.runner = ModelRunner(self.model, config, num_blocks)
+        self.requests: dict[str, Sequence] = {}
+        self.version = 0
+        self._stats = EngineStats()
+        self._rng = random.Random(config.seed)
+
+    def _eos_ids(self) -> set[int]:
+        ids = set(self.model.config.eos_token_ids)
+        gen = Path(self.config.model or "") / "generation_config.json"
+        if self.config.model and gen.is_file():
+            e = json.loads(gen.read_text()).get("eos_token_id")
+            ids |= set([e] if isinstance(e, int) else (e or []))
+        if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    # ---- requests -------------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams | dict | None = None) -> None:
+        """Queue a request; raises InvalidRequestError (naming the problem) and changes nothing if it is bad."""
+        if isinstance(sampling, dict):
+            sampling = SamplingParams.from_dict(sampling)
+        sampling = sampling or SamplingParams()
+        if not isinstance(sampling, SamplingParams):
+            raise InvalidRequestError(f"request {request_id!r}: sampling must be SamplingParams or a dict, got {type(sampling).__name__}")
+        sampling.validate()
+        if request_id in self.requests:
+            raise InvalidRequestError(f"request id {request_id!r} is already in flight; ids must be unique")
+        prompt = list(prompt_token_ids)
+        if not prompt:
+            raise InvalidRequestError(f"request {request_id!r}: empty prompt (need at least one token)")
+        vocab = self.model.config.vocab_size
+        if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt):
+            bad = next(t for t in prompt if not isinstance(t, int) or not 0 <= t < vocab)
+            raise InvalidRequestError(f"request {request_id!r}: token id {bad!r} is outside the vocabulary [0, {vocab})")
+        if len(prompt) >= self.max_model_len:
+            raise InvalidRequestError(f"request {request_id!r}: prompt has {len(prompt)} tokens but max_model_len is "
+                                      f"{self.max_model_len} (no room to generate); shorten it or raise max_model_len")
+        seed = sampling.seed if sampling.seed is not None else self._rng.getrandbits(63)
+        seq = Sequence(request_id, prompt, sampling, torch.Generator().manual_seed(seed))
+        if sampling.stop:
+            if self.tokenizer is None:
+                raise InvalidRequestError(f"request {request_id!r}: stop strings need a tokenizer; use stop_token_ids")
+            seq.stop_checker = StopStringChecker(self.tokenizer, sampling.stop)
+        self.requests[request_id] = seq
+        self.scheduler.add(seq)
+        self._stats.requests_added += 1
+        self._stats.prompt_tokens += len(prompt)
+
+    def abort_request(self, request_id: str) -> bool:
+        """Stop a request and free its blocks. Idempotent: unknown or finished ids return False."""
+        seq = self.requests.pop(request_id, None)
+        if seq is None:
+            return False
+        self.scheduler.finish(seq, "abort")
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    @property
+    def num_unfinished_requests(self) -> int:
+        return len(self.requests)
+
+    # ---- stepping --------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """One scheduler step; returns the requests that finished in it."""
+        batch = self.scheduler.schedule()
+        if not batch.seqs:
+            return []
+        self._stats.steps += 1
+        rows = [r for r, (seq, n) in enumerate(zip(batch.seqs, batch.num_new_tokens))
+                if seq.num_computed_tokens + n == seq.num_tokens]
+        logits = self.runner.run(batch, rows)                                # (len(rows), V)
+        for seq, n in zip(batch.seqs, batch.num_new_tokens):
+            seq.num_computed_tokens += n
+            self.block_manager.commit_full_blocks(seq)
+        if not rows:
+            return []
+        sampled = [batch.seqs[r] for r in rows]
+        tokens, logprobs = sample(logits, [s.sampling for s in sampled], [s.generator for s in sampled])
+        finished = []
+        for seq, token, lp in zip(sampled, tokens, logprobs):
+            seq.token_ids.append(token)
+            seq.logprobs.append(lp)
+            seq.versions.append(self.version)
+            self._stats.generated_tokens += 1
+            try:
+                reason = self._check_stop(seq, token)
+            except Exception as e:  # a broken tokenizer must not take the other requests down
+                reason, seq.finish_reason = "error", f"{type(e).__name__}: {e}"
+            if reason is not None:
+                finished.append(self._finish(seq, reason))
+        return finished
+
+    def _check_stop(self, seq: Sequence, token: int) -> str | None:
+        sp = seq.sampling
+        if token in sp.stop_token_ids or (not sp.ignore_eos and token in self.eos_token_ids):
+            return "stop"
+        if seq.stop_checker is not None and seq.stop_checker.append(seq.output_token_ids) is not None:
+            return "stop"
+        if seq.num_output_tokens >= sp.max_tokens or seq.num_tokens >= self.max_model_len:
+            return "length"
+        return None
+
+    def _finish(self, seq: Sequence, reason: str) -> RequestOutput:
+        error = seq.finish_reason if reason == "error" else None
+        self.scheduler.finish(seq, reason)
+        del self.requests[seq.request_id]
+        out = seq.output_token_ids
+        text = ""
+        if self.tokenizer is not None and error is None:
+            text = self.tokenizer.decode(out, skip_special_tokens=True)
+        return RequestOutput(seq.request_id, seq.token_ids[:seq.num_prompt_tokens], out, seq.logprobs, seq.versions,
+                             reason, seq.num_cached_tokens or 0, text, error)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
+        """Convenience for scripts and tests: run prompts to completion, outputs in prompt order."""
+        params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(prompts)
+        ids = [f"gen-{self._stats.requests_added + i}" for i in range(len(prompts))]
+        for rid, p, sp in zip(ids, prompts, params):
+            self.add_request(rid, p, sp)
+        done: dict[str, RequestOutput] = {}
+        while len(done) < len(ids):
+            for out in self.step():
+                done[out.request_id] = out
+        return [done[r] for r in ids]
+
+    # ---- weights ---------------------------------------------------------------------------------
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        """Load new weights (HF names; all checked before any is copied) and move to ``version``.
+
+        In-flight requests keep their tokens; their K/V (and the whole prefix cache) is dropped and
+        recomputed under the new weights before they decode again.
+        """
+        params = dict(self.model.named_parameters())
+        tied = self.model.config.tie_word_embeddings
+        items = []
+        for name, tensor in named_tensors:
+            if name == "lm_head.weight" and tied:
+                continue
+            if name not in params:
+                raise KeyError(f"update_weights: unknown weight {name!r} (expected HF names like 'model.norm.weight')")
+            if tuple(tensor.shape) != tuple(params[name].shape):
+                raise ValueError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}, model expects {tuple(params[name].shape)}")
+            items.append((params[name], tensor))
+        with torch.no_grad():
+            for p, t in items:
+                p.copy_(t)
+        self.version = version
+        self._stats.weight_updates += 1
+        self._stats.recomputed_tokens += self.scheduler.reset_all()
+
+    def reset_prefix_cache(self) -> None:
+        self.block_manager.reset_prefix_cache()
+
+    @property
+    def stats(self) -> EngineStats:
+        s = self._stats
+        s.prefix_hit_tokens = self.scheduler.stats.prefix_hit_tokens
+        s.computed_prompt_tokens = self.scheduler.stats.computed_prompt_tokens
+        s.preemptions = self.scheduler.stats.preemptions
+        s.extra = {"num_kv_blocks": self.num_blocks, "free_kv_blocks": self.block_manager.num_free_blocks,
+                   "running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting)}
+        return s

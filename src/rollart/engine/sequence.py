@@ -1,0 +1,56 @@
+"""Sequence: one request's tokens and its place in the KV cache and in the scheduler."""
+from __future__ import annotations
+
+from enum import Enum, auto
+
+import torch
+
+from rollart.engine.sampling import SamplingParams
+
+
+class SequenceStatus(Enum):
+    WAITING = auto()
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+class Sequence:
+    def __init__(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
+                 generator: torch.Generator):
+        self.request_id = request_id
+        self.token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.sampling = sampling
+        self.generator = generator
+        self.status = SequenceStatus.WAITING
+        self.num_computed_tokens = 0
+        """Tokens whose K/V sit in this sequence's blocks."""
+        self.block_table: list[int] = []
+        self.block_hashes: list[int] = []
+        """Chained hash of each full, computed block (for the prefix cache)."""
+        self.num_cached_tokens: int | None = None
+        """Prompt tokens served from the prefix cache on first admission (None until admitted)."""
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.finish_reason: str | None = None
+        self.stop_checker = None
+        """Incremental detokenizer, created only when the request has stop strings."""
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    def reset_computed(self) -> None:
+        """Forget all K/V (after preemption or a weight update): the tokens stay, they will be recomputed."""
+        self.num_computed_tokens = 0
+        self.block_table = []
+        self.block_hashes = []
+        self.status = SequenceStatus.WAITING
