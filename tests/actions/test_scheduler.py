@@ -64,7 +64,8 @@ def ref_decide(waiting, free_cpu, free_mem, running_ends, depth, now):
 
     obj, alloc = objective(len(cands))
     keep = len(cands)
-    for length in range(len(cands) - 1, 0, -1):
+    floor = 0 if running_ends else 1  # evicting everyone is allowed only if something will finish
+    for length in range(len(cands) - 1, floor - 1, -1):
         new, new_alloc = objective(length)
         if new >= obj:
             break

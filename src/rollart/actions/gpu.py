@@ -28,14 +28,15 @@ class GpuPool:
 
     elastic_units = True
 
-    def __init__(self, name: str = "gpu", nodes: int = 1, per_node: int = 8):
-        if per_node not in CHUNK_SIZES:
-            raise ValueError(f"per_node must be one of {CHUNK_SIZES}, got {per_node}")
-        if nodes < 1:
-            raise ValueError(f"nodes must be >= 1, got {nodes}")
-        self.name, self.nodes, self.per_node = name, nodes, per_node
-        self.capacity = nodes * per_node
-        self.free_chunks: set[Chunk] = {(n, 0, per_node) for n in range(nodes)}
+    def __init__(self, name: str = "gpu", nodes: int = 1, per_node: int = 8,
+                 node_sizes: Optional[list[int]] = None):
+        sizes = list(node_sizes) if node_sizes is not None else [per_node] * nodes
+        if not sizes or any(s not in CHUNK_SIZES for s in sizes):
+            raise ValueError(f"GPU nodes must have one of {CHUNK_SIZES} GPUs each, got {sizes}")
+        self.name, self.nodes, self.node_sizes = name, len(sizes), sizes
+        self.per_node = max(sizes)
+        self.capacity = sum(sizes)
+        self.free_chunks: set[Chunk] = {(n, 0, size) for n, size in enumerate(sizes)}
         self.cache: Optional[DeviceCache] = None  # set by DeviceCache to prefer warm chunks
         self.used = 0
         self.peak = 0
@@ -90,7 +91,7 @@ class GpuPool:
     def release(self, chunk: Chunk) -> None:
         node, start, size = chunk
         self.used -= size
-        while size < self.per_node:  # merge with a free buddy
+        while size < self.node_sizes[node]:  # merge with a free buddy
             buddy = (node, start ^ size, size)
             if buddy not in self.free_chunks:
                 break

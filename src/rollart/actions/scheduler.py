@@ -198,7 +198,10 @@ class ElasticScheduler:
 
         best_len = len(group)
         obj, alloc = objective(best_len)
-        for length in range(len(group) - 1, 0, -1):  # evict the last candidate, keep the head
+        # evict the last candidate while it helps; evicting all (waiting for units to free) is allowed
+        # only when something holding this resource will finish and re-run the decision
+        floor = 0 if heap_base else 1
+        for length in range(len(group) - 1, floor - 1, -1):
             new_obj, new_alloc = objective(length)
             if new_obj >= obj:
                 break

@@ -1,0 +1,235 @@
+"""Baselines in the same simulated world as :mod:`rollart.actions.sim`.
+
+- :func:`simulate_static`: per-trajectory static allocation, like a pod per trajectory. A trajectory
+  takes a fixed slot of ``slot_cores`` cores on a node at its first action and holds it until it ends;
+  every action runs in its slot at once (no action queue), as the dataset's single-process commands:
+  tools and ``pytest`` without ``-n`` use one core. Trajectories beyond the slots wait for one.
+- Fixed DoP 4 / 16 is :func:`rollart.actions.sim.simulate_coding` with ``dop=4`` / ``dop=16``.
+- :func:`simulate_gpu_dedicated`: every service owns ``units_per_service`` GPUs (TP) forever and serves
+  its own requests FCFS, one at a time per instance (no restore cost, no sharing).
+- :func:`simulate_reward_offload`: rollart §7.3 R3 — a fixed GPU budget either split between rollout and
+  dedicated reward GPUs, or all given to rollout with reward on an elastic serverless pool.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+import math
+import random
+
+from rollart.actions.action import amdahl
+from rollart.actions.sim import EventLoop, GpuRequest, MopdTraceConfig, ServiceSpec, SimResult, Step, _record
+
+
+def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
+                    slot_cores: int = 1) -> SimResult:
+    """Pod-per-trajectory: a slot of ``slot_cores`` held for the trajectory's whole life."""
+    if slot_cores < 1 or slot_cores > cores_per_node:
+        raise ValueError(f"slot_cores must be in 1..{cores_per_node}, got {slot_cores}")
+    loop = EventLoop()
+    free_slots = [cores_per_node // slot_cores] * nodes
+    waiting: collections.deque = collections.deque()
+    res = SimResult([0.0] * len(trace), {})
+    node_of: dict[int, int] = {}
+
+    def run_action(ti: int, si: int, submitted: float) -> None:
+        step = trace[ti][si]
+        seconds = step.seconds  # single-process command: one core whatever the slot size
+        loop.at(loop.now + seconds, lambda: finish(ti, si, submitted, seconds))
+
+    def finish(ti: int, si: int, submitted: float, seconds: float) -> None:
+        act = loop.now - submitted
+        res.traj_act[ti] += act
+        _record(res, trace[ti][si].kind, act, seconds, 1)
+        advance(ti, si + 1)
+
+    def advance(ti: int, si: int) -> None:
+        if si >= len(trace[ti]):
+            free_slots[node_of.pop(ti)] += 1
+            res.makespan = max(res.makespan, loop.now)
+            if waiting:
+                wt, wsi, wsub = waiting.popleft()
+                take_slot(wt)
+                run_action(wt, wsi, wsub)
+            return
+
+        def submit() -> None:
+            if ti in node_of:
+                run_action(ti, si, loop.now)
+            elif any(free_slots):
+                take_slot(ti)
+                run_action(ti, si, loop.now)
+            else:
+                waiting.append((ti, si, loop.now))
+        loop.at(loop.now + trace[ti][si].gen, submit)
+
+    def take_slot(ti: int) -> None:
+        node = max(range(nodes), key=lambda n: free_slots[n])
+        free_slots[node] -= 1
+        node_of[ti] = node
+
+    for ti in range(len(trace)):
+        loop.at(0.0, lambda ti=ti: advance(ti, 0))
+    loop.run()
+    return res
+
+
+def simulate_gpu_dedicated(services: list[ServiceSpec], reqs: list[GpuRequest],
+                           units_per_service: int = 4) -> SimResult:
+    """Each service on its own ``units_per_service`` GPUs (TP); requests FCFS per service."""
+    res = SimResult([], {})
+    free_at = {s.name: 0.0 for s in services}
+    for s in services:
+        if s.min_units > units_per_service:
+            raise ValueError(f"service {s.name} needs {s.min_units} GPUs > units_per_service")
+    busy = 0.0
+    for r in sorted(reqs, key=lambda r: r.arrival):
+        e = amdahl(r.parallel_fraction)(units_per_service)
+        seconds = r.t_ori / (e * units_per_service)
+        start = max(r.arrival, free_at[r.service])
+        free_at[r.service] = start + seconds
+        act = free_at[r.service] - r.arrival
+        res.traj_act.append(act)
+        _record(res, "logprob", act, seconds, units_per_service)
+        busy += seconds * units_per_service
+        res.makespan = max(res.makespan, free_at[r.service])
+    res.units["busy_gpu_seconds"] = [int(busy)]
+    return res
+
+
+@dataclasses.dataclass
+class OffloadConfig:
+    """rollart §7.3 R3: 8 non-training GPUs, batch 84, a 7B reward LLM."""
+
+    gpus: int = 8
+    """GPUs for rollout (+ dedicated reward in the local setup)."""
+    reward_gpus: int = 4
+    """Dedicated reward GPUs in the local setup (paper: 4 of 8)."""
+    batch: int = 84
+    """Trajectories per step (paper: 84)."""
+    turns: int = 6
+    """Generation turns per math-agent trajectory (each followed by a reward-LLM call)."""
+    gen_gpu_seconds: float = 6.0
+    """Median GPU-seconds of one turn's generation (lognormal, sigma 0.5)."""
+    reward_seconds: float = 0.25
+    """Median seconds of one reward-LLM call on one GPU (lognormal, sigma 0.5)."""
+    cold_start: float = 2.0
+    """Serverless cold-start seconds when no warm instance is free."""
+    keep_alive: float = 60.0
+    """Seconds a serverless instance stays warm after its last call (not billed: FaaS bills
+    execution and cold starts)."""
+    network_io: float = 0.01
+    """Mean seconds of serverless request I/O per call (paper: 0.01 s mean)."""
+    seed: int = 0
+    """Trace seed."""
+
+
+def simulate_reward_offload(cfg: OffloadConfig, serverless: bool) -> dict[str, float]:
+    """One rollout step; returns rollout seconds and reward-GPU utilisation (busy / provisioned)."""
+    rng = random.Random(cfg.seed)
+    work = [[rng.lognormvariate(math.log(cfg.gen_gpu_seconds), 0.5) for _ in range(cfg.turns)]
+            for _ in range(cfg.batch)]
+    rewards = [[rng.lognormvariate(math.log(cfg.reward_seconds), 0.5) for _ in range(cfg.turns)]
+               for _ in range(cfg.batch)]
+    rollout_gpus = cfg.gpus if serverless else cfg.gpus - cfg.reward_gpus
+    # generation: trajectories share the rollout GPUs round-robin; each GPU serves its share in
+    # turn order (processor sharing approximated by dividing a GPU among its active trajectories)
+    loop = EventLoop()
+    per_gpu: list[list[int]] = [[] for _ in range(rollout_gpus)]
+    for i in range(cfg.batch):
+        per_gpu[i % rollout_gpus].append(i)
+    active = [len(g) for g in per_gpu]
+    reward_free = [0.0] * cfg.reward_gpus  # dedicated reward GPUs: time each becomes free
+    warm: list[float] = []  # serverless instances: time each becomes free
+    instances: list[list[float]] = []  # [first start, last end] per serverless instance
+    busy = 0.0
+    done = 0.0
+
+    def turn(i: int, t: int, gpu: int) -> None:
+        seconds = work[i][t] * active[gpu]  # slowed by the others sharing this GPU
+        loop.at(loop.now + seconds, lambda: reward(i, t, gpu))
+
+    def reward(i: int, t: int, gpu: int) -> None:
+        nonlocal busy, done
+        r = rewards[i][t]
+        busy += r
+        if serverless:
+            free = [k for k, f in enumerate(warm) if f <= loop.now and loop.now - f <= cfg.keep_alive]
+            if free:
+                k = free[0]
+                start = loop.now + cfg.network_io
+            else:
+                warm.append(0.0)
+                instances.append([loop.now, 0.0])
+                k = len(warm) - 1
+                start = loop.now + cfg.cold_start + cfg.network_io
+            warm[k] = start + r
+            instances[k][1] = warm[k]
+            end = warm[k]
+        else:
+            k = min(range(cfg.reward_gpus), key=lambda j: reward_free[j])
+            start = max(loop.now, reward_free[k])
+            reward_free[k] = start + r
+            end = reward_free[k]
+        if t + 1 < cfg.turns:
+            loop.at(end, lambda: turn(i, t + 1, gpu))
+        else:
+            active[gpu] -= 1
+            done = max(done, end)
+
+    for g, members in enumerate(per_gpu):
+        for i in members:
+            loop.at(0.0, lambda i=i, g=g: turn(i, 0, g))
+    loop.run()
+    if serverless:
+        billed = busy + cfg.cold_start * len(instances)
+    else:
+        billed = cfg.reward_gpus * done
+    return {"rollout_seconds": done, "reward_utilisation": busy / billed if billed else 0.0,
+            "instances": float(len(instances))}
+
+
+class StaticSlotRunner:
+    """Real per-trajectory static allocation: a trajectory gets fixed cores at its first command and
+    every command of it runs pinned there (no action scheduler), until :meth:`end_trajectory`.
+    ``cores_per_slot`` cores per slot; slots are dealt round-robin, so slots may share cores when the
+    batch exceeds the cores (like pods with a fractional CPU request)."""
+
+    def __init__(self, cores: list[int], cores_per_slot: int = 1, use_cgroup=None):
+        from rollart.actions.cpu import Pinner
+
+        if cores_per_slot < 1 or cores_per_slot > len(cores):
+            raise ValueError(f"cores_per_slot must be in 1..{len(cores)}, got {cores_per_slot}")
+        self.slots = [tuple(cores[i:i + cores_per_slot]) for i in range(0, len(cores), cores_per_slot)]
+        self.pinner = Pinner(use_cgroup)
+        self.assigned: dict = {}
+        self._next = 0
+
+    def slot(self, trajectory) -> tuple[int, ...]:
+        if trajectory not in self.assigned:
+            self.assigned[trajectory] = self.slots[self._next % len(self.slots)]
+            self._next += 1
+        return self.assigned[trajectory]
+
+    async def run(self, trajectory, argv: list[str], cwd: str) -> tuple[int, str, float]:
+        """Run ``argv`` pinned to the trajectory's slot; returns (returncode, output, seconds)."""
+        import asyncio
+        import os
+        import time as _time
+
+        cores = self.slot(trajectory)
+        name = f"static-{os.getpid()}-{_time.monotonic_ns()}"
+        t0 = _time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *[a.replace("{dop}", "0") for a in argv], cwd=cwd, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, preexec_fn=self.pinner.prepare(name, cores))
+        out, _ = await proc.communicate()
+        self.pinner.cleanup(name)
+        return proc.returncode, out.decode(errors="replace"), _time.monotonic() - t0
+
+    def end_trajectory(self, trajectory) -> None:
+        self.assigned.pop(trajectory, None)
+
+    def close(self) -> None:
+        self.pinner.close()

@@ -1,0 +1,79 @@
+"""Trace-driven simulation and baselines: exact results on hand-checkable traces, trace shape, elastic behaviour."""
+import pytest
+
+from rollart.actions.action import amdahl
+from rollart.actions.baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
+                                       simulate_static)
+from rollart.actions.sim import (CodingTraceConfig, GpuRequest, MopdTraceConfig, ServiceSpec, Step,
+                                 action_time_ratio, coding_trace, mopd_trace, simulate_coding,
+                                 simulate_gpu_pool)
+
+
+def tiny_trace():
+    return [[Step(1.0, "tool", 2.0), Step(1.0, "reward_test", 64.0, 1.0)],
+            [Step(2.0, "tool", 1.0), Step(5.0, "reward_test", 32.0, 1.0)]]
+
+
+def test_static_baseline_runs_every_action_on_one_core():
+    res = simulate_static(tiny_trace(), nodes=1, cores_per_node=4)
+    assert res.traj_act == pytest.approx([66.0, 33.0])  # no queueing, DoP 1
+    assert res.makespan == pytest.approx(1 + 2 + 1 + 64)
+
+
+def test_static_baseline_queues_trajectories_beyond_slots():
+    trace = [[Step(0.0, "tool", 10.0)], [Step(0.0, "tool", 10.0)]]
+    res = simulate_static(trace, nodes=1, cores_per_node=1)
+    assert sorted(res.traj_act) == pytest.approx([10.0, 20.0])  # second waits for the slot
+
+
+def test_elastic_scales_perfectly_parallel_tests_on_an_idle_node():
+    res = simulate_coding(tiny_trace(), nodes=1, cores_per_node=64)
+    # linear speedup (parallel_fraction 1.0): each test run takes all 32 allowed cores
+    assert res.units["reward_test"] == [32, 32]
+    assert res.mean("reward_test") == pytest.approx((64 / 32 + 32 / 32) / 2, rel=1e-3)
+    assert res.decisions >= 8 and res.overhead_pct >= 0
+
+
+def test_fixed_dop_uses_exactly_that_dop():
+    res = simulate_coding(tiny_trace(), nodes=1, cores_per_node=64, dop=4)
+    assert res.units["reward_test"] == [4, 4]
+    assert res.units["tool"] == [1, 1]
+
+
+def test_coding_trace_shape():
+    trace = coding_trace(CodingTraceConfig(batch=300, tool_median=1.0))
+    assert len(trace) == 300
+    assert all(steps[-1].kind == "reward_test" and steps[0].kind == "tool" for steps in trace)
+    assert 0.35 < action_time_ratio(trace) < 0.55  # ARL-Tangram Fig. 3c: ~47% of trajectory time
+
+
+def test_dedicated_gpu_services_queue_fcfs():
+    services = [ServiceSpec("a", 1e9, 1)]
+    reqs = [GpuRequest(0.0, "a", 4.0, 1.0), GpuRequest(0.0, "a", 4.0, 1.0)]
+    res = simulate_gpu_dedicated(services, reqs, units_per_service=4)
+    assert res.traj_act == pytest.approx([1.0, 2.0])
+
+
+def test_gpu_pool_restores_once_then_hits():
+    cfg = MopdTraceConfig(restore_fixed=1.0, restore_bandwidth=1e9)
+    services = [ServiceSpec("a", 8e9, 1)]
+    reqs = [GpuRequest(0.0, "a", 8.0, 1.0), GpuRequest(100.0, "a", 8.0, 1.0)]
+    res = simulate_gpu_pool(services, reqs, 8, cfg)
+    # first: restore 1 + 8e9/(8*1e9) = 2 s, then 8/8 = 1 s on all 8 GPUs; second is warm: 1 s
+    assert res.traj_act[0] == pytest.approx(3.0, abs=0.05)
+    assert res.traj_act[1] == pytest.approx(1.0, abs=0.05)
+    assert res.units["restores"] == [1]
+
+
+def test_mopd_trace_has_ten_services_and_skewed_load():
+    services, reqs = mopd_trace(MopdTraceConfig())
+    assert len(services) == 10 and 950 <= len(reqs) <= 1100
+    counts = sorted(sum(r.service == s.name for r in reqs) for s in services)
+    assert counts[-1] > 4 * counts[0]
+
+
+def test_serverless_offload_frees_rollout_gpus_and_raises_utilisation():
+    ded = simulate_reward_offload(OffloadConfig(), serverless=False)
+    srv = simulate_reward_offload(OffloadConfig(), serverless=True)
+    assert srv["rollout_seconds"] < ded["rollout_seconds"]
+    assert srv["reward_utilisation"] > ded["reward_utilisation"]

@@ -1,0 +1,356 @@
+"""ARL-Tangram action-level scheduling and serverless reward: simulated at paper scale + real runs here.
+
+    python tools/bench/actions.py            # full: paper-scale simulations + real runs (~3-5 min)
+    python tools/bench/actions.py --quick    # < 60 s: same simulations at reduced scale + short real runs
+
+SIMULATED (real scheduler code, simulated time; decision latency is real wall time):
+  1. AI-coding trace, 1280 cores over 5 nodes, batch 1280: mean per-trajectory ACT, action-level
+     elastic vs per-trajectory static allocation (1 core per trajectory)       -> act_speedup
+  2. reward test-run ACT, elastic DoP 1..32 vs fixed DoP 4 (batch 256) and 16 (batch 1280)
+                                                                              -> elastic_vs_fixed
+  3. scheduler decision time / action execution time                           -> overhead_pct
+  4. MOPD-like: 10 services, batch 1024; smallest pooled GPU count whose mean ACT <= the dedicated
+     baseline (4 GPUs per service, 40 GPUs)                                    -> gpu_units_frac
+  5. rollart Fig. 12: reward-GPU utilisation and rollout time, dedicated vs serverless
+REAL (this machine): generated pytest suites through the CPU manager (cgroup-pinned processes,
+pytest -n DoP) vs static per-trajectory cores; and the serverless endpoint vs a dedicated worker.
+The last line holds the headline key=value pairs.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from rollart.actions.action import table  # noqa: E402
+from rollart.actions.baselines import (OffloadConfig, StaticSlotRunner, simulate_gpu_dedicated,  # noqa: E402
+                                       simulate_reward_offload, simulate_static)
+from rollart.actions.cpu import CpuManager  # noqa: E402
+from rollart.actions.sim import (CodingTraceConfig, MopdTraceConfig, action_time_ratio, coding_trace,  # noqa: E402
+                                 mopd_trace, simulate_coding, simulate_gpu_pool)
+
+PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actions.png")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# -- simulated ------------------------------------------------------------------------------------
+def sim_coding(quick: bool) -> dict:
+    nodes, cores = 5, 256
+    out = {}
+    for batch in (256, 1280):
+        trace = coding_trace(CodingTraceConfig(batch=batch, tool_median=1.0))
+        runs = {"elastic": simulate_coding(trace, nodes, cores),
+                "static": simulate_static(trace, nodes, cores)}
+        if not quick or batch == 256:
+            runs["dop4"] = simulate_coding(trace, nodes, cores, dop=4)
+        if not quick or batch == 1280:
+            runs["dop16"] = simulate_coding(trace, nodes, cores, dop=16)
+        out[batch] = runs
+        log(f"[sim coding] batch={batch} action-time ratio={action_time_ratio(trace):.2f} " + " ".join(
+            f"{k}: traj_act={r.mean():.1f}s tool={r.mean('tool'):.2f}s test={r.mean('reward_test'):.1f}s"
+            for k, r in runs.items()))
+    return out
+
+
+def sim_gpu(quick: bool) -> dict:
+    cfg = MopdTraceConfig()
+    services, reqs = mopd_trace(cfg)
+    dedicated = simulate_gpu_dedicated(services, reqs, units_per_service=4)
+    base_units = 4 * len(services)
+    results = {}
+
+    def act(g: int) -> float:
+        if g not in results:
+            results[g] = simulate_gpu_pool(services, reqs, g, cfg)
+        return results[g].mean()
+
+    # smallest pool (multiple of 4 GPUs) with ACT <= dedicated: binary search (ACT falls with GPUs)
+    lo, hi = 1, base_units // 4
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if act(4 * mid) <= dedicated.mean():
+            hi = mid
+        else:
+            lo = mid + 1
+    best = 4 * lo
+    act(best)
+    if not quick:
+        for g in range(8, base_units + 1, 8):
+            act(g)
+    busy = dedicated.units["busy_gpu_seconds"][0]
+    log(f"[sim gpu] dedicated {base_units} GPUs: mean ACT {dedicated.mean():.1f}s, GPU busy "
+        f"{100 * busy / (base_units * dedicated.makespan):.1f}%; pooled: " +
+        ", ".join(f"{g} GPUs {r.mean():.1f}s ({r.units['restores'][0]} restores)"
+                  for g, r in sorted(results.items())))
+    return {"dedicated": dedicated, "pool": results, "best": best, "base": base_units}
+
+
+def sim_offload() -> dict:
+    cfg = OffloadConfig()
+    out = {"dedicated": simulate_reward_offload(cfg, serverless=False),
+           "serverless": simulate_reward_offload(cfg, serverless=True)}
+    for k, v in out.items():
+        log(f"[sim reward offload] {k}: rollout {v['rollout_seconds']:.0f}s, reward-GPU utilisation "
+            f"{100 * v['reward_utilisation']:.1f}%")
+    return out
+
+
+# -- real: CPU manager on this machine ---------------------------------------------------------------
+SUITE = '''
+import time
+def busy(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+'''
+
+
+def make_suite(tests: int, seconds: float) -> str:
+    return SUITE + "".join(f"def test_{i}():\n    busy({seconds})\n" for i in range(tests))
+
+
+def pytest_cmd() -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "{dop}", "test_suite.py"]
+
+
+TOOL = [sys.executable, "-c", "import time\nend=time.process_time()+0.03\nwhile time.process_time()<end: pass"]
+
+
+async def real_cpu(quick: bool) -> dict:
+    rng = random.Random(0)
+    batch, turns = (2, 1) if quick else (6, 3)
+    trajs = [{"gen": [rng.lognormvariate(math.log(0.4), 0.5) for _ in range(turns + 1)],
+              "tests": rng.randint(6, 12)} for _ in range(batch)]
+    test_seconds = 0.1
+
+    # profile the test-run elasticity once (what ARL-Tangram profiles in advance)
+    mgr = CpuManager([[0, 1]], memory_per_node=64, elastic=True)
+    prof = {}
+    write = [sys.executable, "-c", f"open('test_suite.py','w').write({make_suite(8, test_seconds)!r})"]
+    for dop in (1, 2):
+        await mgr.submit(mgr.command(("prof", dop), write))
+        r = await mgr.submit(mgr.command(("prof", dop), pytest_cmd(), units=(dop,)))
+        prof[dop] = r.seconds
+    await mgr.close()
+    speedup = {1: 1.0, 2: min(2.0, prof[1] / prof[2])}
+    log(f"[real cpu] profiled test run: DoP1 {prof[1]:.2f}s DoP2 {prof[2]:.2f}s -> speedup {speedup[2]:.2f}")
+
+    async def run_elastic() -> tuple[list[float], float, float]:
+        mgr = CpuManager([[0, 1]], memory_per_node=64, elastic=True)
+        acts = [0.0] * batch
+
+        async def one(i: int, t: dict) -> None:
+            suite = [sys.executable, "-c", f"open('test_suite.py','w').write({make_suite(t['tests'], test_seconds)!r})"]
+            for k in range(turns):
+                await asyncio.sleep(t["gen"][k])
+                t0 = time.monotonic()
+                await mgr.submit(mgr.command(i, suite if k == 0 else TOOL))
+                acts[i] += time.monotonic() - t0
+            await asyncio.sleep(t["gen"][turns])
+            t0 = time.monotonic()
+            t_ori = prof[1] * t["tests"] / 8
+            r = await mgr.submit(mgr.command(i, pytest_cmd(), units=(1, 2), elasticity=table(speedup),
+                                             t_ori=t_ori, kind="reward_test"))
+            assert r.returncode == 0, r.stdout + r.stderr
+            acts[i] += time.monotonic() - t0
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(trajs)))
+        sched = mgr.schedulers[0]
+        decision = sum(sched.decision_latency)
+        execution = sum(rec.end - rec.start for rec in sched.records)
+        await mgr.close()
+        return acts, decision, execution
+
+    async def run_static() -> list[float]:
+        import tempfile
+        runner = StaticSlotRunner([0, 1], cores_per_slot=1)
+        acts = [0.0] * batch
+        root = tempfile.mkdtemp(prefix="rollart-static-")
+
+        async def one(i: int, t: dict) -> None:
+            cwd = os.path.join(root, str(i))
+            os.makedirs(cwd)
+            suite = [sys.executable, "-c", f"open('test_suite.py','w').write({make_suite(t['tests'], test_seconds)!r})"]
+            for k in range(turns):
+                await asyncio.sleep(t["gen"][k])
+                t0 = time.monotonic()
+                await runner.run(i, suite if k == 0 else TOOL, cwd)
+                acts[i] += time.monotonic() - t0
+            await asyncio.sleep(t["gen"][turns])
+            t0 = time.monotonic()
+            code, out, _ = await runner.run(i, pytest_cmd(), cwd)
+            assert code == 0, out
+            acts[i] += time.monotonic() - t0
+            runner.end_trajectory(i)
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(trajs)))
+        runner.close()
+        subprocess.run(["rm", "-rf", root])
+        return acts
+
+    static = await run_static()
+    elastic, decision, execution = await run_elastic()
+    out = {"static": sum(static) / batch, "elastic": sum(elastic) / batch,
+           "overhead_pct": 100 * decision / execution}
+    log(f"[real cpu] batch {batch} on 2 cores: mean per-trajectory ACT static {out['static']:.2f}s, "
+        f"action-level {out['elastic']:.2f}s; decision time {1e3 * decision:.1f} ms over "
+        f"{execution:.1f} s of execution = {out['overhead_pct']:.3f}%")
+    return out
+
+
+# -- real: serverless endpoint vs a dedicated worker -----------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def real_reward(quick: bool) -> dict:
+    import aiohttp
+    from rollart.rewards.client import RewardClient
+
+    rng = random.Random(1)
+    batch, turns = (4, 2) if quick else (10, 4)
+    gens = [[rng.lognormvariate(math.log(0.6), 0.5) for _ in range(turns)] for _ in range(batch)]
+    texts = [f"step {i}: the answer is {rng.randint(0, 99)}. " * 30 for i in range(batch)]
+    results = {}
+    for mode in ("dedicated", "serverless"):
+        port = free_port()
+        args = [sys.executable, "-m", "rollart.rewards.serve", "--port", str(port),
+                "--functions", "rollart.rewards.judge:judge_score"]
+        if mode == "dedicated":  # one always-on worker on its own core
+            cmd = ["taskset", "-c", "1"] + args + ["--max-workers", "1", "--idle-timeout", "1e6"]
+        else:
+            cmd = args + ["--max-workers", "2", "--idle-timeout", "2"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            proc.stdout.readline()
+            url = f"http://127.0.0.1:{port}"
+            async with RewardClient(url) as client, aiohttp.ClientSession() as http:
+                for _ in range(50):
+                    try:
+                        async with http.get(url + "/health"):
+                            break
+                    except aiohttp.ClientError:
+                        await asyncio.sleep(0.1)
+                if mode == "dedicated":
+                    await client.call("judge_score", "warm", "up")  # hot standby
+                async with http.get(url + "/stats") as r:
+                    before = await r.json()
+                t0 = time.monotonic()
+
+                async def one(i: int) -> None:
+                    for k in range(turns):
+                        await asyncio.sleep(gens[i][k])
+                        await client.call("judge_score", texts[i], "the answer is 42")
+                await asyncio.gather(*(one(i) for i in range(batch)))
+                rollout = time.monotonic() - t0
+                await asyncio.sleep(2.5 if mode == "serverless" else 0.0)  # let workers scale to zero
+                async with http.get(url + "/stats") as r:
+                    after = await r.json()
+            busy = after["busy_seconds"] - before["busy_seconds"]
+            alive = after["alive_seconds"] - before["alive_seconds"]
+            results[mode] = {"rollout": rollout, "utilisation": busy / alive if alive else 0.0,
+                             "spawned": after["spawned"], "workers_after": after["workers"]}
+            log(f"[real reward] {mode}: rollout {rollout:.2f}s, worker utilisation "
+                f"{100 * results[mode]['utilisation']:.1f}% (busy {busy:.2f}s / alive {alive:.2f}s), "
+                f"workers spawned {after['spawned']}, alive at end {after['workers']}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return results
+
+
+# -- report ----------------------------------------------------------------------------------------
+def plot(coding: dict, gpu: dict, offload: dict, real_cpu_res: dict, real_rw: dict) -> None:
+    os.makedirs(os.path.dirname(PLOT), exist_ok=True)
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    runs = coding[1280]
+    names = [n for n in ("static", "dop4", "dop16", "elastic") if n in runs]
+    tool = [sum(runs[n].acts["tool"]) / len(runs[n].traj_act) for n in names]
+    test = [sum(runs[n].acts["reward_test"]) / len(runs[n].traj_act) for n in names]
+    ax[0, 0].bar(names, tool, label="tool actions")
+    ax[0, 0].bar(names, test, bottom=tool, label="reward test run")
+    ax[0, 0].set_title("SIMULATED AI coding, 1280 cores, batch 1280: ACT per trajectory")
+    ax[0, 0].set_ylabel("seconds")
+    ax[0, 0].legend()
+    width = 0.25
+    for k, n in enumerate(["dop4", "dop16", "elastic"]):
+        ax[0, 1].bar([x + k * width for x in range(2)],
+                     [coding[b][n].mean("reward_test") if n in coding[b] else 0.0 for b in (256, 1280)],
+                     width, label=n)
+    ax[0, 1].set_xticks([x + width for x in range(2)], ["batch 256", "batch 1280"])
+    ax[0, 1].set_title("SIMULATED reward test-run ACT: elastic vs fixed DoP")
+    ax[0, 1].legend()
+    gs = sorted(gpu["pool"])
+    ax[1, 0].plot(gs, [gpu["pool"][g].mean() for g in gs], "o-", label="pooled (EOE, elastic)")
+    ax[1, 0].axhline(gpu["dedicated"].mean(), color="r", ls="--", label=f"dedicated ({gpu['base']} GPUs)")
+    ax[1, 0].set_yscale("log")
+    ax[1, 0].set_xlabel("GPUs")
+    ax[1, 0].set_title("SIMULATED MOPD-like 10 services: mean ACT")
+    ax[1, 0].legend()
+    labels = ["sim dedicated", "sim serverless", "real dedicated", "real serverless"]
+    utils = [offload["dedicated"]["reward_utilisation"], offload["serverless"]["reward_utilisation"],
+             real_rw["dedicated"]["utilisation"], real_rw["serverless"]["utilisation"]]
+    ax[1, 1].bar(labels, [100 * u for u in utils], color=["C3", "C2", "C3", "C2"])
+    ax[1, 1].set_ylabel("reward worker utilisation %")
+    ax[1, 1].set_title("Reward: dedicated vs serverless (sim: rollart Fig. 12 setup)")
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=90)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="< 60 s")
+    a = p.parse_args()
+    t0 = time.monotonic()
+    coding = sim_coding(a.quick)
+    gpu = sim_gpu(a.quick)
+    offload = sim_offload()
+    real_cpu_res = asyncio.run(real_cpu(a.quick))
+    real_rw = asyncio.run(real_reward(a.quick))
+    plot(coding, gpu, offload, real_cpu_res, real_rw)
+    c = coding[1280]
+    act_speedup = c["static"].mean() / c["elastic"].mean()
+    vs4 = coding[256]["dop4"].mean("reward_test") / coding[256]["elastic"].mean("reward_test")
+    vs16 = coding[1280]["dop16"].mean("reward_test") / coding[1280]["elastic"].mean("reward_test")
+    decision = sum(r.decision_seconds for b in coding.values() for k, r in b.items() if k != "static")
+    execution = sum(r.exec_seconds for b in coding.values() for k, r in b.items() if k != "static")
+    ratios = {f"vs {n} @{b}": coding[b][n].mean("reward_test") / coding[b]["elastic"].mean("reward_test")
+              for b in coding for n in ("dop4", "dop16") if n in coding[b]}
+    log("[summary] simulated reward test-run ACT, elastic " +
+        ", ".join(f"{k}: {v:.2f}x" for k, v in ratios.items()) +
+        f"; plot {PLOT}; wall {time.monotonic() - t0:.0f}s")
+    pairs = {
+        "act_speedup": act_speedup,
+        "elastic_vs_fixed": min(vs4, vs16),
+        "elastic_vs_dop4": vs4,
+        "elastic_vs_dop16": vs16,
+        "overhead_pct": 100 * decision / execution,
+        "gpu_units_frac": gpu["best"] / gpu["base"],
+        "sim_reward_util_dedicated": offload["dedicated"]["reward_utilisation"],
+        "sim_reward_util_serverless": offload["serverless"]["reward_utilisation"],
+        "sim_rollout_s_dedicated": offload["dedicated"]["rollout_seconds"],
+        "sim_rollout_s_serverless": offload["serverless"]["rollout_seconds"],
+        "real_act_speedup": real_cpu_res["static"] / real_cpu_res["elastic"],
+        "real_overhead_pct": real_cpu_res["overhead_pct"],
+        "real_reward_util_dedicated": real_rw["dedicated"]["utilisation"],
+        "real_reward_util_serverless": real_rw["serverless"]["utilisation"],
+    }
+    print(" ".join(f"{k}={v:.3f}" for k, v in pairs.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
