@@ -49,12 +49,13 @@ class FrozenLakeText(gym.Env):
 
     def __init__(self, is_slippery: bool = False, map_name: str = "4x4", desc: list[str] | None = None,
                  random_map: bool = False, map_size: int = 4, spell_position: bool | None = None,
-                 invalid_penalty: float = 0.1, render_mode: str | None = None):
+                 invalid_penalty: float = 0.1, invalid_hint: bool = True, render_mode: str | None = None):
         if desc is None and not random_map and map_name not in MAPS:
             raise ValueError(f"unknown map_name {map_name!r}; use one of {sorted(MAPS)} or pass desc=[...]")
         if invalid_penalty < 0:
             raise ValueError(f"invalid_penalty must be >= 0, got {invalid_penalty}")
         self.is_slippery = is_slippery
+        self.invalid_hint = invalid_hint
         self.random_map = random_map
         self.map_size = map_size
         self.spell_position = random_map if spell_position is None else spell_position
@@ -80,7 +81,9 @@ class FrozenLakeText(gym.Env):
     def step(self, action: str):
         move = parse_action(action) if isinstance(action, str) else None
         if move is None:
-            obs = self._observation() + "\nInvalid action. Answer with one letter: L, D, R or U."
+            obs = self._observation()
+            if self.invalid_hint:  # useful to a pretrained LLM; only extra tokens to a tiny model
+                obs += "\nInvalid action. Answer with one letter: L, D, R or U."
             return obs, -self.invalid_penalty, False, False, self._info(invalid=True)
         _, reward, terminated, truncated, _ = self._lake.step(move)
         return self._observation(), float(reward), terminated, truncated, self._info(invalid=False)
