@@ -41,6 +41,7 @@ class EnvSession:
         self.host_name = host_name
         self.grace_s = grace_s
         self.closed = False
+        self.inprocess = False
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         r = await self._checked("reset", self.key, seed, options)
@@ -65,9 +66,11 @@ class EnvSession:
         if self.closed:
             raise EnvFailure(f"{method} on a released env ({self.key})")
         try:
-            # The host enforces the env's own timeout; the grace bounds a host that stopped answering.
-            async with asyncio.timeout(self.grace_s):
+            if self.inprocess:  # the host's own timeout bounds the call; no transport can stall
                 result = await self._call(method, *args)
+            else:  # the host enforces the env's timeout; the grace bounds a host that stopped answering
+                async with asyncio.timeout(self.grace_s):
+                    result = await self._call(method, *args)
         except TimeoutError:
             raise EnvFailure(f"env host {self.host_name} did not answer {method} within "
                              f"{self.grace_s:g}s") from None
@@ -124,6 +127,7 @@ class EnvPool:
                 session = EnvSession(call, r["key"], r["system_prompt"], r["max_new_tokens"], name,
                                      self.grace_s)
                 session._pool_index = i
+                session.inprocess = isinstance(self.host_objects[i], EnvHost)
                 return session
             errors.append(f"{name}: {r.get('error')}")
         self.counters["open_failures"] += 1

@@ -11,7 +11,6 @@ The class is plain logic: drive it in-process (cheap envs, tests), or serve it a
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import importlib
 import itertools
 import queue
@@ -35,6 +34,8 @@ class EnvHostConfig:
     """Longest env.step may take before the env is declared hung and dropped."""
     max_threads: int = 512
     """Daemon threads running env calls concurrently (sleeping/IO-bound envs need one each)."""
+    min_threads: int = 4
+    """Threads started up front (starting one later briefly blocks the event loop)."""
     max_envs: int = 4096
     """Envs one host holds at once; create() beyond this is refused."""
 
@@ -42,13 +43,31 @@ class EnvHostConfig:
         for name in ("create_timeout_s", "reset_timeout_s", "step_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.max_threads < 1 or self.max_envs < 1:
-            raise ValueError("max_threads and max_envs must be >= 1")
+        if self.max_threads < 1 or self.max_envs < 1 or not 0 <= self.min_threads <= self.max_threads:
+            raise ValueError("need max_threads >= 1, max_envs >= 1 and 0 <= min_threads <= max_threads")
 
 
-class DaemonThreadPool(concurrent.futures.Executor):
-    """A growing pool of daemon threads. ``abandon(future)`` writes off a thread stuck in a call:
-    it stops counting against ``max_workers`` and exits if its call ever returns."""
+class _Job:
+    """One call queued on the pool; delivers its outcome to an asyncio future on ``loop``."""
+    __slots__ = ("fn", "args", "loop", "future", "started", "abandoned")
+
+    def __init__(self, fn: Callable, args: tuple, loop: asyncio.AbstractEventLoop | None):
+        self.fn, self.args, self.loop = fn, args, loop
+        self.future = loop.create_future() if loop is not None else None
+        self.started = self.abandoned = False
+
+
+def _deliver(future: asyncio.Future, ok: bool, value: Any) -> None:
+    if not future.done():
+        future.set_result(value) if ok else future.set_exception(value)
+
+
+class DaemonThreadPool:
+    """A growing pool of daemon threads running blocking env calls for an event loop.
+
+    ``abandon(job)`` writes off a thread stuck in a call: it stops counting against ``max_workers``
+    (a replacement can start) and exits if its call ever returns. Daemon threads never block exit.
+    """
 
     def __init__(self, max_workers: int, name: str = "env"):
         self.max_workers = max_workers
@@ -58,39 +77,64 @@ class DaemonThreadPool(concurrent.futures.Executor):
         self._live = self._idle = self._pending = 0
         self._ids = itertools.count()
 
-    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+    def prestart(self, n: int) -> None:
+        """Start idle threads until ``n`` are live."""
+        while True:
+            with self._lock:
+                if self._live >= min(n, self.max_workers):
+                    return
+                self._live += 1
+            self._spawn()
+
+    def run(self, fn: Callable, *args: Any) -> _Job:
+        """Queue ``fn(*args)``; await ``job.future`` (an asyncio future of the running loop)."""
+        return self._submit(_Job(fn, args, asyncio.get_running_loop()))
+
+    def fire(self, fn: Callable, *args: Any) -> None:
+        """Queue ``fn(*args)`` and forget it (best-effort cleanup such as env.close)."""
+        self._submit(_Job(fn, args, None))
+
+    def abandon(self, job: _Job) -> None:
+        with self._lock:
+            if job.started and not job.abandoned:
+                job.abandoned = True
+                self._live -= 1
+
+    def _submit(self, job: _Job) -> _Job:
         with self._lock:
             self._pending += 1
             spawn = self._pending > self._idle and self._live < self.max_workers
             if spawn:
                 self._live += 1
-        self._queue.put((fut, fn, args, kwargs))
+        self._queue.put(job)
         if spawn:
-            threading.Thread(target=self._work, name=f"{self.name}-{next(self._ids)}", daemon=True).start()
-        return fut
+            self._spawn()
+        return job
 
-    def abandon(self, fut: concurrent.futures.Future) -> None:
-        with self._lock:
-            if not getattr(fut, "abandoned", False) and fut.running():
-                fut.abandoned = True
-                self._live -= 1
+    def _spawn(self) -> None:
+        threading.Thread(target=self._work, name=f"{self.name}-{next(self._ids)}", daemon=True).start()
 
     def _work(self) -> None:
         while True:
             with self._lock:
                 self._idle += 1
-            fut, fn, args, kwargs = self._queue.get()
+            job = self._queue.get()
             with self._lock:
                 self._idle -= 1
                 self._pending -= 1
-            if fut.set_running_or_notify_cancel():
+                job.started = not (job.future is not None and job.future.done())  # cancelled while queued
+            if job.started:
                 try:
-                    fut.set_result(fn(*args, **kwargs))
+                    ok, value = True, job.fn(*job.args)
                 except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine
-                    fut.set_exception(e)
+                    ok, value = False, e
+                if job.loop is not None:
+                    try:
+                        job.loop.call_soon_threadsafe(_deliver, job.future, ok, value)
+                    except RuntimeError:
+                        pass  # the loop is closed: nobody is waiting any more
             with self._lock:
-                if getattr(fut, "abandoned", False):
+                if job.abandoned:
                     return  # written off while stuck; the pool already replaced this thread
 
     @property
@@ -128,6 +172,7 @@ class EnvHost:
         for module in imports:  # where users register their own envs
             importlib.import_module(module)
         self.pool = DaemonThreadPool(self.config.max_threads)
+        self.pool.prestart(self.config.min_threads)
         self.envs: dict[str, Any] = {}
         self._keys = itertools.count()
         self._fault_seq = itertools.count()
@@ -176,7 +221,7 @@ class EnvHost:
         if env is None:
             return False
         self.counters["closed"] += 1
-        self.pool.submit(_quiet_close, env)
+        self.pool.fire(_quiet_close, env)
         return True
 
     def stats(self) -> dict:
@@ -198,17 +243,17 @@ class EnvHost:
             if env is None:
                 return {"ok": False, "error": f"{what}: no env {key!r} on this host (closed or failed earlier)"}
             args = (env, *args)
-        fut = self.pool.submit(fn, *args)
+        job = self.pool.run(fn, *args)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                value = await asyncio.wrap_future(fut)
+                value = await job.future
         except TimeoutError:
-            self.pool.abandon(fut)
+            self.pool.abandon(job)
             self.counters["timeouts"] += 1
             return self._drop(key, f"{what} timed out after {timeout:g}s (env hung; dropped)")
         except asyncio.CancelledError:
-            self.pool.abandon(fut)  # the caller went away; the env state is unknown now
+            self.pool.abandon(job)  # the caller went away; the env state is unknown now
             self._drop(key, f"{what} cancelled")
             raise
         except Exception as e:  # noqa: BLE001 - an env's error is data, not a host crash
@@ -220,7 +265,7 @@ class EnvHost:
         env = self.envs.pop(key, None) if key is not None else None
         if env is not None:
             self.counters["closed"] += 1
-            self.pool.submit(_quiet_close, env)
+            self.pool.fire(_quiet_close, env)
         return {"ok": False, "error": error}
 
 

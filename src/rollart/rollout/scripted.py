@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections import Counter
 from typing import Callable
 
@@ -17,7 +18,8 @@ from rollart.engine.sampling import SamplingParams
 from rollart.rollout.types import GenerationResult
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHATML = "chatml"  # ByteTokenizer renders ChatML natively; the attribute only has to be non-empty
+CHATML = "chatml"
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS) + ")")  # ByteTokenizer renders ChatML natively; the attribute only has to be non-empty
 
 
 class ByteTokenizer:
@@ -33,17 +35,12 @@ class ByteTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids: list[int] = []
-        i = 0
-        while i < len(text):
-            for tok, tid in self.special_ids.items():
-                if text.startswith(tok, i):
-                    ids.append(tid)
-                    i += len(tok)
-                    break
-            else:
-                j = min((k for k in (text.find(t, i) for t in SPECIALS) if k >= 0), default=len(text))
-                ids.extend(text[i:j].encode())
-                i = j
+        for piece in _SPECIAL_SPLIT.split(text):
+            special = self.special_ids.get(piece)
+            if special is not None:
+                ids.append(special)
+            elif piece:
+                ids.extend(piece.encode())
         return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
@@ -108,8 +105,7 @@ class ScriptedPolicy:
         try:
             if self.latency_s > 0:
                 await asyncio.sleep(self.latency_s)
-            prompt_text = self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False)
-            action = self.choose(trajectory_id, last_user_message(prompt_text))
+            action = self.choose(trajectory_id, self.last_user_message(prompt_token_ids))
         except asyncio.CancelledError:
             self.counters["cancelled"] += 1
             raise
@@ -121,6 +117,15 @@ class ScriptedPolicy:
                                 versions=[version] * len(ids),
                                 finish_reason="stop" if ids[-1] == self.stop_id else "length",
                                 text=action, num_prompt_tokens=len(prompt_token_ids))
+
+    def last_user_message(self, prompt_token_ids: list[int]) -> str:
+        """Decode only the prompt's tail from its last '<|im_start|>' that opens a user turn."""
+        start_id = self.tokenizer.convert_tokens_to_ids("<|im_start|>")
+        user = self.tokenizer.encode("user\n")
+        for i in range(len(prompt_token_ids) - 1, -1, -1):
+            if prompt_token_ids[i] == start_id and prompt_token_ids[i + 1:i + 1 + len(user)] == user:
+                return last_user_message(self.tokenizer.decode(prompt_token_ids[i:], skip_special_tokens=False))
+        return last_user_message(self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False))
 
     async def abort(self, trajectory_id: str) -> int:
         self.counters["abort_calls"] += 1

@@ -1,0 +1,249 @@
+"""Rollout benchmark: trajectory-level vs batched env interaction (rollart.txt §7.3 R2, Fig. 11b),
+distance to the ideal critical path, and redundant env rollouts (§7.4, Fig. 14b).
+
+    python tools/bench/rollout.py --quick    # < 60 s on 2 cores
+    python tools/bench/rollout.py            # more envs and repeats (~3 min)
+
+Everything runs the real rollout code — EnvHost (env calls on threads under timeouts), EnvManager
+(one coroutine per trajectory, token-in/token-out chat), RolloutScheduler, SampleBuffer — on real
+gymnasium envs. Only the LLM is a stand-in: a scripted policy with a fixed per-turn generate
+latency. Env latency is injected per turn by envs.faults with the paper's shape, scaled from
+μ = 10 s to μ = 80 ms.
+
+1. R2 (FrozenLake 4x4, 6 turns per trajectory, E envs = batch size B, per-turn latency N(μ, σ)
+   clipped at 0, σ = 0.1μ … μ). Batched: every env of a batch starts each turn together and steps
+   after all generations (Fig. 5b); batches follow one another. Trajectory-level: each env runs its
+   own loop; in asynchronous training the rollout runs continuously, so its step time is the
+   steady-state time to fill a batch of B from the running stream (after a warm-up batch). The
+   single-batch ratio (both modes gather exactly one batch from a cold start, no overlap) is
+   printed too (``single_batch_*``). ``vs_ideal`` = measured single-batch trajectory-level time /
+   the critical path computed from the injected latencies (max over trajectories of Σ injected env
+   latency + turns × generate latency); worst over σ. Each σ is measured in interleaved repeats and
+   the median is reported (the machine is shared; see BENCHMARKS.md).
+2. Redundant env rollouts (MathTool: 1–2 turns, decode-heavy generate latency; per-call latency
+   N(μ, 0.1μ) with heavy-tailed Pareto stragglers and ~5% env failures). Baseline: exactly G groups
+   of n, a failed env is replaced. Redundant: +n/4 envs per group and +G/4 groups, extras cancelled
+   when the batch is complete. ``redundant_speedup`` = best baseline/redundant time ratio over the
+   (G, n) grid (the paper reports its maximum, 1.62×); the mean is printed too.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import re
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from envs.frozenlake import shortest_path_action  # noqa: E402
+from rollart.rollout.buffer import BufferConfig, SampleBuffer  # noqa: E402
+from rollart.rollout.env_client import EnvPool  # noqa: E402
+from rollart.rollout.env_host import EnvHost, EnvHostConfig  # noqa: E402
+from rollart.rollout.env_manager import EnvManager, TaskSpec  # noqa: E402
+from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig  # noqa: E402
+from rollart.rollout.scripted import ByteTokenizer, ScriptedPolicy  # noqa: E402
+
+MU = 0.080          # mean injected env latency per turn (s): the paper's 10 s scaled down
+GEN_S = 0.005       # scripted generate latency per turn (s), FrozenLake (prefill-heavy, one-token actions)
+MATH_GEN_S = 0.040  # generate latency per turn for the decode-heavy math task
+GROUP = 8
+
+
+_HOST: list[EnvHost] = []
+
+
+def env_host() -> EnvHost:
+    """One in-process env host shared by every run (its threads are started once)."""
+    if not _HOST:
+        _HOST.append(EnvHost(EnvHostConfig(max_threads=4096, min_threads=160, step_timeout_s=60)))
+    return _HOST[0]
+
+
+def make_scheduler(task: TaskSpec, choose, gen_s: float, cfg: SchedulerConfig,
+                   buffer: SampleBuffer | None = None) -> RolloutScheduler:
+    tok = ByteTokenizer()
+    policy = ScriptedPolicy(tok, choose, latency_s=gen_s)
+    pool = EnvPool([env_host()])
+    return RolloutScheduler([task], EnvManager(policy, tok, pool), cfg, buffer=buffer)
+
+
+def frozenlake_task(sigma: float, seed: int) -> TaskSpec:
+    faults = {"mean": MU, "std": sigma, "fault_seed": seed}
+    return TaskSpec("frozenlake", "rollart/FrozenLake-v0", faults=faults, max_turns=12)
+
+
+@functools.lru_cache(maxsize=None)
+def choose_frozenlake_obs(obs: str) -> str:
+    return shortest_path_action(obs)
+
+
+def choose_frozenlake(tid: str, obs: str) -> str:
+    """The scripted "LLM": BFS on the grid (memoised: the stand-in's own CPU is not under test)."""
+    return choose_frozenlake_obs(obs)
+
+
+async def batched_time(sigma: float, envs: int, batches: int, seed: int) -> float:
+    cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, interaction="batched", seed=seed)
+    sched = make_scheduler(frozenlake_task(sigma, seed), choose_frozenlake, GEN_S, cfg)
+    start = time.perf_counter()
+    for _ in range(batches):
+        await sched.collect_batch(envs // GROUP)
+    return time.perf_counter() - start
+
+
+async def continuous_time(sigma: float, envs: int, batches: int, seed: int) -> float:
+    """Trajectory-level, running continuously: steady-state time per batch of ``envs`` trajectories
+    (the first batch, while every env starts at once, is a warm-up and not counted)."""
+    buf = SampleBuffer(BufferConfig(group_size=GROUP, capacity=4 * envs))
+    cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, seed=seed)
+    sched = make_scheduler(frozenlake_task(sigma, seed), choose_frozenlake, GEN_S, cfg, buf)
+    producer = asyncio.create_task(sched.run())
+    await buf.get_batch(envs)
+    start = time.perf_counter()
+    for _ in range(batches):
+        await buf.get_batch(envs)
+    elapsed = time.perf_counter() - start
+    producer.cancel()
+    try:
+        await producer
+    except asyncio.CancelledError:
+        pass
+    return elapsed / batches
+
+
+async def single_batch(sigma: float, envs: int, seed: int) -> tuple[float, float]:
+    """(measured, ideal critical path) for one trajectory-level batch."""
+    cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, seed=seed)
+    sched = make_scheduler(frozenlake_task(sigma, seed), choose_frozenlake, GEN_S, cfg)
+    start = time.perf_counter()
+    groups = await sched.collect_batch(envs // GROUP)
+    measured = time.perf_counter() - start
+    ideal = max(t.info["env"]["injected_delay_total"] + t.num_turns * GEN_S for g in groups for t in g)
+    return measured, ideal
+
+
+_WORD = re.compile(r"has (\d+) \w+ and buys (\d+) boxes with (\d+) \w+ each, then gives away (\d+)")
+
+
+def choose_math(tid: str, obs: str) -> str:
+    """Scripted solver: calculator for expressions, then the answer; word problems directly."""
+    if obs.startswith("Result: "):
+        return f"\\boxed{{{obs.split(': ', 1)[1]}}}"
+    expr = re.search(r"What is (.*)\?", obs)
+    if expr:
+        return f"<calc>{expr.group(1)}</calc>"
+    m = _WORD.search(obs)
+    a, bags, b, c = (int(x) for x in m.groups()) if m else (0, 0, 0, 0)
+    return f"\\boxed{{{a + bags * b - c}}}"
+
+
+def math_task(seed: int) -> TaskSpec:
+    # per call (reset + 1-2 steps): N(60 ms, 6 ms); 2% stragglers x 3*(1+Lomax(2.5)) (mean x5,
+    # heavy tail); 2% failures, i.e. ~5% of trajectories fail
+    faults = {"mean": 0.060, "std": 0.006, "straggler_prob": 0.02, "straggler_scale": 3.0,
+              "straggler_alpha": 2.5, "fail_prob": 0.02, "on_reset": True, "fault_seed": seed}
+    return TaskSpec("math", "rollart/MathTool-v0", faults=faults, max_turns=4)
+
+
+async def redundancy_time(groups: int, n: int, redundant: bool, seed: int) -> tuple[float, dict]:
+    cfg = SchedulerConfig(group_size=n, max_concurrency=4096, max_replacements=64, seed=seed,
+                          extra_envs_per_group=max(1, n // 4) if redundant else 0,
+                          extra_groups=max(1, groups // 4) if redundant else 0)
+    sched = make_scheduler(math_task(seed), choose_math, MATH_GEN_S, cfg)
+    start = time.perf_counter()
+    result = await sched.collect_batch(groups)
+    elapsed = time.perf_counter() - start
+    assert len(result) == groups and all(t.reward == 1.0 for g in result for t in g)
+    return elapsed, dict(sched.counters)
+
+
+async def main_async(args) -> str:
+    envs, batches, repeats, r2_repeats = (128, 1, 3, 2) if args.quick else (256, 3, 6, 3)
+    sigmas = [0.1, 0.5, 1.0] if args.quick else [0.1, 0.25, 0.5, 0.75, 1.0]
+    r2 = []
+    for i, frac in enumerate(sigmas):
+        sigma = frac * MU
+        runs = []
+        for rep in range(r2_repeats):  # interleaved repeats; the median damps load spikes
+            seed = 100 * i + rep
+            b = await batched_time(sigma, envs, batches, seed) / batches
+            c = await continuous_time(sigma, envs, max(2, batches), seed)
+            m, ideal = await single_batch(sigma, envs, seed)
+            runs.append({"batched": b, "traj": c, "single": m, "ideal": ideal, "ratio": b / c,
+                         "single_ratio": b / m, "vs_ideal": m / ideal})
+        row = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        row["sigma_frac"] = frac
+        r2.append(row)
+        print(f"sigma={frac:.2f}mu batched_step={row['batched']:.3f}s traj_step={row['traj']:.3f}s "
+              f"traj_vs_batch={row['ratio']:.2f}x single_batch_traj={row['single']:.3f}s "
+              f"single_ratio={row['single_ratio']:.2f}x ideal={row['ideal']:.3f}s "
+              f"vs_ideal={row['vs_ideal']:.3f} (runs: " + " ".join(f"{r['ratio']:.2f}" for r in runs) + ")",
+              flush=True)
+
+    grid = [(4, 4), (4, 8), (8, 4), (8, 8)] if args.quick else [(4, 4), (4, 8), (8, 4), (8, 8), (16, 8), (16, 16)]
+    red = []
+    for gi, (g, n) in enumerate(grid):
+        base = redu = 0.0
+        launched = failed = 0
+        for r in range(repeats):
+            t0, c0 = await redundancy_time(g, n, False, seed=100 * gi + r)
+            t1, _ = await redundancy_time(g, n, True, seed=100 * gi + r)
+            base, redu = base + t0, redu + t1
+            launched, failed = launched + c0.get("launched", 0), failed + c0.get("failed", 0)
+        red.append({"groups": g, "n": n, "speedup": base / redu, "fail_rate": failed / max(1, launched)})
+        print(f"redundancy groups={g} n={n} baseline={base / repeats:.3f}s redundant={redu / repeats:.3f}s "
+              f"speedup={base / redu:.2f}x env_fail_rate={failed / max(1, launched):.3f}", flush=True)
+
+    plot(r2, red)
+    best = max(x["speedup"] for x in red)
+    mean = sum(x["speedup"] for x in red) / len(red)
+    return (f"traj_vs_batch_sigma_min={r2[0]['ratio']:.2f} traj_vs_batch_sigma_max={r2[-1]['ratio']:.2f} "
+            f"single_batch_sigma_min={r2[0]['single_ratio']:.2f} single_batch_sigma_max={r2[-1]['single_ratio']:.2f} "
+            f"vs_ideal={max(x['vs_ideal'] for x in r2):.3f} redundant_speedup={best:.2f} "
+            f"redundant_speedup_mean={mean:.2f} envs={envs}")
+
+
+def plot(r2: list[dict], red: list[dict]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = [x["sigma_frac"] for x in r2]
+    a.plot(xs, [x["ratio"] for x in r2], "o-", label="trajectory-level (continuous) vs batched")
+    a.plot(xs, [x["single_ratio"] for x in r2], "s--", label="single batch vs batched")
+    a.plot(xs, [x["vs_ideal"] for x in r2], "^:", label="trajectory-level / ideal critical path")
+    a.plot([0.1, 1.0], [1.23, 2.27], "k+", markersize=12, label="paper Fig. 11b (1.23x, 2.27x)")
+    a.set_xlabel("sigma / mu (per-turn env latency, mu = 80 ms)")
+    a.set_ylabel("step-time ratio")
+    a.set_title("R2: trajectory-level vs batched env interaction")
+    a.legend(fontsize=7)
+    labels = [f"G={x['groups']} n={x['n']}" for x in red]
+    b.bar(labels, [x["speedup"] for x in red])
+    b.axhline(1.62, color="k", linestyle="--", label="paper max 1.62x")
+    b.set_ylabel("rollout speedup (baseline / redundant)")
+    b.set_title("Redundant env rollouts: stragglers + ~5% env failures")
+    b.legend(fontsize=7)
+    fig.suptitle("measured on this machine: real rollout code, scripted policy, injected env latency", fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(os.path.dirname(__file__), "plots", "rollout.png")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="< 60 s: fewer envs, batches and repeats")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    line = asyncio.run(main_async(args))
+    print(f"total {time.perf_counter() - start:.1f}s")
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
