@@ -67,30 +67,34 @@ def homogeneous_plan(ctx: PlanContext, gpus_per_node: int = 8) -> Plan:
     return plan
 
 
-def pools(topo: Topology) -> dict[tuple[str, str], list[int]]:
-    """GPUs grouped by (type, region): what StreamRL can use as one homogeneous group."""
+def pools(topo: Topology, strict: bool = True) -> dict[tuple[str, str], list[int]]:
+    """GPUs grouped by (type, region) — what StreamRL can use as one homogeneous group — or, with
+    ``strict=False``, by type alone (one homogeneous group may then span regions)."""
     out: dict[tuple[str, str], list[int]] = {}
     for d in topo.devices:
-        out.setdefault((d.spec.name, d.region), []).append(d.index)
+        out.setdefault((d.spec.name, d.region if strict else "*"), []).append(d.index)
     return out
 
 
-def two_group_plan(ctx: PlanContext) -> Plan:
+def two_group_plan(ctx: PlanContext, strict: bool = True) -> Plan:
+    """Best (generation pool, everything-else pool) pair; ``strict`` keeps each pool in one region."""
     t0 = time.monotonic()
     names = [t.name for t in ctx.wf.tasks]
     rest = tuple(x for x in names if x != "actor_gen")
     best = None
-    by_pool = pools(ctx.topo)
+    by_pool = pools(ctx.topo, strict)
     for gen_pool, gen_devs in by_pool.items():
         for train_pool, train_devs in by_pool.items():
             if gen_pool == train_pool:
                 continue
             p = evaluate_groups([("actor_gen",), rest], [_ordered(ctx, gen_devs), _ordered(ctx, train_devs)],
-                                ctx, planner="two-group")
+                                ctx, planner="two-group" if strict else "two-group-relaxed")
             if p is not None and (best is None or p.step_time < best.step_time):
                 best = p
     if best is None:
-        raise PlanningError("two-group planner: no pair of homogeneous single-region pools fits the workflow")
+        where = "single-region " if strict else ""
+        raise PlanningError(f"two-group planner: no pair of homogeneous {where}GPU pools fits the workflow "
+                            "(the pools are too small for its models)")
     best.search_s = time.monotonic() - t0
     return best
 
