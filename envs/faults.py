@@ -3,12 +3,14 @@
 Per call to ``step`` (and ``reset`` when ``on_reset``): sleep ``max(0, N(mean, std))`` seconds; with
 probability ``straggler_prob`` multiply that delay by a Pareto(``straggler_alpha``) factor scaled by
 ``straggler_scale`` (a heavy tail); with probability ``fail_prob`` raise :class:`InjectedEnvError`;
-with probability ``hang_prob`` block for ``hang_seconds``. The wrapper draws from its own RNG
+with probability ``hang_prob`` block for ``hang_seconds``; with probability ``exit_prob`` end the whole
+process with ``os._exit`` (an env that dies and takes its host down, like a segfault). The wrapper draws from its own RNG
 (``fault_seed``), so envs of one GRPO group see the same task but different latencies. Every injected
 delay is added to ``info["injected_delay_total"]`` so benchmarks can compute the ideal critical path.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -38,6 +40,8 @@ class FaultConfig:
     """Probability that a call blocks for hang_seconds (longer than any sane timeout)."""
     hang_seconds: float = 3600.0
     """How long a hang lasts."""
+    exit_prob: float = 0.0
+    """Probability that a call kills the hosting process (os._exit(70)): an env that dies."""
     on_reset: bool = False
     """Also inject into reset (delay, failure, hang)."""
     fault_seed: int | None = None
@@ -46,7 +50,7 @@ class FaultConfig:
     def __post_init__(self) -> None:
         if self.mean < 0 or self.std < 0 or self.hang_seconds < 0:
             raise ValueError("mean, std and hang_seconds must be >= 0")
-        for name in ("straggler_prob", "fail_prob", "hang_prob"):
+        for name in ("straggler_prob", "fail_prob", "hang_prob", "exit_prob"):
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
@@ -89,6 +93,8 @@ class InjectFaults(gym.Wrapper):
         delay = self.sample_delay()
         fail = c.fail_prob and self.rng.random() < c.fail_prob
         hang = c.hang_prob and self.rng.random() < c.hang_prob
+        if c.exit_prob and self.rng.random() < c.exit_prob:
+            os._exit(70)
         if delay > 0:
             time.sleep(delay)
             self.delay_total += delay
