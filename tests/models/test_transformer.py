@@ -79,7 +79,7 @@ def test_paged_forward_equals_dense(tiny_llama_gqa):
     cfg, bs = model.config, 4
     g = torch.Generator().manual_seed(0)
     seqs = [torch.randint(0, cfg.vocab_size, (13,), generator=g), torch.randint(0, cfg.vocab_size, (9,), generator=g)]
-    cache = torch.zeros(cfg.num_hidden_layers, 2, 16 * bs, cfg.num_key_value_heads, cfg.head_dim)
+    cache = torch.zeros(cfg.num_hidden_layers, 2, 16, bs, cfg.num_key_value_heads, cfg.head_dim)
     tables = torch.tensor([[7, 2, 11, 5], [3, 14, 9, 0]])
 
     def run(starts, ends):

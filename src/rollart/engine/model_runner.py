@@ -13,13 +13,25 @@ def kv_bytes_per_block(mc: ModelConfig, block_size: int, dtype: torch.dtype) -> 
     return mc.num_hidden_layers * 2 * block_size * mc.num_key_value_heads * mc.head_dim * dtype.itemsize
 
 
+def bucket_by_length(rows: list[int], lengths: list[int], ratio: float = 1.5) -> list[list[int]]:
+    """Split rows into groups of similar length so padding to the group's longest wastes little:
+    sorted by length, a new group starts when a row is more than ``ratio`` x the group's shortest."""
+    groups: list[list[int]] = []
+    for r in sorted(rows, key=lambda r: lengths[r]):
+        if groups and lengths[r] <= ratio * lengths[groups[-1][0]]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    return groups
+
+
 class ModelRunner:
     def __init__(self, model: CausalLM, config: EngineConfig, num_blocks: int):
         self.model = model
         self.block_size = config.block_size
         mc = model.config
-        self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks * config.block_size,
-                                    mc.num_key_value_heads, mc.head_dim, dtype=config.torch_dtype)  # (L, 2, slots, Hkv, D)
+        self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks, config.block_size,
+                                    mc.num_key_value_heads, mc.head_dim, dtype=config.torch_dtype)  # (L, 2, blocks, bs, Hkv, D)
 
     def _group(self, rows: list[int], offsets: list[int], q_lens: list[int], ctx: list[int],
                tables: list[list[int]]) -> AttentionGroup:
@@ -48,7 +60,8 @@ class ModelRunner:
             tables.append(table)
         decode = [r for r, q in enumerate(q_lens) if q == 1]
         prefill = [r for r, q in enumerate(q_lens) if q > 1]
-        groups = [self._group(rows, offsets, q_lens, ctx, tables) for rows in (decode, prefill) if rows]
+        groups = [self._group(rows, offsets, q_lens, ctx, tables)
+                  for kind in (decode, prefill) for rows in bucket_by_length(kind, ctx)]
         last = [o + q - 1 for o, q in zip(offsets, q_lens)]
         return torch.tensor(ids), PagedBatch(torch.tensor(positions), torch.tensor(slots), groups), last
 

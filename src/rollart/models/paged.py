@@ -3,8 +3,9 @@
 The engine packs the new tokens of every scheduled sequence into one (N,) stream (prefill chunks and
 single decode tokens alike). Linear layers run once over that stream; attention runs per *group* of
 sequences with padded (S, Q) queries against keys gathered from the cache through each sequence's
-block table. Decodes form one group (Q = 1, no padding) and prefills another, so a long prefill never
-pads the decode rows. All index tensors are built once per step and shared by every layer.
+block table. Decodes (Q = 1, no padding) and prefills form separate groups, so a long prefill never
+pads the decode rows; the engine further buckets each kind by context length so short contexts are
+not padded to the longest. All index tensors are built once per step and shared by every layer.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ class AttentionGroup:
     """(S, Q) long: position of each query row in the packed stream (padding rows repeat a valid one)."""
     q_valid: Tensor | None
     """(S, Q) bool, False on padding rows; None when no row is padding."""
-    kv_slots: Tensor
-    """(S, K) long: flat cache slot of each key position (padding points at slot 0, masked)."""
+    block_tables: Tensor
+    """(S, B) long: cache blocks of each sequence in order (padding repeats block 0, masked); K = B * block_size."""
     mask: Tensor
     """(S, 1, Q, K) bool, True where the query may attend (causal, inside the context)."""
 
@@ -31,9 +32,9 @@ class PagedBatch:
     positions: Tensor
     """(N,) long: position in its sequence of each packed token (for RoPE)."""
     slot_mapping: Tensor
-    """(N,) long: flat cache slot each packed token's K/V is written to."""
+    """(N,) long: flat cache slot (block * block_size + offset) each packed token's K/V is written to."""
     groups: list[AttentionGroup]
-    """One or two groups (decodes, prefills) that together cover every packed token once."""
+    """Groups of sequences (decodes / prefills, bucketed by length) covering every packed token once."""
 
 
 def build_group(offsets: Tensor, q_lens: Tensor, context_lens: Tensor, block_tables: Tensor,
@@ -42,26 +43,29 @@ def build_group(offsets: Tensor, q_lens: Tensor, context_lens: Tensor, block_tab
 
     ``context_lens`` counts cached + new tokens; ``block_tables`` is (S, B) padded with any valid id.
     """
-    Q, K = int(q_lens.max()), int(context_lens.max())
+    Q, B = int(q_lens.max()), block_tables.shape[1]
+    K = B * block_size
     rows = torch.arange(Q)                                                  # (Q,)
     q_valid = rows[None, :] < q_lens[:, None]                               # (S, Q)
     q_index = offsets[:, None] + torch.minimum(rows[None, :], q_lens[:, None] - 1)  # (S, Q)
     q_pos = (context_lens - q_lens)[:, None] + rows[None, :]                 # (S, Q)
     keys = torch.arange(K)                                                  # (K,)
     mask = (keys[None, None, :] <= q_pos[:, :, None]) & (keys[None, None, :] < context_lens[:, None, None])
-    blocks = block_tables.gather(1, (keys // block_size)[None, :].expand(len(offsets), -1))  # (S, K)
-    kv_slots = blocks * block_size + keys[None, :] % block_size             # (S, K)
     return AttentionGroup(q_index=q_index, q_valid=None if bool(q_valid.all()) else q_valid,
-                          kv_slots=kv_slots, mask=mask[:, None])
+                          block_tables=block_tables, mask=mask[:, None])
 
 
 def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, groups: list[AttentionGroup]) -> Tensor:
-    """q (N, H, D); k_cache/v_cache (slots, Hkv, D) already holding this step's keys -> (N, H, D)."""
+    """q (N, H, D); k_cache/v_cache (blocks, block_size, Hkv, D) already holding this step's keys -> (N, H, D).
+
+    Keys are gathered a whole block at a time (one index per block_size tokens)."""
     out = torch.empty_like(q)
     for g in groups:
+        S, B = g.block_tables.shape
         qg = q[g.q_index].transpose(1, 2)                                   # (S, H, Q, D)
-        kg = k_cache[g.kv_slots].transpose(1, 2)                            # (S, Hkv, K, D)
-        vg = v_cache[g.kv_slots].transpose(1, 2)                            # (S, Hkv, K, D)
+        flat = g.block_tables.reshape(-1)
+        kg = k_cache.index_select(0, flat).view(S, -1, *k_cache.shape[2:]).transpose(1, 2)  # (S, Hkv, K, D)
+        vg = v_cache.index_select(0, flat).view(S, -1, *v_cache.shape[2:]).transpose(1, 2)  # (S, Hkv, K, D)
         o = torch.nn.functional.scaled_dot_product_attention(
             qg, kg, vg, attn_mask=g.mask, enable_gqa=qg.shape[1] != kg.shape[1]).transpose(1, 2)  # (S, Q, H, D)
         if g.q_valid is None:

@@ -89,10 +89,10 @@ class Attention(nn.Module):
 
     def forward_paged(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor,
                       kv: Tensor, batch: PagedBatch) -> Tensor:
-        """Engine path: x (N, h); kv (2, slots, Hkv, D) is this layer's cache, written in place."""
+        """Engine path: x (N, h); kv (2, blocks, block_size, Hkv, D) is this layer's cache, written in place."""
         q, k, v = self._qkv(x, rotary, cos, sin)                            # (N, H|Hkv, D)
-        kv[0].index_copy_(0, batch.slot_mapping, k)
-        kv[1].index_copy_(0, batch.slot_mapping, v)
+        kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
+        kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
         o = paged_attention(q, kv[0], kv[1], batch.groups)                  # (N, H, D)
         return self.o_proj(o.flatten(1))                                    # (N, h)
 
@@ -165,7 +165,7 @@ class CausalLM(nn.Module):
 
     def forward_paged(self, input_ids: Tensor, batch: PagedBatch, kv_cache: Tensor,
                       logits_index: Tensor) -> Tensor:
-        """input_ids (N,) packed new tokens; kv_cache (L, 2, slots, Hkv, D); -> logits (S, V) at logits_index."""
+        """input_ids (N,) packed new tokens; kv_cache (L, 2, blocks, block_size, Hkv, D); -> logits (S, V) at logits_index."""
         x = self.model.embed_tokens(input_ids)                              # (N, h)
         cos, sin = self.rotary.tables(int(batch.positions.max()) + 1, x.device, x.dtype)
         cos, sin = cos[batch.positions][:, None], sin[batch.positions][:, None]  # (N, 1, D)
