@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import os
 import random
 import sys
 import time
@@ -49,8 +50,12 @@ class ServeConfig:
     """Seconds a worker may sit idle before it exits (scale to zero)."""
     call_timeout: float = 30.0
     """Seconds one call may run before its worker is killed and the call fails with 504."""
+    startup_timeout: float = 120.0
+    """Seconds a new worker may take to import the functions (its cold start)."""
     max_request_bytes: int = 8 * 1024 * 1024
     """Largest accepted request body (trajectories reach a few MB)."""
+    worker_threads: int = 1
+    """Math-library threads per worker (OMP/MKL/torch): one worker is one vCPU, as on FaaS."""
     fault_rate: float = 0.0
     """Test-only: fraction of calls given an injected fault (raise, crash or hang)."""
     fault_seed: int = 0
@@ -65,6 +70,8 @@ class ServeConfig:
             raise ValueError("idle_timeout and call_timeout must be > 0 seconds")
         if not 0.0 <= self.fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be within [0, 1], got {self.fault_rate}")
+        if self.worker_threads < 1:
+            raise ValueError(f"worker_threads must be >= 1, got {self.worker_threads}")
         if self.max_request_bytes < 1024:
             raise ValueError(f"max_request_bytes={self.max_request_bytes} is too small (>= 1024)")
 
@@ -92,6 +99,8 @@ class WorkerPool:
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task] = set()
         self.spawned = 0
+        n = str(cfg.worker_threads)
+        self._thread_env = {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
 
     def submit(self, job: Job) -> None:
         self.jobs.put_nowait(job)
@@ -106,10 +115,21 @@ class WorkerPool:
         return self.alive_seconds_closed + sum(now - t for t in self._alive_since.values())
 
     async def _spawn(self) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
+        """Start a worker and wait until it has imported the functions (its cold start)."""
+        proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "rollart.rewards.worker", "--functions", ",".join(self.specs),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-            limit=4 * self.cfg.max_request_bytes)
+            limit=4 * self.cfg.max_request_bytes, env={**os.environ, **self._thread_env})
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.startup_timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"reward worker not ready after {self.cfg.startup_timeout}s "
+                               "(server setting startup_timeout)") from None
+        if not line:
+            raise RuntimeError(f"reward worker exited during start-up (code {await proc.wait()})")
+        return proc
 
     async def _worker_loop(self) -> None:
         wid = next(self._ids)
@@ -117,7 +137,14 @@ class WorkerPool:
         self.spawned += 1
         proc: Optional[asyncio.subprocess.Process] = None
         try:
-            proc = await self._spawn()
+            try:
+                proc = await self._spawn()
+            except (RuntimeError, OSError) as e:  # cannot start: fail what waits, with the reason
+                while not self.jobs.empty():
+                    job = self.jobs.get_nowait()
+                    if not job.future.done():
+                        job.future.set_result({"ok": False, "status": 500, "error": f"{job.fn}: {e}"})
+                return
             while True:
                 # 1) wait for a job; leave when idle too long (scale to zero)
                 self.idle += 1
@@ -270,13 +297,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--idle-timeout", type=float, default=2.0)
     p.add_argument("--call-timeout", type=float, default=30.0)
     p.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024)
+    p.add_argument("--worker-threads", type=int, default=1)
     p.add_argument("--fault-rate", type=float, default=0.0)
     p.add_argument("--fault-seed", type=int, default=0)
     a = p.parse_args(argv)
     try:
         cfg = ServeConfig(tuple(s for s in a.functions.split(",") if s), a.host, a.port, a.token,
                           a.max_workers, a.idle_timeout, a.call_timeout, a.max_request_bytes,
-                          a.fault_rate, a.fault_seed)
+                          a.worker_threads, a.fault_rate, a.fault_seed)
         endpoint = RewardEndpoint(cfg)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None

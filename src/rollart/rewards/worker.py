@@ -1,6 +1,6 @@
 """One serverless worker process: runs registered reward functions for the endpoint.
 
-Protocol (one JSON object per line): stdin ``{"id", "fn", "args", "kwargs", "fault"}``; stdout
+Protocol (one JSON object per line): first stdout ``{"ready": true}`` once imports are done; stdin ``{"id", "fn", "args", "kwargs", "fault"}``; stdout
 ``{"id", "ok", "result" | "error"}``. The real stdout is kept for the protocol and ``print`` in user
 functions goes to stderr. ``fault`` is the endpoint's test-only fault injection: "raise", "crash"
 (the process dies mid-call) or "hang".
@@ -21,6 +21,7 @@ def main(argv: list[str]) -> None:
     registry = FunctionRegistry(specs)
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     sys.stdout = sys.stderr  # user prints must not corrupt the protocol
+    out.write(json.dumps({"ready": True}) + "\n")  # imports done: call timeouts start from here
     for line in sys.stdin:
         msg = json.loads(line)
         fault = msg.get("fault")
