@@ -1,0 +1,218 @@
+"""``rollart/SWE-v0``: fix a bug in a small repository with tools; graded by hidden tests.
+
+Observation and action are text. ``reset`` copies the task's repository into a fresh sandboxed
+workspace and returns the instructions + issue. Each ``step`` takes the model's message, runs the
+``<tool_call>`` blocks in it (see ``toolcall``) and returns their outputs, truncated with a marker.
+``submit`` (or reaching ``max_turns``, which submits automatically) ends the episode: the hidden tests
+run in a fresh sandbox and the reward is 1.0 iff all FAIL_TO_PASS and PASS_TO_PASS tests pass.
+
+``info["timings"]`` carries ``env/reset_s`` (workspace preparation) and ``env/step_s`` (plus
+``env/eval_s`` at the end) for tensorboard.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+
+from envs.swe.loader import load_swebench_jsonl
+from envs.swe.reward import EvalResult, evaluate
+from envs.swe.task import SWETask, load_builtin_tasks
+from envs.swe.toolcall import FORMAT_HINT, ToolCallError, parse_tool_calls
+from envs.swe.tools import TOOL_SCHEMAS, SWETools
+from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """You are fixing an issue in the Python repository in your working directory ({workspace}).
+Tools (call exactly as shown; JSON inside the tags):
+  <tool_call>{{"name": "bash", "arguments": {{"command": "grep -rn foo ."}}}}</tool_call>
+  <tool_call>{{"name": "view", "arguments": {{"path": "pkg/mod.py", "start_line": 1, "end_line": 40}}}}</tool_call>
+  <tool_call>{{"name": "create", "arguments": {{"path": "pkg/new.py", "content": "..."}}}}</tool_call>
+  <tool_call>{{"name": "edit", "arguments": {{"path": "pkg/mod.py", "old_str": "exact old text", "new_str": "new text"}}}}</tool_call>
+  <tool_call>{{"name": "run_tests", "arguments": {{}}}}</tool_call>
+  <tool_call>{{"name": "submit", "arguments": {{}}}}</tool_call>
+There is no network. Commands time out. When the issue is fixed, submit; hidden tests then grade the repository.
+
+Issue:
+{problem}"""
+
+
+class AnyText(gym.spaces.Text):
+    """Any Python string up to ``max_length`` characters (issues and code contain non-ASCII text)."""
+
+    def contains(self, x) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
+@dataclass
+class SWEEnvConfig:
+    """Settings of the SWE env (gymnasium kwargs of the same names override them)."""
+
+    tasks: str = "builtin"
+    """"builtin" = the suite in envs/swe/tasks; a directory of <id>/task.json; or an SWE-bench JSONL file."""
+    repos_root: str = ""
+    """For a JSONL file: the directory holding the local repository snapshots."""
+    task_ids: tuple[str, ...] = ()
+    """Restrict to these instance ids (empty = all)."""
+    max_turns: int = 30
+    """Model messages per episode; the last one submits automatically."""
+    max_calls_per_turn: int = 4
+    """Tool calls executed from one message; extra ones are reported as skipped."""
+    observation_limit: int = 6000
+    """Characters of one observation; longer ones are cut with a visible marker."""
+    eval_timeout_s: float = 60.0
+    """Wall-clock limit of the hidden-test run."""
+    test_timeout_s: float = 60.0
+    """Wall-clock limit of the run_tests tool."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """Limits of the episode's sandbox (and of the reward's)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sandbox, dict):
+            self.sandbox = SandboxConfig(**self.sandbox)
+        self.task_ids = tuple(self.task_ids)
+        for name in ("max_turns", "max_calls_per_turn", "observation_limit", "eval_timeout_s", "test_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SWE env {name}={getattr(self, name)!r}: must be > 0")
+        if self.tasks.endswith(".jsonl") and not self.repos_root:
+            raise ValueError(f"SWE env tasks={self.tasks!r} is a JSONL file: set repos_root to its snapshots")
+
+
+def load_tasks(cfg: SWEEnvConfig) -> list[SWETask]:
+    if cfg.tasks == "builtin":
+        tasks = load_builtin_tasks()
+    elif cfg.tasks.endswith(".jsonl"):
+        tasks = load_swebench_jsonl(cfg.tasks, cfg.repos_root)
+    else:
+        tasks = load_builtin_tasks(Path(cfg.tasks))
+    if cfg.task_ids:
+        known = {t.instance_id for t in tasks}
+        unknown = [t for t in cfg.task_ids if t not in known]
+        if unknown:
+            raise ValueError(f"SWE env task_ids {unknown} not in {cfg.tasks}; known: {sorted(known)[:10]}...")
+        tasks = [t for t in tasks if t.instance_id in cfg.task_ids]
+    return tasks
+
+
+class SWEEnv(gym.Env):
+    """Text-in, text-out SWE env over a sandboxed repository copy."""
+
+    metadata = {"render_modes": ["ansi"]}
+    tools = TOOL_SCHEMAS
+
+    def __init__(self, config: SWEEnvConfig | None = None, render_mode: str | None = None, **overrides) -> None:
+        cfg = config or SWEEnvConfig()
+        self.config = dataclasses.replace(cfg, **overrides) if overrides else cfg
+        self.tasks = load_tasks(self.config)
+        self.render_mode = render_mode
+        self.observation_space = AnyText(max_length=max(self.config.observation_limit, 64 << 10))
+        self.action_space = AnyText(max_length=1 << 20)
+        self.task: SWETask | None = None
+        self.sandbox: Sandbox | None = None
+        self.tool_runner: SWETools | None = None
+        self.turn = 0
+        self.done = True
+        self.last_eval: EvalResult | None = None
+        self._last_obs = ""
+
+    # -- gymnasium API ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        start = time.monotonic()
+        self._teardown()
+        options = options or {}
+        if "task_id" in options:
+            match = [t for t in self.tasks if t.instance_id == options["task_id"]]
+            if not match:
+                raise ValueError(f"reset(options={{'task_id': {options['task_id']!r}}}): unknown task; "
+                                 f"known: {[t.instance_id for t in self.tasks][:10]}...")
+            self.task = match[0]
+        else:
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.sandbox = Sandbox(self.config.sandbox, name=f"swe-{self.task.instance_id}")
+        self.sandbox.copy_in(self.task.repo_dir)
+        self.tool_runner = SWETools(self.sandbox, self.task.test_cmd, test_timeout_s=self.config.test_timeout_s)
+        self.turn, self.done, self.last_eval = 0, False, None
+        obs = INSTRUCTIONS.format(workspace=self.sandbox.paths.workspace, problem=self.task.problem_statement)
+        self._last_obs = obs
+        reset_s = time.monotonic() - start
+        info = {"task_id": self.task.instance_id, "sandbox_mode": self.sandbox.mode,
+                "timings": {"env/reset_s": reset_s}}
+        return obs, info
+
+    def step(self, action: str):
+        if self.done or self.sandbox is None:
+            raise RuntimeError("step() called on a finished episode; call reset() first")
+        start = time.monotonic()
+        self.turn += 1
+        parts: list[str] = []
+        names: list[str] = []
+        errors = 0
+        submitted = False
+        try:
+            calls = parse_tool_calls(action)
+        except ToolCallError as e:
+            calls, errors = [], 1
+            parts.append(f"error: {e}")
+        for i, call in enumerate(calls):
+            if i >= self.config.max_calls_per_turn:
+                parts.append(f"[{len(calls) - i} more tool call(s) skipped: at most "
+                             f"{self.config.max_calls_per_turn} per message]")
+                break
+            names.append(call.name)
+            result = self.tool_runner.call(call.name, call.arguments)
+            errors += result.error
+            parts.append(result.text if len(calls) == 1 else f"[{call.name}]\n{result.text}")
+            if result.submit:
+                submitted = True
+                break
+        timings = {}
+        reward = 0.0
+        auto = not submitted and self.turn >= self.config.max_turns
+        if submitted or auto:
+            eval_start = time.monotonic()
+            self.last_eval = evaluate(self.task, self.sandbox.workspace, self.config.sandbox,
+                                      timeout_s=self.config.eval_timeout_s)
+            timings["env/eval_s"] = time.monotonic() - eval_start
+            reward = self.last_eval.reward
+            parts.append(f"[episode over: {'submitted' if submitted else 'turn limit reached, auto-submitted'}; "
+                         f"hidden tests {'passed' if reward == 1.0 else 'failed'}]")
+            self.done = True
+        elif not calls:
+            parts.append(FORMAT_HINT)
+        obs = truncate_text("\n".join(parts), self.config.observation_limit)
+        self._last_obs = obs
+        info = {"task_id": self.task.instance_id, "turn": self.turn, "tool_calls": names, "tool_errors": errors}
+        if self.last_eval is not None:
+            ev = self.last_eval
+            info.update(success=reward == 1.0, auto_submitted=auto, fail_to_pass_passed=ev.fail_to_pass_passed,
+                        pass_to_pass_passed=ev.pass_to_pass_passed, test_outcomes=ev.outcomes,
+                        eval_error=ev.error)
+        if self.done:
+            self._teardown()
+        timings["env/step_s"] = time.monotonic() - start
+        info["timings"] = timings
+        return obs, reward, self.done, False, info
+
+    def render(self):
+        return self._last_obs if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        self._teardown()
+
+    def _teardown(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.sandbox, self.tool_runner = None, None
+
+    def __del__(self) -> None:
+        try:
+            self._teardown()
+        except Exception:
+            pass
+

@@ -1,0 +1,1 @@
+from bizdays.calc import add_business_days

@@ -1,0 +1,1 @@
+from casing.convert import camel_to_snake

@@ -1,0 +1,1 @@
+from csvlite.parse import split_row

@@ -1,0 +1,1 @@
+from durations.parse import parse_duration

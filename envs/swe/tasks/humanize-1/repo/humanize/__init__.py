@@ -1,0 +1,1 @@
+from humanize.sizes import format_bytes

@@ -1,0 +1,1 @@
+from iniparse.reader import parse

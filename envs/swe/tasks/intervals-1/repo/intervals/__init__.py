@@ -1,0 +1,1 @@
+from intervals.merge import merge

@@ -1,0 +1,1 @@
+from memo.cache import memoize

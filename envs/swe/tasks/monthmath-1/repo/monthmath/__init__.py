@@ -1,0 +1,1 @@
+from monthmath.months import add_months

@@ -1,0 +1,1 @@
+from pager.core import Paginator

@@ -1,0 +1,1 @@
+from qs.query import parse_query

@@ -1,0 +1,1 @@
+from roman.numerals import to_roman

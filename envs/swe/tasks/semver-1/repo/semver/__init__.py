@@ -1,0 +1,1 @@
+from semver.version import compare, latest

@@ -1,0 +1,1 @@
+from minstats.center import mean, median

@@ -1,0 +1,1 @@
+from calc.expr import evaluate, tokenize

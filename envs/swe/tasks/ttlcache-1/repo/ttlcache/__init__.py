@@ -1,0 +1,1 @@
+from ttlcache.cache import TTLCache

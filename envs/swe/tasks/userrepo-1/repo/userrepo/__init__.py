@@ -1,0 +1,1 @@
+from userrepo.repo import UserRepo

@@ -1,0 +1,1 @@
+from utf8trunc.trunc import truncate_bytes

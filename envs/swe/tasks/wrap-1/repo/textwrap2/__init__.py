@@ -1,0 +1,1 @@
+from textwrap2.wrap import wrap
