@@ -144,8 +144,12 @@ class EnvManager:
             traj.timings["generate"] += time.perf_counter() - t0
             if out.finish_reason == "abort":
                 raise StaleTrajectory(self._abort_reason(traj))
+            if turn == 0 and out.versions and min(out.versions) < traj.start_version:
+                self._restart_version(traj, min(out.versions))
             self._append(traj, out.token_ids, out.logprobs, out.versions)
             traj.num_turns += 1
+            traj.info["prompt_tokens"] = traj.info.get("prompt_tokens", 0) + out.num_prompt_tokens
+            traj.info["cached_tokens"] = traj.info.get("cached_tokens", 0) + out.num_cached_tokens
             if barrier is not None:
                 await barrier.wait()  # ... and all generations finish before any env steps
             t0 = time.perf_counter()
@@ -177,6 +181,14 @@ class EnvManager:
         reason = self.gate.admit_turn(traj.start_version, first_turn)
         if reason is not None:
             raise StaleTrajectory(reason)
+
+    def _restart_version(self, traj: Trajectory, version: int) -> None:
+        """The first tokens came from older weights than the gate's version (the workers are updated a
+        moment after a new version is announced): the trajectory started at the version that generated it."""
+        traj.start_version = version
+        task = asyncio.current_task()
+        if self.gate is not None and task is not None:
+            self.gate.track(traj.trajectory_id, version, task)
 
     def _abort_reason(self, traj: Trajectory) -> str:
         reason = self.gate.stale_reason(traj.trajectory_id) if self.gate else None
