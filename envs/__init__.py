@@ -6,8 +6,8 @@ Each env is a plain ``gymnasium.Env`` with text observations and text actions; o
 ``scripted_action(obs)`` let ``python -m rollart.rollout.play`` drive it without a model.
 
 Envs that live in sub-packages (``envs.swe``, ``envs.humaneval``) register themselves: if such a
-package defines ``register_envs()``, it is called here (a missing or broken optional package is
-reported as a warning, never an import error of ``envs``).
+package defines ``register_envs()`` (returning its ids) or ``register()`` (with ``ENV_ID``), it is called
+here; a missing or broken optional package is a warning, never an import error of ``envs``.
 """
 from __future__ import annotations
 
@@ -51,9 +51,15 @@ def register_envs() -> list[str]:
         except Exception as e:  # a broken optional package must not break `import envs`
             warnings.warn(f"{module} not registered: {type(e).__name__}: {e}", stacklevel=2)
             continue
-        hook = getattr(package, "register_envs", None)
-        if callable(hook):
-            ids.extend(hook() or [])
+        hook = getattr(package, "register_envs", None) or getattr(package, "register", None)
+        if not callable(hook):
+            continue
+        try:
+            registered = hook()
+        except Exception as e:  # noqa: BLE001 - same rule: never break `import envs`
+            warnings.warn(f"{module}.{hook.__name__}() failed: {type(e).__name__}: {e}", stacklevel=2)
+            continue
+        ids.extend(registered or ([package.ENV_ID] if hasattr(package, "ENV_ID") else []))
     return ids
 
 
