@@ -176,3 +176,21 @@ def test_vector_constraints_never_violated(seed):
             start(sched.step())
     assert pools["gpu"].peak <= 16 and pools["cpu"].peak <= 16 and pools["api"].peak <= 3
     assert len(sched.records) > 250
+
+
+@pytest.mark.parametrize("explore,expect_start", [("smallest", True), ("spread", False)])
+def test_explore_spread_can_wait_for_more_units(explore, expect_start):
+    """2 cores free, 30 busy until t=1: Algorithm 2 as written (1..depth units) starts the long test
+    now on 2 cores; 'spread' also prices waiting for 32 cores and evicts (waits)."""
+    clock = Clock()
+    sched = ElasticScheduler({"cpu": CountPool("cpu", 32, clock)}, depth=2, clock=clock, explore=explore)
+    sched.submit(Action({}, key="cpu", units=(30,), t_ori=30.0, kind="busy"))
+    sched.step()
+    sched.submit(Action({}, key="cpu", units=range(1, 33), elasticity=amdahl(1.0), t_ori=1000.0,
+                        kind="reward_test"))
+    started = sched.step()
+    assert bool(started) == expect_start
+    if started:
+        assert started[0].units == 2
+    assert sched._first_choices(Action({}, key="cpu", units=range(1, 33), elasticity=amdahl(1.0),
+                                       t_ori=1.0)) == ([1, 2] if explore == "smallest" else [1, 32])

@@ -59,10 +59,22 @@ def sim_coding(quick: bool) -> dict:
             runs["dop4"] = simulate_coding(trace, nodes, cores, dop=4)
         if not quick or batch == 1280:
             runs["dop16"] = simulate_coding(trace, nodes, cores, dop=16)
+        if not quick:  # our variant: ESTIMATE also prices waiting for more units (depth 3, spread)
+            runs["spread"] = simulate_coding(trace, nodes, cores, depth=3, explore="spread")
         out[batch] = runs
         log(f"[sim coding] batch={batch} action-time ratio={action_time_ratio(trace):.2f} " + " ".join(
             f"{k}: traj_act={r.mean():.1f}s tool={r.mean('tool'):.2f}s test={r.mean('reward_test'):.1f}s"
             for k, r in runs.items()))
+    if not quick:  # sensitivity: a more contended trace (4x longer test runs), same cluster
+        trace = coding_trace(CodingTraceConfig(batch=1280, tool_median=1.0, test_median=240.0))
+        runs = {"elastic": simulate_coding(trace, nodes, cores),
+                "spread": simulate_coding(trace, nodes, cores, depth=3, explore="spread"),
+                "dop4": simulate_coding(trace, nodes, cores, dop=4),
+                "dop16": simulate_coding(trace, nodes, cores, dop=16),
+                "static": simulate_static(trace, nodes, cores)}
+        log(f"[sim coding, contended: test_median=240s] batch=1280 action-time ratio="
+            f"{action_time_ratio(trace):.2f} " + " ".join(
+                f"{k}: traj_act={r.mean():.1f}s test={r.mean('reward_test'):.1f}s" for k, r in runs.items()))
     return out
 
 
@@ -278,7 +290,7 @@ def plot(coding: dict, gpu: dict, offload: dict, real_cpu_res: dict, real_rw: di
     os.makedirs(os.path.dirname(PLOT), exist_ok=True)
     fig, ax = plt.subplots(2, 2, figsize=(12, 8))
     runs = coding[1280]
-    names = [n for n in ("static", "dop4", "dop16", "elastic") if n in runs]
+    names = [n for n in ("static", "dop4", "dop16", "elastic", "spread") if n in runs]
     tool = [sum(runs[n].acts["tool"]) / len(runs[n].traj_act) for n in names]
     test = [sum(runs[n].acts["reward_test"]) / len(runs[n].traj_act) for n in names]
     ax[0, 0].bar(names, tool, label="tool actions")
@@ -329,7 +341,7 @@ def main() -> None:
     decision = sum(r.decision_seconds for b in coding.values() for k, r in b.items() if k != "static")
     execution = sum(r.exec_seconds for b in coding.values() for k, r in b.items() if k != "static")
     ratios = {f"vs {n} @{b}": coding[b][n].mean("reward_test") / coding[b]["elastic"].mean("reward_test")
-              for b in coding for n in ("dop4", "dop16") if n in coding[b]}
+              for b in coding for n in ("dop4", "dop16", "spread") if n in coding[b]}
     log("[summary] simulated reward test-run ACT, elastic " +
         ", ".join(f"{k}: {v:.2f}x" for k, v in ratios.items()) +
         f"; plot {PLOT}; wall {time.monotonic() - t0:.0f}s")

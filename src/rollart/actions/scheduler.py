@@ -56,9 +56,15 @@ class ElasticScheduler:
     """Algorithm 1 over ``pools`` ({resource name: pool}); time comes from ``clock``."""
 
     def __init__(self, pools: dict[str, Any], depth: int = 2, lookahead: int = 128,
-                 clock: Callable[[], float] = time.monotonic, elastic: bool = True):
+                 clock: Callable[[], float] = time.monotonic, elastic: bool = True,
+                 explore: str = "smallest"):
         if depth < 1:
             raise ValueError(f"depth must be >= 1 (the paper uses 2), got {depth}")
+        if explore not in ("smallest", "spread"):
+            raise ValueError(f"explore={explore!r}: use 'smallest' (Algorithm 2 as written: the first "
+                             "remaining action tries 1..depth units) or 'spread' (depth choices spread "
+                             "from its minimum to its maximum)")
+        self.explore = explore
         if lookahead < 1:
             raise ValueError(f"lookahead must be >= 1, got {lookahead}")
         self.pools, self.depth, self.lookahead, self.clock = pools, depth, lookahead, clock
@@ -217,12 +223,10 @@ class ElasticScheduler:
         heapq.heapify(heap)
         first = remaining[0]
         best = math.inf
-        for d in range(self.depth):
-            if d >= max(1, len(first.units)):
-                break
+        for choice in self._first_choices(first):
             h, total = list(heap), 0.0
             for idx, a in enumerate(remaining):
-                u = first.units[d] if idx == 0 and a.units else max(1, a.min_units)
+                u = choice if idx == 0 else max(1, a.min_units)
                 if u > len(h):
                     total = math.inf
                     break
@@ -233,3 +237,15 @@ class ElasticScheduler:
                 total += end - now
             best = min(best, total)
         return best
+
+    def _first_choices(self, first: Action) -> list[int]:
+        """Unit counts the first remaining action explores in ESTIMATE (``depth`` of them)."""
+        units = list(first.units) if first.units and first.scalable else [max(1, first.min_units)]
+        if self.explore == "smallest" or len(units) <= self.depth:
+            return units[:self.depth]
+        # spread: minimum, maximum and log-spaced choices between (so "wait for more units" is seen)
+        picks = {units[0], units[-1]}
+        for d in range(1, self.depth - 1):
+            target = units[0] * (units[-1] / units[0]) ** (d / (self.depth - 1))
+            picks.add(min(units, key=lambda u: abs(math.log(u / target))))
+        return sorted(picks)

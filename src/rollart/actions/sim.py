@@ -135,11 +135,12 @@ def _record(res: SimResult, kind: str, act: float, exec_s: float, units: int) ->
 
 # -- action-level (Tangram) CPU simulation ------------------------------------------------------
 def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
-                    dop: Optional[int] = None, depth: int = 2, lookahead: int = 128) -> SimResult:
+                    dop: Optional[int] = None, depth: int = 2, lookahead: int = 128,
+                    explore: str = "smallest") -> SimResult:
     """Action-level scheduling; ``dop=None`` is elastic (1..max), an int is the fixed-DoP baseline."""
     loop = EventLoop()
     scheds = [ElasticScheduler({"cpu": CountPool(f"cpu@{n}", cores_per_node, loop)}, depth=depth,
-                               lookahead=lookahead, clock=loop) for n in range(nodes)]
+                               lookahead=lookahead, clock=loop, explore=explore) for n in range(nodes)]
     res = SimResult([0.0] * len(trace), {})
     truth: dict[int, tuple[int, int, Step]] = {}  # action id -> (trajectory, step index, step)
 
