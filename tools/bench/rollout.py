@@ -57,9 +57,11 @@ _HOST: list[EnvHost] = []
 
 
 def env_host() -> EnvHost:
-    """One in-process env host shared by every run (its threads are started once)."""
+    """One in-process env host shared by every run (its threads are started once). It lowers the GIL
+    switch interval to 0.2 ms, as an env-host process would (see EnvHostConfig)."""
     if not _HOST:
-        _HOST.append(EnvHost(EnvHostConfig(max_threads=4096, min_threads=160, step_timeout_s=60)))
+        _HOST.append(EnvHost(EnvHostConfig(max_threads=4096, min_threads=160, step_timeout_s=60,
+                                           gil_switch_interval_s=0.0002)))
     return _HOST[0]
 
 

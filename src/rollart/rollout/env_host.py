@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import itertools
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -36,6 +37,9 @@ class EnvHostConfig:
     """Daemon threads running env calls concurrently (sleeping/IO-bound envs need one each)."""
     min_threads: int = 4
     """Threads started up front (starting one later briefly blocks the event loop)."""
+    gil_switch_interval_s: float = 0.0
+    """If > 0, sys.setswitchinterval(value) when the host starts. Process-wide: meant for env-host
+    processes, where many env threads wake often and the default 5 ms GIL hand-off delays the loop."""
     max_envs: int = 4096
     """Envs one host holds at once; create() beyond this is refused."""
 
@@ -43,6 +47,8 @@ class EnvHostConfig:
         for name in ("create_timeout_s", "reset_timeout_s", "step_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.gil_switch_interval_s < 0:
+            raise ValueError(f"gil_switch_interval_s must be >= 0, got {self.gil_switch_interval_s}")
         if self.max_threads < 1 or self.max_envs < 1 or not 0 <= self.min_threads <= self.max_threads:
             raise ValueError("need max_threads >= 1, max_envs >= 1 and 0 <= min_threads <= max_threads")
 
@@ -171,6 +177,8 @@ class EnvHost:
         import envs  # noqa: F401  registers the rollart/* ids in this process
         for module in imports:  # where users register their own envs
             importlib.import_module(module)
+        if self.config.gil_switch_interval_s > 0:
+            sys.setswitchinterval(self.config.gil_switch_interval_s)
         self.pool = DaemonThreadPool(self.config.max_threads)
         self.pool.prestart(self.config.min_threads)
         self.envs: dict[str, Any] = {}
