@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 
 from envs.humaneval.data import Problem, load_problems
+from envs.humaneval.scripted import canonical_answer, no_answer, wrong_answer
 from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
 
 INSTRUCTIONS = ("Complete the following Python function. Answer with the whole function in one "
@@ -84,7 +85,11 @@ class AnyText(gym.spaces.Text):
 
 
 class HumanEvalEnv(gym.Env):
+    """Text-in, text-out code env: one problem per episode, graded by its tests in a sandbox."""
+
     metadata = {"render_modes": ["ansi"]}
+    system_prompt = "You are an expert Python programmer."
+    max_new_tokens = 512
 
     def __init__(self, config: HumanEvalConfig | None = None, render_mode: str | None = None, **overrides) -> None:
         cfg = config or HumanEvalConfig()
@@ -149,6 +154,13 @@ class HumanEvalEnv(gym.Env):
         info = {"task_id": self.problem.task_id, "success": passed, "attempt": self.attempts,
                 "timings": {"env/step_s": time.monotonic() - start}}
         return obs, reward, self.done, False, info
+
+    def scripted_action(self, observation: str) -> str:
+        """The canonical solution (for `python -m rollart.rollout.play --policy scripted`)."""
+        return canonical_answer(self.problem)
+
+    def sample_action(self, rng) -> str:
+        return (wrong_answer, no_answer)[int(rng.integers(2))](self.problem)
 
     def render(self):
         return self._last_obs if self.render_mode == "ansi" else None

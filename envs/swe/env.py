@@ -22,7 +22,8 @@ import gymnasium as gym
 from envs.swe.loader import load_swebench_jsonl
 from envs.swe.reward import EvalResult, evaluate
 from envs.swe.task import SWETask, load_builtin_tasks
-from envs.swe.toolcall import FORMAT_HINT, ToolCallError, parse_tool_calls
+from envs.swe.scripted import gold_patch_actions
+from envs.swe.toolcall import FORMAT_HINT, ToolCallError, format_tool_call, parse_tool_calls
 from envs.swe.tools import TOOL_SCHEMAS, SWETools
 from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
 
@@ -104,6 +105,9 @@ class SWEEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"]}
     tools = TOOL_SCHEMAS
+    system_prompt = ("You are a careful software engineer. Investigate the repository with the tools, fix the "
+                     "issue with minimal changes, run the tests, then submit.")
+    max_new_tokens = 1024
 
     def __init__(self, config: SWEEnvConfig | None = None, render_mode: str | None = None, **overrides) -> None:
         cfg = config or SWEEnvConfig()
@@ -119,6 +123,7 @@ class SWEEnv(gym.Env):
         self.done = True
         self.last_eval: EvalResult | None = None
         self._last_obs = ""
+        self._script: list[str] = []
 
     # -- gymnasium API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -138,6 +143,7 @@ class SWEEnv(gym.Env):
         self.sandbox.copy_in(self.task.repo_dir)
         self.tool_runner = SWETools(self.sandbox, self.task.test_cmd, test_timeout_s=self.config.test_timeout_s)
         self.turn, self.done, self.last_eval = 0, False, None
+        self._script = gold_patch_actions(self.task, run_tests=True)
         obs = INSTRUCTIONS.format(workspace=self.sandbox.paths.workspace, problem=self.task.problem_statement)
         self._last_obs = obs
         reset_s = time.monotonic() - start
@@ -176,8 +182,13 @@ class SWEEnv(gym.Env):
         auto = not submitted and self.turn >= self.config.max_turns
         if submitted or auto:
             eval_start = time.monotonic()
-            self.last_eval = evaluate(self.task, self.sandbox.workspace, self.config.sandbox,
-                                      timeout_s=self.config.eval_timeout_s)
+            try:
+                self.last_eval = evaluate(self.task, self.sandbox.workspace, self.config.sandbox,
+                                          timeout_s=self.config.eval_timeout_s)
+            except Exception as e:  # noqa: BLE001 - a broken task must cost one episode, not the run
+                log.exception("evaluating %s failed", self.task.instance_id)
+                self.last_eval = EvalResult(0.0, fail_to_pass_passed=0.0, pass_to_pass_passed=0.0,
+                                            error=f"evaluation failed: {type(e).__name__}: {e}")
             timings["env/eval_s"] = time.monotonic() - eval_start
             reward = self.last_eval.reward
             parts.append(f"[episode over: {'submitted' if submitted else 'turn limit reached, auto-submitted'}; "
@@ -201,6 +212,18 @@ class SWEEnv(gym.Env):
 
     def render(self):
         return self._last_obs if self.render_mode == "ansi" else None
+
+    # -- hooks for `python -m rollart.rollout.play` ----------------------------------------------
+    def scripted_action(self, observation: str) -> str:
+        """The gold-patch agent: the next tool call that applies this task's gold patch, then submit."""
+        return self._script.pop(0) if self._script else format_tool_call("submit")
+
+    def sample_action(self, rng) -> str:
+        """A random exploring call (never a fix): list, view, grep, run the tests, or submit."""
+        choices = [format_tool_call("bash", command="ls -R | head -50"), format_tool_call("view", path="README.md"),
+                   format_tool_call("bash", command="grep -rn 'def ' --include=*.py . | head -30"),
+                   format_tool_call("run_tests"), format_tool_call("submit"), "I am not sure what to do."]
+        return choices[int(rng.integers(len(choices)))]
 
     def close(self) -> None:
         self._teardown()

@@ -91,3 +91,9 @@ def test_registration_and_unknown_ids():
         HumanEvalEnv(task_ids=("HumanEval/999",))
     with pytest.raises(ValueError, match="max_attempts"):
         HumanEvalEnv(max_attempts=0)
+
+
+def test_play_cli_scripted(capsys):
+    from rollart.rollout.play import main
+    assert main(["rollart/HumanEval-v0", "--policy", "scripted", "--episodes", "3", "--quiet"]) == 0
+    assert "mean_reward=1.000" in capsys.readouterr().out.strip().splitlines()[-1]

@@ -120,3 +120,10 @@ def test_teardown_removes_workspace_and_processes():
         assert pids_of_uid(uid) == set()
     with pytest.raises(RuntimeError, match="closed"):
         sb.run("true")
+
+
+def test_disk_budget_enforced_without_tmpfs():
+    with Sandbox(SandboxConfig(workspace_tmpfs=False, **{**FAST, "disk_mb": 4})) as sb:
+        r = sb.run("head -c 3M /dev/zero > a; head -c 3M /dev/zero > b")
+        assert not r.ok and "over the 4 MB limit" in r.observation()
+        assert sb.run("rm a b && echo ok").ok

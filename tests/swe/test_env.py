@@ -104,3 +104,24 @@ def test_gymnasium_registration():
         assert term and r == 0.0
     finally:
         e.close()
+
+
+def test_broken_task_costs_one_episode_not_the_env(tmp_path):
+    import dataclasses
+    env = SWEEnv(task_ids=("roman-1",), sandbox=SANDBOX)
+    try:
+        env.tasks = [dataclasses.replace(env.tasks[0], test_patch="--- a/x\n+++ b/x\n@@ -1 +1 @@\n-nope\n+x\n")]
+        env.reset()
+        obs, r, term, _, info = env.step(format_tool_call("submit"))
+        assert term and r == 0.0 and "evaluation failed" in info["eval_error"]
+        env.reset()  # the env keeps working
+    finally:
+        env.close()
+
+
+def test_play_cli_scripted_and_random(capsys):
+    from rollart.rollout.play import main
+    assert main(["rollart/SWE-v0", "--policy", "scripted", "--episodes", "1", "--quiet"]) == 0
+    assert "mean_reward=1.000" in capsys.readouterr().out.strip().splitlines()[-1]
+    assert main(["rollart/SWE-v0", "--policy", "random", "--episodes", "1", "--quiet", "--max-turns", "4"]) == 0
+    assert "mean_reward=0.000" in capsys.readouterr().out.strip().splitlines()[-1]

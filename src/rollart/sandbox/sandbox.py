@@ -65,6 +65,17 @@ class RunResult:
         return f"{self.output.rstrip()}\n{status}" if self.output.strip() else status
 
 
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def _signame(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -209,6 +220,10 @@ class Sandbox:
         proc.stdout.close()
         exit_code = proc.wait()
         duration = time.monotonic() - start
+        if not killed and not self._mounted:  # no tmpfs quota: check the disk budget after the fact
+            used = _tree_bytes(self.workspace)
+            if used > cfg.disk_mb << 20:
+                killed = f"workspace holds {used >> 20} MB, over the {cfg.disk_mb} MB limit; delete files"
         return RunResult(exit_code=None if killed else exit_code, output=out.text(), duration_s=duration,
                          timed_out=killed == "timeout", killed_reason=killed, truncated=out.truncated)
 
