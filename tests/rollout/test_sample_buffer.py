@@ -55,6 +55,19 @@ async def test_stale_groups_are_evicted_before_a_batch_forms_with_reasons_counte
     assert buf.counters["accepted"] == 6 and buf.counters["trained"] == 2 and buf.accounting_ok()
 
 
+async def test_oneoff_and_areal_at_batch_time():
+    oneoff = SampleBuffer(BufferConfig(mode="oneoff", alpha=5, group_size=2, capacity=8))
+    areal = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=2, capacity=8))
+    assert oneoff.config.alpha == 1
+    for buf in (oneoff, areal):
+        await buf.put(group("v0", 0))
+        await buf.put(group("v1", 1))
+        await buf.set_version(2)
+    assert {t.group_id for t in await oneoff.get_batch(2)} == {"v1"} and oneoff.evicted["stale"] == 2
+    assert [t.group_id for t in await areal.get_batch(4)] == ["v0", "v0", "v1", "v1"]  # never evicted
+    assert oneoff.accounting_ok() and areal.accounting_ok()
+
+
 def test_admit_turn_per_turn_versus_start_only():
     ours = SampleBuffer(BufferConfig(mode="async", alpha=1), version=3)
     areal = SampleBuffer(BufferConfig(mode="areal", alpha=1), version=3)

@@ -121,3 +121,37 @@ async def test_turn_barrier_membership_changes():
     other = asyncio.create_task(barrier.wait())
     await asyncio.sleep(0)
     await asyncio.gather(waiter, other)
+
+
+async def test_unknown_env_id_and_hopeless_tasks_are_clear_errors(tokenizer):
+    from rollart.rollout.buffer import BufferConfig, SampleBuffer
+    from rollart.rollout.scheduler import RolloutError
+
+    manager = make_manager(ScriptedPolicy(tokenizer, lambda t, o: "next"), tokenizer)
+    with pytest.raises(ValueError, match="Countdown"):
+        RolloutScheduler([TaskSpec("c", "usertest/Countdwn-v0")], manager)
+    broken = [TaskSpec("broken", "usertest/Countdown-v0", env_kwargs={"crash_at": 3})]
+    cfg = SchedulerConfig(group_size=2, max_replacements=1, max_failed_groups=3)
+    with pytest.raises(RolloutError, match="user env exploded"):
+        await RolloutScheduler(broken, manager, cfg).collect_batch(2)
+    buf = SampleBuffer(BufferConfig(group_size=2, capacity=8))
+    with pytest.raises(RolloutError, match="4 GRPO groups in a row"):
+        async with asyncio.timeout(30):
+            await RolloutScheduler(broken, manager, cfg, buffer=buf).run()
+    assert manager.pool.live == 0
+
+
+async def test_batched_mode_with_redundant_extras_completes_and_releases_everything(tokenizer):
+    class SlowFor(ScriptedPolicy):
+        async def generate(self, tid, prompt, sampling=None, tag="default"):
+            if tid.endswith("-2"):  # a finite straggler: batched mode makes everyone wait for it
+                await asyncio.sleep(0.05)
+            return await super().generate(tid, prompt, sampling, tag)
+
+    manager = make_manager(SlowFor(tokenizer, lambda t, o: "next"), tokenizer)
+    cfg = SchedulerConfig(group_size=2, extra_envs_per_group=1, extra_groups=1, interaction="batched")
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager, cfg)
+    async with asyncio.timeout(30):
+        groups = await scheduler.collect_batch(2)
+    assert len(groups) == 2 and all(len(g) == 2 for g in groups)
+    assert manager.pool.live == 0 and host_of(manager).stats()["live_envs"] == 0

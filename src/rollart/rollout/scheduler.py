@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
@@ -44,6 +45,8 @@ class SchedulerConfig:
     """trajectory-level (ROLLART) or batched env interaction (baseline, collect_batch only)."""
     seed: int = 0
     """Seeds the task choice and the env reset seeds."""
+    max_failed_groups: int = 32
+    """Groups that may fail in a row (every env broken, say) before the scheduler raises RolloutError."""
 
     def __post_init__(self) -> None:
         if self.group_size < 1 or self.extra_envs_per_group < 0 or self.extra_groups < 0:
@@ -52,6 +55,10 @@ class SchedulerConfig:
             raise ValueError("max_concurrency >= 1 and max_replacements >= 0")
         if self.interaction not in ("trajectory", "batched"):
             raise ValueError(f"interaction must be 'trajectory' or 'batched', got {self.interaction!r}")
+
+
+class RolloutError(RuntimeError):
+    """Rollout cannot make progress (e.g. every group fails); the message names the common reasons."""
 
 
 class TurnBarrier:
@@ -102,6 +109,7 @@ class RolloutScheduler:
         names = [t.name for t in tasks]
         if len(set(names)) != len(names):
             raise ValueError(f"task names must be unique (they are hw_mapping tags): {names}")
+        _check_env_ids(tasks, manager)
         self.tasks = tasks
         self.manager = manager
         self.config = config or SchedulerConfig()
@@ -110,6 +118,7 @@ class RolloutScheduler:
         self._slots = asyncio.Semaphore(self.config.max_concurrency)
         self._rng = random.Random(self.config.seed)
         self._group_ids = itertools.count()
+        self._failed_in_a_row = 0
         self.counters: Counter = Counter()
         self.reasons: Counter = Counter()
         """Why trajectories did not make it into a group: 'failed: ...' / 'aborted: ...'."""
@@ -122,6 +131,7 @@ class RolloutScheduler:
         barrier = TurnBarrier() if self.config.interaction == "batched" else None
         complete: asyncio.Queue[list[Trajectory] | None] = asyncio.Queue()
         groups: list[list[Trajectory]] = []
+        failed = 0
         async with asyncio.TaskGroup() as tg:
             running = set()
 
@@ -133,11 +143,16 @@ class RolloutScheduler:
             while len(groups) < num_groups:
                 group = await complete.get()
                 if group is None:  # a group could not be completed: try another task instance
+                    failed += 1
+                    if failed > self.config.max_failed_groups:
+                        break
                     launch()
                 else:
                     groups.append(group)
             for task in running:
                 task.cancel()  # extra groups: abort their generations, release their envs
+        if len(groups) < num_groups:
+            raise RolloutError(self._failure_summary(failed))
         return groups
 
     async def run(self, max_groups: int | None = None) -> None:
@@ -148,12 +163,15 @@ class RolloutScheduler:
         # Twice the groups that fit: a group's finished members free their env slots while its
         # stragglers run, and queued groups take them (envs stay busy; the env semaphore caps them).
         group_slots = asyncio.Semaphore(2 * max(1, -(-self.config.max_concurrency // per_group)))
-        async with asyncio.TaskGroup() as tg:
-            launched = 0
-            while max_groups is None or launched < max_groups:
-                await group_slots.acquire()
-                tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
-                launched += 1
+        try:
+            async with asyncio.TaskGroup() as tg:
+                launched = 0
+                while max_groups is None or launched < max_groups:
+                    await group_slots.acquire()
+                    tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
+                    launched += 1
+        except* RolloutError as errors:  # no progress possible: one clear error, not a group of them
+            raise errors.exceptions[0] from None
 
     def stats(self) -> dict:
         return {**self.counters, "envs_open": self.manager.pool.live,
@@ -170,11 +188,21 @@ class RolloutScheduler:
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
             trajectories = await self._run_group(group, None)
-            if trajectories is not None:
-                await self.buffer.put(trajectories)
-                self.counters["groups_deposited"] += 1
+            if trajectories is None:
+                self._failed_in_a_row += 1
+                if self._failed_in_a_row > self.config.max_failed_groups:
+                    raise RolloutError(self._failure_summary(self._failed_in_a_row))
+                return
+            self._failed_in_a_row = 0
+            await self.buffer.put(trajectories)
+            self.counters["groups_deposited"] += 1
         finally:
             slots.release()
+
+    def _failure_summary(self, failed: int) -> str:
+        reasons = "; ".join(f"{r} (x{n})" for r, n in self.reasons.most_common(3))
+        return (f"{failed} GRPO groups in a row could not be completed (max_failed_groups="
+                f"{self.config.max_failed_groups}); most common reasons: {reasons or 'none recorded'}")
 
     async def _run_group(self, group: _Group, barrier: TurnBarrier | None) -> list[Trajectory] | None:
         """The group's complete trajectories (exactly group_size), or None if it cannot be completed."""
@@ -206,7 +234,7 @@ class RolloutScheduler:
                 if traj.status == "done":
                     done.append(traj)
                     continue
-                self.reasons[f"{traj.status}: " + ":".join(traj.reason.split(":")[:2])[:80]] += 1
+                self.reasons[f"{traj.status}: " + re.sub(r"\d+", "N", traj.reason)[:120]] += 1
                 self.counters[traj.status] += 1
                 running = len(members) - finished
                 if len(done) + running < cfg.group_size and replacements < cfg.max_replacements:
@@ -247,3 +275,19 @@ class RolloutScheduler:
             if barrier is not None:
                 barrier.leave()
         group.results.put_nowait(traj)
+
+
+def _check_env_ids(tasks: list[TaskSpec], manager: EnvManager) -> None:
+    """Unknown env ids fail at construction with gymnasium's "did you mean" — for in-process hosts
+    (remote hosts may register envs this process does not know; their errors come per trajectory)."""
+    from rollart.rollout.env_host import EnvHost
+
+    if not all(isinstance(h, EnvHost) for h in manager.pool.host_objects):
+        return
+    import gymnasium as gym
+
+    for task in tasks:
+        try:
+            gym.spec(task.env_id)
+        except gym.error.Error as e:
+            raise ValueError(f"task {task.name!r}: {e}") from None
