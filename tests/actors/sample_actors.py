@@ -94,13 +94,16 @@ class Echo:
         time.sleep(seconds)
         return seconds
 
-    def pid(self) -> int:
+    def getpid(self) -> int:
         return os.getpid()
 
 
 class Broken:
     def __init__(self, reason: str):
         raise RuntimeError(f"cannot start: {reason}")
+
+
+STOP_LOG: list[str] = []  # in-process actors append here in on_stop (same module object)
 
 
 class Engine:
@@ -116,6 +119,7 @@ class Engine:
         self.loop_task = asyncio.get_running_loop().create_task(self._engine_loop())
 
     async def on_stop(self) -> None:
+        STOP_LOG.append(f"engine stopped after {self.steps} steps")
         if self.loop_task:
             self.loop_task.cancel()
 

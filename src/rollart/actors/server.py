@@ -188,21 +188,21 @@ class ActorServer:
             self.asock.close()
 
     # -- wire ------------------------------------------------------------------------------------
-    def _send(self, msg: Any) -> None:
+    def _send(self, msg: Any, best_effort: bool = False) -> None:
         try:
             frames = m.encode(msg)
         except WireError as e:
             call_id = getattr(msg, "call_id", 0)
             frames = m.encode(m.Error(call_id, "rollart.actors.errors.WireError",
                                       f"actor {self.name!r} could not send its reply: {e}", "", []))
-        self.asock.send(frames)
+        self.asock.send(frames, best_effort=best_effort)
 
     def _reject(self, reason: str) -> None:
         self._rejections += 1
         n = self._rejections
         if n <= 10 or n % 1000 == 0:
             log.warning("actor %s rejected a frame (%d so far): %s", self.name, n, reason)
-        self._send(m.Reject(reason[:500]))
+        self._send(m.Reject(reason[:500]), best_effort=True)
 
     def _on_frames(self, frames: list) -> None:
         try:

@@ -381,10 +381,10 @@ class ActorSystem:
         rec.dead_reason = "stopped"
 
     # -- calls -----------------------------------------------------------------------------------
-    def _send(self, identity: bytes, msg: Any) -> None:
+    def _send(self, identity: bytes, msg: Any, best_effort: bool = False) -> None:
         frames = m.encode(msg)
         frames.insert(0, identity)
-        self._asock.send(frames)
+        self._asock.send(frames, key=identity, best_effort=best_effort)
 
     async def _wait_ready(self, rec: _ActorRecord, timeout: float | None) -> None:
         if rec.state in ("dead", "stopped", "stopping"):
@@ -400,7 +400,7 @@ class ActorSystem:
         frames = m.encode(m.Call(cid, method, stream, list(args), kwargs))  # WireError -> caller
         frames.insert(0, rec.identity)
         try:
-            self._asock.send(frames)
+            self._asock.send(frames, key=rec.identity)
         except zmq.ZMQError as e:
             raise ActorDeadError(rec.name, f"no connection to the actor ({e})") from None
         self._calls[cid] = pending
@@ -474,7 +474,7 @@ class ActorSystem:
         if self.rejected <= 10 or self.rejected % 1000 == 0:
             log.warning("rejected a frame from %r (%d so far): %s", identity[:64], self.rejected, reason)
         try:
-            self._send(identity, m.Reject(reason[:500]))
+            self._send(identity, m.Reject(reason[:500]), best_effort=True)
         except zmq.ZMQError:
             pass
 
@@ -498,8 +498,9 @@ class ActorSystem:
         if rec is not None:
             rec.last_seen = time.monotonic()
         if kind is m.Result:
-            p = self._calls.pop(msg.call_id, None)
-            if p is not None and p.rec is rec:
+            p = self._calls.get(msg.call_id)
+            if p is not None and p.rec is rec:  # only the callee can answer (forged/late replies ignored)
+                del self._calls[msg.call_id]
                 if p.timer is not None:
                     p.timer.cancel()
                 if not p.fut.done():
@@ -537,7 +538,7 @@ class ActorSystem:
         if known:
             rec.last_seen = time.monotonic()
         try:
-            self._send(identity, m.Pong(msg.seq, known))
+            self._send(identity, m.Pong(msg.seq, known), best_effort=True)
         except zmq.ZMQError:
             pass
 

@@ -4,8 +4,10 @@ zmq exposes one edge-triggered file descriptor per socket: it becomes readable w
 ``EVENTS`` *may* have changed, and re-arms only after ``EVENTS`` is read. So every socket operation
 must be followed by an ``EVENTS`` check before the loop waits on the fd again — done here after each
 send and at the end of each drain. Incoming messages are handed to a plain callback (which resolves
-futures or starts tasks); sends never block: when the peer's queue is full (zmq.Again) frames wait in
-an outbox that the next drain flushes in order.
+futures or starts tasks); sends never block: when a peer's queue is full (zmq.Again) its frames wait
+in that peer's own outbox (so one slow or hostile peer never delays messages to the others) and are
+retried in order on the next drain or retry timer; best-effort messages (rejections, heartbeat replies)
+to a full peer are dropped instead.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import zmq
 log = logging.getLogger("rollart.actors")
 
 _MAX_PER_DRAIN = 512  # messages handled before yielding to other loop callbacks
+_RETRY_DELAY = 0.005  # seconds between retries of a full peer's outbox
 
 
 class AsyncSocket:
@@ -30,39 +33,67 @@ class AsyncSocket:
         self.on_message = on_message
         self.copy_frames = copy_frames
         self.loop = loop or asyncio.get_running_loop()
-        self._outbox: deque = deque()
+        self._outbox: dict[bytes | None, deque] = {}
+        self._retry: asyncio.TimerHandle | None = None
         self._drain_pending = False
         self._closed = False
         self._fd = sock.FD
         self.loop.add_reader(self._fd, self._drain)
 
     # -- sending ---------------------------------------------------------------------------------
-    def send(self, frames: list) -> None:
-        """Queue-or-send one multipart message. Raises zmq.ZMQError (e.g. EHOSTUNREACH) at once."""
+    def send(self, frames: list, *, key: bytes | None = None, best_effort: bool = False) -> None:
+        """Send one multipart message now, or queue it behind earlier ones for the same peer ``key``
+        (a ROUTER's peer identity; None for a DEALER). Raises zmq.ZMQError (e.g. EHOSTUNREACH) at once."""
         if self._closed:
             raise zmq.ZMQError(zmq.ENOTSOCK, "socket closed")
-        if self._outbox:
-            self._outbox.append(frames)
+        queue = self._outbox.get(key)
+        if queue:
+            if not best_effort:
+                queue.append(frames)
         else:
             try:
                 self.sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                self._outbox.append(frames)
-        if not self._drain_pending and (self._outbox or self.sock.EVENTS & zmq.POLLIN):
+                if best_effort:
+                    log.debug("dropping a best-effort message to a full peer %r", key)
+                else:
+                    self._outbox.setdefault(key, deque()).append(frames)
+                    self._schedule_retry()
+        if not self._drain_pending and self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._drain_pending = True
+            self.loop.call_soon(self._drain)
+
+    def _schedule_retry(self) -> None:
+        if self._retry is None and not self._closed:
+            self._retry = self.loop.call_later(_RETRY_DELAY, self._retry_flush)
+
+    def _retry_flush(self) -> None:
+        self._retry = None
+        self._flush()
+        if not self._drain_pending:
             self._drain_pending = True
             self.loop.call_soon(self._drain)
 
     def _flush(self) -> bool:
+        """Send what the full peers can take now; True if anything went out."""
         sent = False
-        while self._outbox:
-            try:
-                self.sock.send_multipart(self._outbox[0], zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            except zmq.ZMQError as e:  # peer vanished while queued: drop, the caller's timeout/death applies
-                log.warning("dropping a queued message: %s", e)
-            self._outbox.popleft()
-            sent = True
+        for key in list(self._outbox):
+            queue = self._outbox[key]
+            while queue:
+                try:
+                    self.sock.send_multipart(queue[0], zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError as e:  # peer vanished while queued: its calls fail by death/timeout
+                    log.warning("dropping %d queued message(s) to %r: %s", len(queue), key, e)
+                    queue.clear()
+                    break
+                queue.popleft()
+                sent = True
+            if not queue:
+                del self._outbox[key]
+        if self._outbox:
+            self._schedule_retry()
         return sent
 
     # -- receiving -------------------------------------------------------------------------------
@@ -70,7 +101,7 @@ class AsyncSocket:
         sock = self.sock
         frames = [sock.recv(zmq.NOBLOCK)]
         i = 1
-        while sock.RCVMORE:
+        while sock.getsockopt(zmq.RCVMORE):
             frames.append(sock.recv(copy=i < self.copy_frames))
             i += 1
         return frames
@@ -86,7 +117,7 @@ class AsyncSocket:
         handled = 0
         try:
             while True:
-                events = self.sock.EVENTS
+                events = self.sock.getsockopt(zmq.EVENTS)
                 progressed = bool(self._outbox) and bool(events & zmq.POLLOUT) and self._flush()
                 if events & zmq.POLLIN:
                     try:
@@ -114,6 +145,8 @@ class AsyncSocket:
         if self._closed:
             return
         self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
         try:
             self.loop.remove_reader(self._fd)
         except Exception:
