@@ -12,6 +12,7 @@ run in a fresh sandbox and the reward is 1.0 iff all FAIL_TO_PASS and PASS_TO_PA
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import time
 from dataclasses import dataclass, field
@@ -112,6 +113,8 @@ class SWEEnv(gym.Env):
     def __init__(self, config: SWEEnvConfig | None = None, render_mode: str | None = None, **overrides) -> None:
         cfg = config or SWEEnvConfig()
         self.config = dataclasses.replace(cfg, **overrides) if overrides else cfg
+        if importlib.util.find_spec("pytest") is None:
+            raise RuntimeError("the SWE env runs tests with pytest inside its sandbox: pip install pytest")
         self.tasks = load_tasks(self.config)
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=max(self.config.observation_limit, 64 << 10))

@@ -127,3 +127,12 @@ def test_disk_budget_enforced_without_tmpfs():
         r = sb.run("head -c 3M /dev/zero > a; head -c 3M /dev/zero > b")
         assert not r.ok and "over the 4 MB limit" in r.observation()
         assert sb.run("rm a b && echo ok").ok
+
+
+def test_python_home_is_bound_and_first_on_path():
+    with pytest.raises(ValueError, match="python_home"):
+        SandboxConfig(python_home="/nonexistent")
+    with Sandbox(SandboxConfig(python_home="/usr", **FAST)) as sb:
+        r = sb.run("command -v python3")
+        expected = "/opt/python/bin/python3" if sb.mode == "bwrap" else "/usr/bin/python3"
+        assert r.ok and r.output.strip() == expected

@@ -98,6 +98,9 @@ def _cases(h) -> dict[str, str]:
         "python_fork_bomb": "python3 -c \"import os\nwhile True:\n    os.fork()\"",
         "memory_bomb_one_shot": "python3 -c 'x = bytearray(8 << 30)'",
         "memory_bomb_growing": "python3 -c \"x = []\nwhile True: x.append(bytearray(1 << 20))\"",
+        "memory_bomb_many_processes": ("pids=(); for i in 1 2 3 4 5 6; do python3 -c 'import time; x = bytearray(150 << 20); "
+                                       "x[::4096] = bytes(len(x[::4096])); time.sleep(2)' & pids+=($!); done; "
+                                       "for p in ${pids[@]}; do wait $p || exit 1; done"),
         "fill_tmp": "head -c 64M /dev/zero > /tmp/big",
         "one_huge_file": "head -c 64M /dev/zero > big.bin",
         "many_files_fill_disk": "for i in $(seq 1 20); do head -c 3M /dev/zero > f$i || exit 1; done",

@@ -39,6 +39,9 @@ class SandboxConfig:
     """Host directory holding the sandboxes; empty = <system temp>/rollart-sandbox. Never under the project."""
     python_packages: tuple[str, ...] = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
     """Pure-Python packages (found in this interpreter) bound read-only at /opt/rollart/site."""
+    python_home: str = ""
+    """A Python installation (its prefix) to use instead of /usr/bin/python3; bound read-only at
+    /opt/python (bwrap mode) and put first on PATH. It must be readable by unprivileged users."""
     extra_ro_binds: dict = field(default_factory=dict)
     """Additional host paths bound read-only, {host_path: sandbox_path} (e.g. a toolchain)."""
     uid_base: int = 1_600_000
@@ -58,5 +61,7 @@ class SandboxConfig:
         project = str(Path(__file__).resolve().parents[3])
         if self.root_dir and str(Path(self.root_dir).resolve()).startswith(project):
             raise ValueError(f"sandbox root_dir={self.root_dir!r}: must not be inside the project ({project})")
+        if self.python_home and not Path(self.python_home, "bin", "python3").exists():
+            raise ValueError(f"sandbox python_home={self.python_home!r}: no bin/python3 there")
         if self.uid_base < 1000:
             raise ValueError(f"sandbox uid_base={self.uid_base}: must be an unprivileged uid (>= 1000)")

@@ -96,6 +96,9 @@ class Sandbox:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)
         self.toolchain = prepare_toolchain(self.root, cfg.python_packages)
+        if not cfg.python_home and not os.path.exists("/usr/bin/python3"):
+            log.warning("sandbox: no /usr/bin/python3; commands cannot run python (apt-get install python3, "
+                        "or set sandbox python_home)")
         self.is_root = os.geteuid() == 0
         self._lease = UidLease(self.root / "uids", cfg) if self.is_root else None
         self.uid = self._lease.uid if self._lease else None
@@ -152,7 +155,11 @@ class Sandbox:
     # -- commands --------------------------------------------------------------------------------
     def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
         p = self.paths
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": p.workspace, "WORKSPACE": p.workspace,
+        path = "/usr/local/bin:/usr/bin:/bin"
+        if self.config.python_home:
+            home = "/opt/python" if self.mode == "bwrap" else self.config.python_home
+            path = f"{home}/bin:{path}"
+        env = {"PATH": path, "HOME": p.workspace, "WORKSPACE": p.workspace,
                "PYTHONPATH": p.site, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
                "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp", "TERM": "dumb"}
         env.update(extra or {})
@@ -161,6 +168,8 @@ class Sandbox:
     def _argv(self, command: list[str], env: dict[str, str], extra_ro_binds: dict) -> list[str]:
         if self.mode == "bwrap":
             binds = {**self.config.extra_ro_binds, **extra_ro_binds}
+            if self.config.python_home:
+                binds[self.config.python_home] = "/opt/python"
             return isolation.bwrap_argv(workspace=str(self.workspace), site=str(self.toolchain / "site"),
                                         harness=str(self.toolchain / "harness"), etc_dir=str(self.dir / "etc"),
                                         tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds, env=env,

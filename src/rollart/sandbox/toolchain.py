@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 HARNESS_DIR = Path(__file__).with_name("harness")
+log = logging.getLogger(__name__)
 
 
 def _package_paths(names: tuple[str, ...]) -> list[Path]:
@@ -23,7 +25,9 @@ def _package_paths(names: tuple[str, ...]) -> list[Path]:
     for name in names:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None and not spec.submodule_search_locations:
-            raise RuntimeError(f"sandbox python_packages: {name!r} is not installed here (pip install {name})")
+            log.warning("sandbox python_packages: %r is not installed here; sandboxed code cannot import it "
+                        "(pip install %s)", name, name)
+            continue
         if spec.submodule_search_locations:
             paths.append(Path(list(spec.submodule_search_locations)[0]))
         else:
