@@ -1,0 +1,13 @@
+"""The coordinator: rollout, reward and training overlapped under the α-bounded protocol (rollart.txt §6.2).
+
+    from rollart.pipeline import PipelineConfig, Coordinator
+    result = asyncio.run(Coordinator(cfg, tasks).run())
+
+Modes behind one switch (``PipelineConfig.mode``): ``async`` (ROLLART, α-bounded per turn, the default),
+``areal`` (bound checked at trajectory start only), ``oneoff`` (rollout of batch k+1 overlaps training on
+batch k, weights change only between batches) and ``sync`` (Sync+: rollout, then training, then update).
+"""
+from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.coordinator import Coordinator, RunResult
+
+__all__ = ["Coordinator", "PipelineConfig", "RunResult"]

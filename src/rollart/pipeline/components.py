@@ -1,0 +1,86 @@
+"""Build the actors of one run: inference workers behind an LLMProxy, the trainer, the weight store.
+
+``actor_mode="process"`` puts every inference worker, the trainer and the weight store in its own process
+(connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the same classes through the same
+runtime inside this process (debugging, tests).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from rollart.actors import ActorSystem, RestartPolicy
+from rollart.pipeline.config import PipelineConfig
+from rollart.rollout.proxy import LLMProxy, ProxyConfig
+
+log = logging.getLogger("rollart.pipeline")
+
+
+@dataclass
+class Components:
+    system: ActorSystem
+    proxy: LLMProxy
+    workers: list[tuple[str, str, Any]]
+    """(name, hardware class, actor handle) per inference worker."""
+    trainer: Any
+    store: Any
+
+    async def close(self) -> None:
+        for _, _, handle in self.workers:
+            await _quiet_stop(handle)
+        await _quiet_stop(self.trainer)
+        await _quiet_stop(self.store)
+        await self.system.shutdown()
+
+
+async def _quiet_stop(handle: Any) -> None:
+    try:
+        await handle.stop()
+    except Exception as e:  # noqa: BLE001 - shutting down: report, keep closing the rest
+        log.warning("stopping %s: %s", getattr(handle, "name", handle), e)
+
+
+def engine_config(cfg: PipelineConfig, model: str) -> dict:
+    e = cfg.engine
+    return dict(model=model, dtype=e.dtype, block_size=e.block_size, kv_cache_memory_gb=e.kv_cache_memory_gb,
+                max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
+                enable_prefix_caching=e.enable_prefix_caching, seed=cfg.seed)
+
+
+def speed_config(hw_class: str, time_scale: float) -> dict | None:
+    """The simulated speed model of a hardware class; None for classes without one (plain CPU)."""
+    from rollart.inference.speed import HARDWARE, SpeedModelConfig
+    if hw_class not in HARDWARE:
+        return None
+    return dataclasses.asdict(SpeedModelConfig(hardware=hw_class, time_scale=time_scale))
+
+
+async def build(cfg: PipelineConfig, model: str) -> Components:
+    system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
+                         spawn_timeout=cfg.spawn_timeout_s)
+    await system.start()
+    mode = cfg.actor_mode
+    try:
+        trainer_cfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed)
+        spawns = [system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(trainer_cfg),
+                               name="trainer", mode=mode),
+                  system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode)]
+        names = []
+        for i in range(cfg.num_inference_workers):
+            hw = cfg.worker_classes[i % len(cfg.worker_classes)]
+            name = f"gen{i}-{hw}"
+            speed = speed_config(hw, cfg.sim_time_scale) if cfg.simulate_hardware else None
+            names.append((name, hw))
+            spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", engine_config(cfg, model),
+                                       backend=cfg.engine.backend, name=name, hw_class=hw, speed=speed,
+                                       mode=mode, restart=RestartPolicy(max_restarts=2)))
+        trainer, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
+        workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
+        proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity)))
+    except BaseException:
+        await system.shutdown()
+        raise
+    return Components(system, proxy, workers, trainer, store)

@@ -1,0 +1,301 @@
+"""Coordinator: drives rollout, reward and training for one run (rollart.txt §6.2, Fig. 9).
+
+Asynchronous modes (``async``, ``areal``) follow the six-step protocol every iteration::
+
+       (the previous train step finished: version n is published and gates the buffer)
+    ① batch = await buffer.get_batch(B)        blocks until B scored trajectories are buffered
+    ② await proxy.suspend()                     no new generation admitted; in-flight requests keep going
+    ③ await weights.update_workers()            every inference worker swaps to the newest version
+    ④ await proxy.resume()
+    ⑤ (inside each engine)                      KV of in-flight requests recomputed under the new weights
+    ⑥ train_step(batch)                         overlapped with the rollout that continues meanwhile
+
+``sync`` (Sync+) collects a batch, trains, then updates; ``oneoff`` collects batch k+1 with the previous
+weights while training on batch k. The same components serve every mode.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from rollart.monitor import MetricsLogger, ProgressBar, staleness_values, trajectory_metrics
+from rollart.pipeline.components import Components, build
+from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.evaluate import evaluate
+from rollart.pipeline.weights import WeightSync
+from rollart.rollout.buffer import BufferConfig, SampleBuffer
+from rollart.rollout.env_client import EnvPool
+from rollart.rollout.env_manager import EnvManager, TaskSpec
+from rollart.rollout.reward_dispatch import RewardDispatcher
+from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.types import Trajectory
+
+log = logging.getLogger("rollart.pipeline")
+
+RewardFn = Callable[[Trajectory], Awaitable[float]]
+
+
+@dataclass
+class RunResult:
+    steps: int
+    """Training steps completed in this run (after any resume)."""
+    version: int
+    """Final policy version."""
+    final_success: dict[str, float]
+    """Greedy evaluation success per task (and 'mean') with the final weights."""
+    history: list[dict] = field(default_factory=list)
+    """Per-step metrics."""
+    evals: list[tuple[int, dict]] = field(default_factory=list)
+    """(step, success per task) for every evaluation."""
+    wall_s: float = 0.0
+    run_dir: str = ""
+    buffer: dict = field(default_factory=dict)
+    """SampleBuffer counters at the end (accepted / trained / evicted by reason)."""
+
+
+def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
+    """The model folder to train: cfg.model, or a tiny random-init model built once in the run folder."""
+    if cfg.model:
+        if not (Path(cfg.model) / "config.json").exists():
+            raise SystemExit(f"error: model={cfg.model!r} has no config.json; pass an HF-format model folder "
+                             "(python -m rollart.tools.make_tiny_model OUT builds one)")
+        return cfg.model
+    out = run_dir / "init_model"
+    if not (out / "model.safetensors").exists():
+        from rollart.tools.make_tiny_model import make_tiny_model
+        make_tiny_model(out, seed=cfg.seed)
+    return str(out)
+
+
+class Coordinator:
+    def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
+                 reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None):
+        self.cfg = cfg
+        self.tasks = tasks
+        self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
+        self.reward_fn = reward_fn
+        self.env_pool = env_pool
+        self.run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
+        self.history: list[dict] = []
+        self.evals: list[tuple[int, dict]] = []
+        self.step = 0
+        self.version = 0
+
+    # ------------------------------------------------------------------ entry point
+    async def run(self) -> RunResult:
+        cfg = self.cfg
+        started = time.perf_counter()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        model = ensure_model(cfg, self.run_dir)
+        from rollart.models import load_tokenizer
+        tokenizer = load_tokenizer(model)
+        trainer_cfg = dataclasses.replace(cfg.trainer, pad_id=tokenizer.pad_token_id or 0)
+        self.cfg = cfg = dataclasses.replace(cfg, trainer=trainer_cfg)
+        self.logger = MetricsLogger(self.run_dir, config=cfg)
+        self.c: Components = await build(cfg, model)
+        try:
+            self.buffer = SampleBuffer(BufferConfig(
+                mode=cfg.mode, alpha=cfg.alpha, group_size=cfg.group_size,
+                capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency)))
+            pool = self.env_pool or EnvPool.inprocess()
+            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
+            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
+            self.scheduler = RolloutScheduler(self.tasks, manager, SchedulerConfig(
+                group_size=cfg.group_size, extra_envs_per_group=cfg.extra_envs_per_group,
+                extra_groups=cfg.extra_groups, max_concurrency=cfg.max_concurrency, seed=cfg.seed),
+                buffer=self.buffer, rewards=RewardDispatcher(self.reward_fn))
+            self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes)
+            await self._maybe_resume()
+            self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
+            self.train_started = time.perf_counter()
+            loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
+                    "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
+            await loop()
+            await self._checkpoint(final=True)
+            final = await self._evaluate()
+        finally:
+            if getattr(self, "bar", None) is not None:
+                self.bar.close()
+            self.logger.close()
+            await self.c.close()
+        return RunResult(steps=len(self.history), version=self.version, final_success=final,
+                         history=self.history, evals=self.evals, wall_s=time.perf_counter() - started,
+                         run_dir=str(self.run_dir), buffer=self.buffer.stats())
+
+    # ------------------------------------------------------------------ the three loops
+    async def _run_overlapped(self) -> None:
+        """async / areal: rollout never stops; the six steps run every iteration."""
+        rollout = asyncio.create_task(self.scheduler.run(), name="rollout")
+        training: asyncio.Task | None = None
+        try:
+            while not self._done(in_flight=training is not None):
+                if training is not None:  # the newest version gates the batch it will train on
+                    await self._finish_train(await self._unless_failed(training, rollout))
+                    await self.buffer.set_version(self.version)
+                t0 = time.perf_counter()
+                batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
+                wait_s = time.perf_counter() - t0
+                await self.c.proxy.suspend()                                                         # ②
+                sync = await self.weights.update_workers()                                           # ③
+                await self.c.proxy.resume()                                                          # ④ ⑤
+                training = asyncio.create_task(self._train(batch, {"system/get_batch_wait_s": wait_s,
+                                                                   **sync}))                         # ⑥
+                await self._maybe_evaluate(rollout)
+            if training is not None:
+                await self._finish_train(await training)
+                await self._update_now()
+        finally:
+            rollout.cancel()
+            await asyncio.gather(rollout, return_exceptions=True)
+
+    async def _run_sync(self) -> None:
+        """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits."""
+        while not self._done():
+            t0 = time.perf_counter()
+            batch = _flatten(await self.scheduler.collect_batch(self.cfg.batch_groups))
+            await self._finish_train(await self._train(batch, {"system/rollout_s": time.perf_counter() - t0}))
+            await self._update_now()
+            await self._maybe_evaluate()
+
+    async def _run_oneoff(self) -> None:
+        """One-off: rollout of the next batch (previous weights) overlaps training on this one."""
+        batch = _flatten(await self.scheduler.collect_batch(self.cfg.batch_groups))
+        while not self._done():
+            training = asyncio.create_task(self._train(batch, {}))
+            collecting = asyncio.create_task(self.scheduler.collect_batch(self.cfg.batch_groups))
+            try:
+                result = await training
+            except BaseException:
+                collecting.cancel()
+                raise
+            await self._finish_train(result)
+            t0 = time.perf_counter()
+            batch = _flatten(await collecting)
+            self.logger.log({"system/get_batch_wait_s": time.perf_counter() - t0}, self.step)
+            await self._update_now()
+            await self._maybe_evaluate()
+
+    # ------------------------------------------------------------------ steps
+    async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
+        t0 = time.perf_counter()
+        metrics = await self.c.trainer.call("train_step", batch)
+        metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0}
+        return batch, metrics
+
+    async def _finish_train(self, result: tuple[list[Trajectory], dict]) -> None:
+        """Account a finished train step: new version published to the weight store, metrics logged."""
+        batch, metrics = result
+        trained_at = self.version
+        self.version += 1
+        self.step += 1
+        push = await self.weights.publish(self.version)
+        metrics["system/weight_push_s"] = push.push_s
+        metrics.update(trajectory_metrics(batch, trained_at))
+        metrics["rollout/version_span_max"] = float(max(_version_span(t) for t in batch))
+        elapsed = time.perf_counter() - self.train_started
+        metrics["system/elapsed_s"] = elapsed
+        tokens = sum(len(t.token_ids) for t in batch)
+        metrics["system/tokens_per_step"] = float(tokens)
+        self.logger.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, self.step)
+        self.logger.histogram("rollout/staleness", staleness_values(batch, trained_at), self.step)
+        self.logger.log_counts("rollout/aborted", dict(self.buffer.aborted), self.step)
+        self.logger.log_counts("rollout/evicted", dict(self.buffer.evicted), self.step)
+        self.history.append({"step": self.step, **metrics})
+        if self.bar is not None:
+            self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),
+                            success=metrics.get("rollout/success_rate", metrics.get("charts/success_rate", 0.0)))
+        if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+            await self._checkpoint()
+
+    async def _update_now(self) -> None:
+        """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
+        await self.c.proxy.suspend()
+        sync = await self.weights.update_workers()
+        await self.buffer.set_version(self.version)
+        await self.c.proxy.resume()
+        if sync:
+            self.logger.log(sync, self.step)
+            self.history[-1].update(sync)
+
+    def _done(self, in_flight: bool = False) -> bool:
+        cfg = self.cfg
+        if self.step + in_flight >= cfg.total_steps:
+            return True
+        if cfg.time_limit_s and time.perf_counter() - self.train_started > cfg.time_limit_s:
+            log.warning("time limit %.0f s reached after %d steps", cfg.time_limit_s, self.step)
+            return True
+        if cfg.stop_at_success is not None and self.evals:
+            last = self.evals[-1][1]
+            if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ evaluation and checkpoints
+    async def _maybe_evaluate(self, rollout: asyncio.Task | None = None) -> None:
+        every = self.cfg.eval_every
+        if every and self.step and self.step % every == 0 and (not self.evals or self.evals[-1][0] != self.step):
+            coro = self._evaluate()
+            await (self._unless_failed(coro, rollout) if rollout is not None else coro)
+
+    async def _evaluate(self) -> dict[str, float]:
+        success = await evaluate(self.eval_manager, self.eval_tasks, self.cfg.eval_episodes, seed=10_000)
+        self.evals.append((self.step, success))
+        self.logger.log({f"charts/eval_success/{k}": v for k, v in success.items()}, self.step)
+        self.logger.flush()
+        return success
+
+    async def _checkpoint(self, final: bool = False) -> None:
+        if not self.step or (final and self.history and self.history[-1].get("checkpoint")):
+            return
+        extra = {"step": self.step, "version": self.version, "buffer": self.buffer.stats(),
+                 "evals": self.evals[-1:] if self.evals else []}
+        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra)
+        if self.history:
+            self.history[-1]["checkpoint"] = path
+
+    async def _maybe_resume(self) -> None:
+        from rollart.trainer.checkpoint import latest
+        root = self.run_dir / "checkpoints"
+        found = latest(root) if self.cfg.resume else None
+        if found is None:
+            if self.cfg.resume:
+                log.warning("resume: no checkpoint under %s; starting fresh", root)
+            return
+        extra = await self.c.trainer.call("load_checkpoint", str(found))
+        self.version = await self.c.trainer.call("version")
+        self.step = int(extra.get("step", self.version))
+        await self.weights.publish(self.version)
+        await self._update_now_quiet()
+        self.scheduler._rng.seed(self.cfg.seed + self.step)  # new task draws after a resume
+        log.warning("resumed from %s at step %d, version %d", found, self.step, self.version)
+
+    async def _update_now_quiet(self) -> None:
+        await self.weights.update_workers()
+        await self.buffer.set_version(self.version)
+
+    @staticmethod
+    async def _unless_failed(coro: Awaitable[Any], background: asyncio.Task) -> Any:
+        """Await ``coro`` but raise at once if ``background`` (the rollout) died meanwhile."""
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task, background}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        background.result()  # raises the rollout's error
+        raise RuntimeError("rollout stopped unexpectedly")
+
+
+def _version_span(traj: Trajectory) -> int:
+    """How many weight updates a trajectory's model tokens straddle (0: all from one version)."""
+    versions = [v for v, m in zip(traj.versions, traj.loss_mask) if m]
+    return max(versions) - min(versions) if versions else 0
+
+
+def _flatten(groups: list[list[Trajectory]]) -> list[Trajectory]:
+    return [t for g in groups for t in g]

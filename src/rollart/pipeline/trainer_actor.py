@@ -1,0 +1,38 @@
+"""TrainerActor: a trainer backend served as an actor (its own process by default).
+
+Long methods are ``@blocking`` so the actor keeps answering (heartbeats, cancels) while it trains.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rollart.actors import blocking
+from rollart.trainer import TrainerConfig, make_trainer
+
+
+class TrainerActor:
+    def __init__(self, config: dict):
+        self.trainer = make_trainer(TrainerConfig(**config))
+
+    def version(self) -> int:
+        return self.trainer.version
+
+    @blocking
+    def train_step(self, trajectories: list) -> dict:
+        return self.trainer.train_step(trajectories)
+
+    @blocking
+    def weight_buckets(self, bucket_bytes: int) -> list[tuple[list[str], list[Any]]]:
+        """The current weights as buckets of (names, tensors), for the weight store."""
+        return [([n for n, _ in b], [t for _, t in b]) for b in self.trainer.state_dict_buckets(bucket_bytes)]
+
+    @blocking
+    def save_checkpoint(self, root: str, extra: dict) -> str:
+        return str(self.trainer.save_checkpoint(root, extra))
+
+    @blocking
+    def load_checkpoint(self, path: str) -> dict:
+        return self.trainer.load_checkpoint(path)
+
+    def on_stop(self) -> None:
+        self.trainer.close()

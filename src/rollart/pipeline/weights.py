@@ -1,0 +1,50 @@
+"""Weight synchronisation for the coordinator (rollart.txt §6.2 steps ③–⑤, §6.3 data movement).
+
+After each train step the new version is pushed once to the CPU-resident weight store (bucketised);
+a background puller starts fetching it at once, while rollout goes on; at the next update point the
+coordinator takes the complete version (waiting only for what is not yet pulled: the *exposed* pull)
+and every inference worker swaps to it atomically, recomputing the KV of in-flight requests.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rollart.trainer.weight_store import WeightPuller, WeightSyncStats, push_weights
+
+
+class WeightSync:
+    def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int):
+        self.trainer = trainer
+        self.store = store
+        self.proxy = proxy
+        self.bucket_bytes = bucket_bytes
+        self.puller = WeightPuller(store)
+        self.published = -1
+        self.pending: WeightSyncStats | None = None
+
+    async def publish(self, version: int) -> WeightSyncStats:
+        """Trainer -> store (once per version), then start pulling it in the background."""
+        t0 = time.perf_counter()
+        raw = await self.trainer.call("weight_buckets", self.bucket_bytes)
+        buckets = [list(zip(names, tensors)) for names, tensors in raw]
+        stats = await push_weights(self.store, buckets, version)
+        stats.push_s = time.perf_counter() - t0  # include the trainer -> coordinator leg
+        self.published = version
+        self.pending = stats
+        self.puller.start(version)
+        return stats
+
+    async def update_workers(self) -> dict[str, float]:
+        """Step ③: take the latest published version and update every inference worker to it."""
+        if self.pending is None:
+            return {}
+        version, push = self.published, self.pending
+        named, pull = await self.puller.take(version)
+        t0 = time.perf_counter()
+        await self.proxy.update_weights(named, version)
+        self.pending = None
+        metrics = pull.as_metrics()
+        metrics["system/weight_push_s"] = push.push_s
+        metrics["system/weight_update_s"] = time.perf_counter() - t0
+        return metrics
