@@ -44,16 +44,14 @@ class ByteTokenizer:
         return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        out, chunk = [], bytearray()
-        for t in ids:
-            if t < 256:
-                chunk.append(t)
-                continue
-            out.append(chunk.decode(errors="replace"))
-            chunk = bytearray()
-            if not skip_special_tokens:
-                out.append(self.id_to_special[t])
-        out.append(chunk.decode(errors="replace"))
+        out, start = [], 0
+        for i, t in enumerate(ids):
+            if t >= 256:
+                out.append(bytes(ids[start:i]).decode(errors="replace"))
+                if not skip_special_tokens:
+                    out.append(self.id_to_special[t])
+                start = i + 1
+        out.append(bytes(ids[start:]).decode(errors="replace"))
         return "".join(out)
 
     def convert_tokens_to_ids(self, token: str) -> int:
@@ -119,13 +117,17 @@ class ScriptedPolicy:
                                 text=action, num_prompt_tokens=len(prompt_token_ids))
 
     def last_user_message(self, prompt_token_ids: list[int]) -> str:
-        """Decode only the prompt's tail from its last '<|im_start|>' that opens a user turn."""
+        """Decode only the prompt's tail: from the second-to-last '<|im_start|>' (the last opens
+        the assistant turn being generated, the one before it the user message)."""
         start_id = self.tokenizer.convert_tokens_to_ids("<|im_start|>")
-        user = self.tokenizer.encode("user\n")
-        for i in range(len(prompt_token_ids) - 1, -1, -1):
-            if prompt_token_ids[i] == start_id and prompt_token_ids[i + 1:i + 1 + len(user)] == user:
-                return last_user_message(self.tokenizer.decode(prompt_token_ids[i:], skip_special_tokens=False))
-        return last_user_message(self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False))
+        tail = prompt_token_ids[-4096:]
+        reversed_ids = tail[::-1]
+        try:
+            last = reversed_ids.index(start_id)
+            before = reversed_ids.index(start_id, last + 1)
+        except ValueError:
+            before = len(tail) - 1
+        return last_user_message(self.tokenizer.decode(tail[len(tail) - 1 - before:]))
 
     async def abort(self, trajectory_id: str) -> int:
         self.counters["abort_calls"] += 1
