@@ -64,8 +64,8 @@ class GroupPlan:
 
 
 def _cached_estimate(name: str, devices: tuple[int, ...], cfg: ParallelConfig, ctx: PlanContext,
-                     resident: np.ndarray | None = None) -> TaskEstimate:
-    sig = signature(devices, ctx)
+                     resident: np.ndarray | None = None, sig: tuple[int, ...] | None = None) -> TaskEstimate:
+    sig = sig or signature(devices, ctx)
     rkey = None if resident is None else np.round(resident / 1e6).astype(np.int64).tobytes()
     key = ("task", name, sig, cfg, rkey, ctx.load_balance)
     est = ctx.cache.get(key)
@@ -77,11 +77,11 @@ def _cached_estimate(name: str, devices: tuple[int, ...], cfg: ParallelConfig, c
 
 
 def _task_options(name: str, devices: tuple[int, ...], ctx: PlanContext,
-                  fixed: ParallelConfig | None) -> list[TaskEstimate]:
+                  fixed: ParallelConfig | None, sig: tuple[int, ...]) -> list[TaskEstimate]:
     """Feasible configs of one task alone, fastest first, without options dominated in memory."""
     task = ctx.wf.by_name[name]
     cfgs = [fixed] if fixed else parallel_configs(len(devices), task.model.layers, task.kind == "train")
-    out = [e for e in (_cached_estimate(name, devices, c, ctx) for c in cfgs) if e.feasible]
+    out = [e for e in (_cached_estimate(name, devices, c, ctx, None, sig) for c in cfgs) if e.feasible]
     out.sort(key=lambda e: (e.time, e.cfg.tp, e.cfg.pp))
     kept: list[TaskEstimate] = []
     for o in out:
@@ -92,26 +92,27 @@ def _task_options(name: str, devices: tuple[int, ...], ctx: PlanContext,
 
 
 def _best_gen(devices: tuple[int, ...], resident: np.ndarray, ctx: PlanContext,
-              fixed: ParallelConfig | None) -> TaskEstimate | None:
+              fixed: ParallelConfig | None, sig: tuple[int, ...]) -> TaskEstimate | None:
     """Fastest generation config given the other tasks' resident memory (less room = smaller batches)."""
     cfgs = [fixed] if fixed else parallel_configs(len(devices), ctx.wf.by_name["actor_gen"].model.layers, False)
     # with nothing else resident a config is at its fastest: a lower bound to skip hopeless configs
-    bounds = sorted(((_cached_estimate("actor_gen", devices, c, ctx).time, i, c) for i, c in enumerate(cfgs)))
+    bounds = sorted(((_cached_estimate("actor_gen", devices, c, ctx, None, sig).time, i, c)
+                     for i, c in enumerate(cfgs)))
     best = None
     for lb, _, cfg in bounds:
         if lb == cm.INF or (best is not None and lb >= best.time):
             break
-        est = _cached_estimate("actor_gen", devices, cfg, ctx, resident)
+        est = _cached_estimate("actor_gen", devices, cfg, ctx, resident, sig)
         if est.feasible and (best is None or est.time < best.time):
             best = est
     return best
 
 
-def _gen_floor(devices: tuple[int, ...], ctx: PlanContext) -> np.ndarray:
+def _gen_floor(devices: tuple[int, ...], ctx: PlanContext, sig: tuple[int, ...]) -> np.ndarray:
     """Least bytes generation needs on each GPU (weights + one sequence of KV) over its configs."""
     floor = np.full(len(devices), np.inf)
     for cfg in parallel_configs(len(devices), ctx.wf.by_name["actor_gen"].model.layers, False):
-        est = _cached_estimate("actor_gen", devices, cfg, ctx, np.full(len(devices), -1e18))
+        est = _cached_estimate("actor_gen", devices, cfg, ctx, np.full(len(devices), -1e18), sig)
         per_seq = est.working_mem / max(est.dbs)  # KV of one sequence (heuristic guide only)
         floor = np.minimum(floor, est.model_mem + per_seq)
     return floor
@@ -129,34 +130,35 @@ def _needs(chosen: Sequence[TaskEstimate], n: int) -> tuple[np.ndarray, np.ndarr
 def _memory_descent(others: list[str], options: dict[str, list[TaskEstimate]], devices: tuple[int, ...],
                     ctx: PlanContext, gen_need: np.ndarray | float) -> tuple[int, ...] | None:
     """Greedy repair under memory pressure: switch the task whose next config frees most bytes per second."""
-    usable = np.array([ctx.usable[d] for d in devices])
+    usable = np.array([ctx.usable[d] for d in devices]) - gen_need
     idx = [0] * len(others)
-
-    def overflow(ix: list[int]) -> float:
-        resident, work = _needs([options[n][i] for n, i in zip(others, ix)], len(devices))
-        return float(np.maximum(resident + work + gen_need - usable, 0.0).sum())
-
-    cur = overflow(idx)
+    models = [np.array([o.model_mem for o in options[n]]) for n in others]  # per task: (options, GPUs)
+    works = [np.array([o.working_mem for o in options[n]]) for n in others]
+    times = [np.array([o.time for o in options[n]]) for n in others]
     for _ in range(64):
+        resident = sum(models[p][i] for p, i in enumerate(idx))
+        cur = float(np.maximum(resident + np.max([works[p][i] for p, i in enumerate(idx)], axis=0) - usable,
+                               0.0).sum())
         if cur <= 0:
             return tuple(idx)
         best_move, best_score = None, 0.0
-        for pos, n in enumerate(others):
-            for i in range(len(options[n])):
-                if i == idx[pos]:
-                    continue
-                gain = cur - overflow(idx[:pos] + [i] + idx[pos + 1:])
-                if gain <= 0:
-                    continue
-                extra = max(options[n][i].time - options[n][idx[pos]].time, 0.0)
-                score = gain / (extra + 1e-3)
-                if score > best_score:
-                    best_move, best_score = (pos, i), score
+        for pos in range(len(others)):
+            rest_work = (np.max([works[p][i] for p, i in enumerate(idx) if p != pos], axis=0)
+                         if len(others) > 1 else 0.0)
+            base = resident - models[pos][idx[pos]]  # (GPUs,)
+            # every alternative config of this task at once: (options, GPUs)
+            need = base[None, :] + models[pos] + np.maximum(works[pos], rest_work) - usable[None, :]
+            gain = cur - np.maximum(need, 0.0).sum(axis=1)
+            extra = np.maximum(times[pos] - times[pos][idx[pos]], 0.0)
+            score = np.where(gain > 0, gain / (extra + 1e-3), 0.0)
+            score[idx[pos]] = 0.0
+            i = int(np.argmax(score))
+            if score[i] > best_score:
+                best_move, best_score = (pos, i), float(score[i])
         if best_move is None:
             return None
         idx[best_move[0]] = best_move[1]
-        cur = overflow(idx)
-    return tuple(idx) if cur <= 0 else None
+    return None
 
 
 def plan_group(names: Sequence[str], devices: Sequence[int], ctx: PlanContext,
@@ -188,7 +190,8 @@ def _plan_group(names: list[str], devices: tuple[int, ...], ctx: PlanContext,
     p2p_vol = cm.cv_p2p(actor.layers, actor.layer_params)
     others = [n for n in names if n != "actor_gen"]
     has_gen = "actor_gen" in names
-    options = {n: _task_options(n, devices, ctx, fixed.get(n)) for n in others}
+    sig = signature(devices, ctx)
+    options = {n: _task_options(n, devices, ctx, fixed.get(n), sig) for n in others}
     empty = [n for n in others if not options[n]]
     if empty:
         return GroupPlan({}, devices, False, f"{empty[0]} fits on no parallel config of these "
@@ -201,7 +204,7 @@ def _plan_group(names: list[str], devices: tuple[int, ...], ctx: PlanContext,
         if (resident + work > usable).any():
             return None
         if has_gen:
-            gen = _best_gen(devices, resident, ctx, fixed.get("actor_gen"))
+            gen = _best_gen(devices, resident, ctx, fixed.get("actor_gen"), sig)
             if gen is None:
                 return None
             chosen["actor_gen"] = gen
@@ -228,7 +231,7 @@ def _plan_group(names: list[str], devices: tuple[int, ...], ctx: PlanContext,
                 heapq.heappush(heap, (sum(options[n][i].time for n, i in zip(others, nxt)), nxt))
     # 2) memory pressure: walk towards more sharded configs, cheapest time per freed byte first
     if best is None:
-        idx = _memory_descent(others, options, devices, ctx, _gen_floor(devices, ctx) if has_gen else 0.0)
+        idx = _memory_descent(others, options, devices, ctx, _gen_floor(devices, ctx, sig) if has_gen else 0.0)
         if idx is not None:
             best = try_combo(idx)
     if best is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import lil_matrix
+from scipy.sparse import coo_matrix
 
 from . import costmodel as cm
 from .groupplan import plan_group
@@ -234,12 +234,14 @@ class ILPScheduler:
                 uses_b = {offs[g_gen] + j: -1.0 for j, (v, _) in enumerate(cands[g_gen]) if v[b]}
                 rows.append(({i_u + p: 1.0, **uses_a}, -np.inf, 0.0))
                 rows.append(({i_u + p: 1.0, **uses_b}, -np.inf, 0.0))
-        A = lil_matrix((len(rows), nvar))
+        ri, ci, vals = [], [], []
         lo, hi = np.zeros(len(rows)), np.zeros(len(rows))
         for r, (vec, l, h) in enumerate(rows):
-            for i, c in vec.items():
-                A[r, i] = c
+            ri.extend([r] * len(vec))
+            ci.extend(vec.keys())
+            vals.extend(vec.values())
             lo[r], hi[r] = l, h
+        A = coo_matrix((vals, (ri, ci)), shape=(len(rows), nvar))
         upper = np.full(nvar, np.inf)
         upper[:nx] = 1.0
         upper[i_u:] = 1.0

@@ -150,6 +150,28 @@ class Geometry:
         self.usable = np.array([ctx.usable[d] for d in dev])
         self.stage_tflops = [min(self.tflops[i][j] for i in range(dp)) for j in range(pp)]
         self.stage_hbm = [min(self.hbm[i][j] for i in range(dp)) for j in range(pp)]
+        self.tflops_arr = np.array(self.tflops)  # (dp, pp)
+        self.hbm_arr = np.array(self.hbm)  # (dp, pp)
+        self.topo = topo
+        self._rings: dict[float, np.ndarray] = {}
+        self._hops: dict[float, np.ndarray] = {}
+
+    def tp_rings(self, volume: float) -> np.ndarray:
+        """(dp, pp): each cell's TP ring cost for ``volume`` bytes per neighbour."""
+        r = self._rings.get(volume)
+        if r is None:
+            r = self._rings[volume] = np.array([[ring_of(self.topo, c, volume) for c in row]
+                                                for row in self.cell_classes])
+        return r
+
+    def pp_hops(self, volume: float) -> np.ndarray:
+        """(dp, pp): hop cost from each stage to the next (0 for the last stage)."""
+        h = self._hops.get(volume)
+        if h is None:
+            h = self._hops[volume] = np.array(
+                [[hop_of(self.topo, row[j], row[j + 1], volume) if j + 1 < len(row) else 0.0
+                  for j in range(len(row))] for row in self.cell_classes])
+        return h
 
 
 def signature(devices: Sequence[int], ctx: PlanContext) -> tuple[int, ...]:
@@ -238,48 +260,35 @@ def _evaluate(task: TaskSpec, geo: Geometry, cfg: ParallelConfig, layers: list[i
         est.time = cm.INF
         return est
 
-    # 2) per (replica, stage): computation, TP ring, PP hop, HBM-bound decoding
-    comp_max = tp_max = pp_max = hbm_max = bub_max = 0.0
-    vol_tp = cm.cv_tp(mbs, seq, m.hidden, tp)
-    vol_pp = cm.cv_pp(mbs, seq, m.hidden)
-    replica_times = []
-    seen: dict[tuple, tuple] = {}  # replicas on the same device classes with the same batch cost the same
-    for i in range(dp):
-        n, nm = samples[i], nms[i]
-        rkey = (geo.replica_key[i], n, dbs[i] if gen else 0)
-        if rkey in seen:
-            t, terms = seen[rkey]
-            replica_times.append(t)
-            continue
-        stage_cost = []
-        for j in range(pp):
-            if n == 0:
-                stage_cost.append(0.0)
-                continue
-            comp = comp_mult * n * layers[j] * lf / (geo.tflops[i][j] * tp)
-            tpc = tp_mult * nm * layers[j] * ring_of(topo, geo.cell_classes[i][j], vol_tp) if tp > 1 else 0.0
-            last = j == pp - 1
-            ppc = 0.0 if last else pp_mult * nm * hop_of(topo, geo.cell_classes[i][j], geo.cell_classes[i][j + 1], vol_pp)
-            hbm = 0.0
-            if gen:
-                b = dbs[i]
-                hbm = c.seq_out * n * cm.B_BF16 * layers[j] * m.layer_params / (b * geo.hbm[i][j] * tp)
-                steps = c.seq_out * n / b  # decode steps: each pays TP all-reduces and a PP hop
-                if tp > 1:
-                    tpc += steps * 2 * layers[j] * ring_of(topo, geo.cell_classes[i][j], cm.cv_tp(b, 1, m.hidden, tp))
-                if not last:
-                    ppc += steps * hop_of(topo, geo.cell_classes[i][j], geo.cell_classes[i][j + 1],
-                                          cm.cv_pp(b, 1, m.hidden))
-            stage_cost.append(comp + tpc + ppc + hbm)
-            comp_max, tp_max = max(comp_max, comp), max(tp_max, tpc)
-            pp_max, hbm_max = max(pp_max, ppc), max(hbm_max, hbm)
-        t = max(stage_cost)
-        if train and nm > 0:
-            bubble = sum(stage_cost[1:]) / nm
-            bub_max = max(bub_max, bubble)
-            t += bubble
-        seen[rkey] = (t, None)
-        replica_times.append(t)
+    # 2) per (replica, stage) cell, as (dp, pp) arrays: computation, TP ring, PP hop, HBM-bound decoding
+    n = np.array(samples, dtype=float)[:, None]  # (dp, 1)
+    nm = np.array(nms, dtype=float)[:, None]  # (dp, 1)
+    nl = np.array(layers, dtype=float)[None, :]  # (1, pp)
+    comp = comp_mult * n * nl * lf / (geo.tflops_arr * tp)
+    tpc = tp_mult * nm * nl * geo.tp_rings(cm.cv_tp(mbs, seq, m.hidden, tp)) if tp > 1 else 0.0 * comp
+    ppc = pp_mult * nm * geo.pp_hops(cm.cv_pp(mbs, seq, m.hidden)) if pp > 1 else 0.0 * comp
+    hbm = 0.0 * comp
+    if gen:
+        b = np.array(dbs, dtype=float)[:, None]  # (dp, 1)
+        hbm = c.seq_out * n * cm.B_BF16 * nl * m.layer_params / (b * geo.hbm_arr * tp)
+        steps = c.seq_out * n / b  # decode steps: each pays TP all-reduces and a PP hop
+        for bi in sorted(set(dbs)):  # communication volume depends on the decode batch
+            rows = np.array(dbs) == bi
+            if tp > 1:
+                tpc[rows] += (steps * 2 * nl * geo.tp_rings(cm.cv_tp(bi, 1, m.hidden, tp)))[rows]
+            if pp > 1:
+                ppc[rows] += (steps * geo.pp_hops(cm.cv_pp(bi, 1, m.hidden)))[rows]
+    stage_cost = comp + tpc + ppc + hbm
+    stage_cost[n[:, 0] == 0] = 0.0
+    replica = stage_cost.max(axis=1)
+    bub_max = 0.0
+    if train and pp > 1:
+        bubble = np.where(nm[:, 0] > 0, stage_cost[:, 1:].sum(axis=1) / np.maximum(nm[:, 0], 1), 0.0)
+        bub_max = float(bubble.max())
+        replica = replica + bubble
+    replica_times = replica.tolist()
+    comp_max, tp_max = float(comp.max()), float(np.max(tpc))
+    pp_max, hbm_max = float(np.max(ppc)), float(np.max(hbm))
 
     # 3) training: gradient all-reduce over each (stage, shard)'s DP ring
     dp_cost = 0.0
