@@ -5,7 +5,6 @@ import asyncio
 import pytest
 
 from rollart.rollout.env_client import EnvPool
-from rollart.rollout.env_host import EnvHost
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ByteTokenizer, ScriptedPolicy
@@ -17,11 +16,10 @@ actors = pytest.importorskip("rollart.actors")
 async def test_batch_over_process_env_hosts_survives_a_dying_env():
     tok = ByteTokenizer()
     async with actors.ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=2.0) as system:
-        hosts = [await system.spawn(EnvHost, {"step_timeout_s": 10}, name=f"envhost{i}", mode="process")
-                 for i in range(2)]
+        pool = await EnvPool.spawn(system, 2, {"step_timeout_s": 10}, grace_s=30)
+        hosts = pool.host_objects
         pids = {h.pid for h in hosts}
         assert len(pids) == 2
-        pool = EnvPool(hosts, grace_s=30)
         policy = ScriptedPolicy(tok, lambda t, o: "D", latency_s=0.001)
         manager = EnvManager(policy, tok, pool)
         sched = RolloutScheduler([TaskSpec("frozenlake", "rollart/FrozenLake-v0")], manager,

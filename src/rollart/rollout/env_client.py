@@ -103,6 +103,17 @@ class EnvPool:
         """One in-process host (thread-pooled env calls): for cheap envs and tests."""
         return cls([EnvHost(config, imports)])
 
+    @classmethod
+    async def spawn(cls, system: Any, num_hosts: int, config: dict | None = None, imports: tuple = (),
+                    grace_s: float = 120.0, name: str = "envhost") -> "EnvPool":
+        """``num_hosts`` EnvHost actors, each in its own process (``system`` is a running ActorSystem).
+        ``imports`` are modules each host imports first — where your own envs are registered."""
+        if num_hosts < 1:
+            raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
+        hosts = [await system.spawn(EnvHost, dict(config or {}), list(imports), name=f"{name}{i}",
+                                    mode="process") for i in range(num_hosts)]
+        return cls(hosts, grace_s=grace_s)
+
     @property
     def live(self) -> int:
         return sum(self.open_count)
