@@ -4,7 +4,8 @@ A trainer is a plain class (it also runs as an actor). Its whole surface:
 
     trainer.version                         policy version; train_step increments it by one
     trainer.train_step(batch) -> metrics    batch = list[Trajectory] or a dict from build_batch
-    trainer.named_tensors() -> [(name, t)]  full CPU weights with HF-compatible names
+    trainer.named_tensors() -> [(name, t)]  full CPU weights with HF-compatible names (may alias the live
+                                            parameters: copy before the next train_step if you keep them)
     trainer.state_dict_buckets(nbytes)      the same, split into buckets for the weight store
     trainer.save_checkpoint(root, extra)    atomic checkpoint, returns its folder
     trainer.load_checkpoint(path_or_root)   restores and returns ``extra`` (data position, buffer meta)
@@ -74,6 +75,19 @@ class Trainer:
     def _backward(self, loss: torch.Tensor) -> None:
         raise NotImplementedError
 
+    def _begin_micro(self, last: bool) -> None:
+        """Called before each micro-batch's forward; ``last`` marks the final one before the step."""
+
+    def _backward_nothing(self) -> None:
+        """A zero-loss pass for a rank that has fewer micro-batches than another one."""
+
+    def _forward_nothing(self) -> None:
+        """A no-grad forward for a rank that has fewer precompute micro-batches than another one."""
+
+    def _max_over_ranks(self, n: int) -> int:
+        """Largest ``n`` over data-parallel ranks, where forward passes must match in number."""
+        return n
+
     def _optimizer_step(self) -> float:
         """All-reduce (if data parallel), clip, step; return the global grad norm."""
         raise NotImplementedError
@@ -141,7 +155,7 @@ class Trainer:
 
         # 2) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
         n_rows = len(batch["lengths"])
-        bounds = torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()
+        bounds = sorted(set(torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()))  # no empty ones
         sums = torch.zeros(8, dtype=torch.float64)  # accumulated loss terms, see names below
         grad_norms = []
         for _ in range(cfg.ppo_epochs):
@@ -149,12 +163,19 @@ class Trainer:
                 mb_rows = [r for r in range(lo, hi)]
                 normalizer = max(num_loss_tokens(select_rows(batch, mb_rows)), 1) if mb_rows else 1
                 my_rows = [i for i, r in enumerate(shard_rows(n_rows, cfg.rank, cfg.world_size)) if lo <= r < hi]
+                micros = micro_batches(select_rows(local, my_rows), cfg.micro_batch_tokens) if my_rows else []
+                # ranks with fewer micro-batches run zero-loss passes so collectives inside forward
+                # (ZeRO-3 parameter gathers) and the gradient reduction line up on every rank
+                n_passes = self._max_over_ranks(len(micros))
                 self._zero_grad()
-                if my_rows:
-                    for micro in micro_batches(select_rows(local, my_rows), cfg.micro_batch_tokens):
-                        loss, terms = self._loss(micro, normalizer)
+                for i in range(n_passes):
+                    self._begin_micro(last=i == n_passes - 1)
+                    if i < len(micros):
+                        loss, terms = self._loss(micros[i], normalizer)
                         self._backward(loss)
                         sums += terms
+                    else:
+                        self._backward_nothing()
                 grad_norms.append(self._optimizer_step())
         sums = self._all_reduce_sum(sums)
         updates = cfg.ppo_epochs * len(bounds[:-1])
@@ -180,11 +201,13 @@ class Trainer:
         local["prox_logprobs"] = local["behav_logprobs"].clone()
         local["ref_logprobs"] = torch.zeros(B, T)
         local["old_values"] = torch.zeros(B, T)
-        if B == 0:
-            return
         if cfg.algorithm == "ppo":
             local["returns"] = torch.zeros(B, T)
-        for rows in micro_batch_rows(local["lengths"].tolist(), cfg.micro_batch_tokens):
+        groups = micro_batch_rows(local["lengths"].tolist(), cfg.micro_batch_tokens) if B else []
+        if need_prox:
+            for _ in range(self._max_over_ranks(len(groups)) - len(groups)):
+                self._forward_nothing()
+        for rows in groups:
             mb = select_rows(local, rows)
             ids, mask = mb["input_ids"], mb["loss_mask"]
             n = ids.shape[1]
