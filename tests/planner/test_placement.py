@@ -46,3 +46,26 @@ def test_malformed_plans_are_rejected_with_the_field_named(plan_json):
         worker_placements(bad)
     with pytest.raises(PlacementError, match="needs 'devices'"):
         worker_placements({"groups": [{"tasks": ["actor_gen"]}]})
+
+
+def test_resource_manager_binds_exactly_the_planned_gpus(plan_json):
+    pytest.importorskip("rollart.distributed.resources", reason="needs the foundation's ResourceManager")
+    from rollart.planner.placement import place_on_resource_manager
+    rm, bound, workers = place_on_resource_manager(plan_json)
+    for group, bindings in zip(plan_json["groups"], bound):
+        assert sorted(i for b in bindings for i in b.devices) == sorted(d["id"] for d in group["devices"])
+        assert all(b.role == group["role"] and not b.fell_back for b in bindings)
+    assert sum(rm.free_summary().values()) == 0  # every planned GPU is bound once
+    table = rm.binding_table()
+    assert "group0:" in table and "generate" in table
+
+
+def test_resource_manager_conflict_is_reported_not_rebound(plan_json):
+    resources = pytest.importorskip("rollart.distributed.resources",
+                                    reason="needs the foundation's ResourceManager")
+    from rollart.planner.placement import place_on_resource_manager, resource_pools
+    rm = resources.ResourceManager(resource_pools(plan_json))
+    first = plan_json["groups"][0]["devices"][0]
+    rm.allocate("train", hw=first["type"], count=1, owner="someone-else")  # takes a planned GPU
+    with pytest.raises(PlacementError, match="instead of the planned"):
+        place_on_resource_manager(plan_json, rm)

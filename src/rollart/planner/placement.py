@@ -84,3 +84,35 @@ def resource_pools(plan: dict) -> dict[str, list[str]]:
             if d["id"] not in pools[d["type"]]:
                 pools[d["type"]].append(d["id"])
     return pools
+
+
+def place_on_resource_manager(plan: dict, rm=None):
+    """Bind every GPU group of ``plan`` through a ``rollart.distributed.ResourceManager``.
+
+    Without ``rm``, one is built whose pools are the plan's own device ids per GPU type. Groups are
+    allocated in plan order, one ``allocate(role, hw=type, count=k)`` per GPU type in the group, so the
+    manager hands out exactly the planned GPUs; a different binding (another owner took them, or the
+    manager fell back to another type) is an error rather than a silently different placement. Tasks of
+    one group share its bindings (they are colocated). Returns ``(rm, bindings_per_group, workers)``.
+    """
+    from rollart.distributed.resources import ResourceManager  # the foundation's manager
+
+    workers = worker_placements(plan)
+    if rm is None:
+        rm = ResourceManager(resource_pools(plan))
+    bound: list[list] = []
+    for gi, group in enumerate(plan["groups"]):
+        by_type: dict[str, list[str]] = {}
+        for d in group["devices"]:
+            by_type.setdefault(d["type"], []).append(d["id"])
+        owner = f"group{gi}:" + "+".join(group["tasks"])
+        role = group.get("role", "train")
+        mine = []
+        for hw, ids in by_type.items():
+            b = rm.allocate(role, hw=hw, count=len(ids), owner=owner)
+            if b.hardware != hw or list(b.devices) != ids:
+                raise PlacementError(f"{owner}: the resource manager bound {b.hardware} {list(b.devices)} "
+                                     f"instead of the planned {hw} {ids} ({b.note or 'devices already taken'})")
+            mine.append(b)
+        bound.append(mine)
+    return rm, bound, workers

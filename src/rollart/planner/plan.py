@@ -2,7 +2,7 @@
 
 ``Plan.to_json()`` is the planner's output contract (consumed by :mod:`rollart.planner.placement`)::
 
-    {"groups": [{"tasks": [...], "role": "rollout"|"inference"|"train"|"a+b", "devices": [{"id", "type",
+    {"groups": [{"tasks": [...], "role": "generate"|"train"|"inference", "devices": [{"id", "type",
                  "node", "zone", "region"}], "tp", "pp", "dp", "parallel": {task: {...}}}],
      "est_step_time_s": float, "per_device_memory_gb": {device_id: float}, ...}
 """
@@ -18,7 +18,10 @@ from .groupplan import GroupPlan, plan_group
 from .taskcost import ParallelConfig, PlanContext
 from .topology import Topology
 
-ROLE_OF_KIND = {"gen": "rollout", "inf": "inference", "train": "train"}
+def group_role(kinds: Sequence[str]) -> str:
+    """The ResourceManager role of a GPU group: ``generate`` if it hosts generation, else ``train`` if it
+    trains, else ``inference`` (rollart.distributed.hardware.ROLE_NEEDS vocabulary)."""
+    return "generate" if "gen" in kinds else "train" if "train" in kinds else "inference"
 
 
 class PlanningError(RuntimeError):
@@ -48,9 +51,8 @@ class Plan:
         groups = []
         for g in self.groups:
             first = next(iter(g.tasks.values()))
-            roles = sorted({ROLE_OF_KIND[wf.by_name[n].kind] for n in g.tasks})
             groups.append({
-                "tasks": list(g.tasks), "role": "+".join(roles),
+                "tasks": list(g.tasks), "role": group_role([wf.by_name[n].kind for n in g.tasks]),
                 "devices": [_device_json(topo, d) for d in g.devices],
                 "tp": first.cfg.tp, "pp": first.cfg.pp, "dp": first.cfg.dp,
                 "parallel": {n: {"tp": e.cfg.tp, "pp": e.cfg.pp, "dp": e.cfg.dp, "layout": e.cfg.layout,
