@@ -251,12 +251,15 @@ async def real_reward(quick: bool) -> dict:
             proc.stdout.readline()
             url = f"http://127.0.0.1:{port}"
             async with RewardClient(url) as client, aiohttp.ClientSession() as http:
-                for _ in range(50):
+                deadline = time.monotonic() + 180  # start-up imports torch: slow on a busy machine
+                while True:
                     try:
                         async with http.get(url + "/health"):
                             break
                     except aiohttp.ClientError:
-                        await asyncio.sleep(0.1)
+                        if time.monotonic() > deadline or proc.poll() is not None:
+                            raise RuntimeError(f"reward endpoint ({mode}) did not come up on {url}")
+                        await asyncio.sleep(0.2)
                 if mode == "dedicated":
                     await client.call("judge_score", "warm", "up")  # hot standby
                 async with http.get(url + "/stats") as r:

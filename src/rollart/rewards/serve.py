@@ -296,15 +296,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--max-workers", type=int, default=4)
     p.add_argument("--idle-timeout", type=float, default=2.0)
     p.add_argument("--call-timeout", type=float, default=30.0)
+    p.add_argument("--startup-timeout", type=float, default=120.0)
     p.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024)
     p.add_argument("--worker-threads", type=int, default=1)
     p.add_argument("--fault-rate", type=float, default=0.0)
     p.add_argument("--fault-seed", type=int, default=0)
     a = p.parse_args(argv)
     try:
-        cfg = ServeConfig(tuple(s for s in a.functions.split(",") if s), a.host, a.port, a.token,
-                          a.max_workers, a.idle_timeout, a.call_timeout, a.max_request_bytes,
-                          a.worker_threads, a.fault_rate, a.fault_seed)
+        cfg = ServeConfig(functions=tuple(s for s in a.functions.split(",") if s), host=a.host,
+                          port=a.port, token=a.token, max_workers=a.max_workers,
+                          idle_timeout=a.idle_timeout, call_timeout=a.call_timeout,
+                          startup_timeout=a.startup_timeout, max_request_bytes=a.max_request_bytes,
+                          worker_threads=a.worker_threads, fault_rate=a.fault_rate,
+                          fault_seed=a.fault_seed)
         endpoint = RewardEndpoint(cfg)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
