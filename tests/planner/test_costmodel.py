@@ -158,3 +158,16 @@ def test_colocated_actor_pays_resharding_not_sync():
     assert plan.step.parts["reshard"] == pytest.approx(reshard, rel=1e-12)
     assert "weight_sync" not in plan.step.parts
     assert math.isfinite(plan.step_time)
+
+
+def test_pipelined_generation_decodes_in_micro_batches(setup):
+    topo, wf, ctx = setup
+    est = estimate_task(wf.by_name["actor_gen"], [0, 1], ParallelConfig(1, 2, 1), ctx)
+    assert est.dbs == [4] and est.layers == [2, 2]
+    per_stage_batch = 4 / 2  # 4 resident sequences flow through 2 stages as 2 micro-batches
+    hbm = 32 * 16 * 2 * 2 * P_LAYER / (per_stage_batch * 2039e9)
+    passes = 32 * 16 / per_stage_batch
+    hop = 8 * link(NVLINK, 2 * 2 * 64 * H) + passes * link(NVLINK, 2 * per_stage_batch * H)
+    prefill = 16 * 2 * flops(64) / A100
+    assert est.terms["hbm"] == pytest.approx(hbm, rel=1e-12)
+    assert est.time == pytest.approx(prefill + hop + hbm, rel=1e-12)  # stage 0 (it has the hop) is slowest

@@ -10,7 +10,10 @@ classes (exact, see :func:`ring_cost`); (2) generation also pays per-decode-step
 hop latency (the appendix sets seq_out = 0 for generation's communication, which would make TP across
 regions look free for decoding); (3) Φ is applied to *GPU groups*: tasks sharing a group run one
 after another, different groups run with parallelism η; (4) GRPO's training term is actor training
-(the appendix writes C^6, the critic, which GRPO does not have).
+(the appendix writes C^6, the critic, which GRPO does not have); (5) in decoding, dbs_d is read as the
+per-stage micro-batch: a replica holding dbs sequences in its KV cache decodes them as pp micro-batches
+of dbs/pp, so pipeline stages do not multiply decoding throughput; (6) links missing from the topology
+are relayed through other GPUs (see :mod:`rollart.planner.topology`).
 """
 from __future__ import annotations
 

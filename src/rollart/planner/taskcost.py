@@ -269,15 +269,17 @@ def _evaluate(task: TaskSpec, geo: Geometry, cfg: ParallelConfig, layers: list[i
     ppc = pp_mult * nm * geo.pp_hops(cm.cv_pp(mbs, seq, m.hidden)) if pp > 1 else 0.0 * comp
     hbm = 0.0 * comp
     if gen:
-        b = np.array(dbs, dtype=float)[:, None]  # (dp, 1)
+        # A replica holds dbs sequences; with pp stages they decode as pp micro-batches of dbs/pp, so
+        # each stage reads its weights once per dbs/pp tokens (dbs_d of B.2 is this per-stage batch).
+        b = np.array(dbs, dtype=float)[:, None] / pp  # (dp, 1)
         hbm = c.seq_out * n * cm.B_BF16 * nl * m.layer_params / (b * geo.hbm_arr * tp)
-        steps = c.seq_out * n / b  # decode steps: each pays TP all-reduces and a PP hop
+        steps = c.seq_out * n / b  # decode micro-batch passes: each pays TP all-reduces and a PP hop
         for bi in sorted(set(dbs)):  # communication volume depends on the decode batch
             rows = np.array(dbs) == bi
             if tp > 1:
-                tpc[rows] += (steps * 2 * nl * geo.tp_rings(cm.cv_tp(bi, 1, m.hidden, tp)))[rows]
+                tpc[rows] += (steps * 2 * nl * geo.tp_rings(cm.cv_tp(bi / pp, 1, m.hidden, tp)))[rows]
             if pp > 1:
-                ppc[rows] += (steps * geo.pp_hops(cm.cv_pp(bi, 1, m.hidden)))[rows]
+                ppc[rows] += (steps * geo.pp_hops(cm.cv_pp(bi / pp, 1, m.hidden)))[rows]
     stage_cost = comp + tpc + ppc + hbm
     stage_cost[n[:, 0] == 0] = 0.0
     replica = stage_cost.max(axis=1)
