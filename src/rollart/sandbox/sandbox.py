@@ -110,7 +110,7 @@ class Sandbox:
         self._mounted = False
         if self.is_root and cfg.workspace_tmpfs:
             r = subprocess.run(["mount", "-t", "tmpfs", "-o",
-                                f"size={cfg.disk_mb}m,mode=0700,nosuid,nodev,uid={self.uid},gid={self.uid}",
+                                f"size={cfg.disk_mb}m,nr_inodes=65536,mode=0700,nosuid,nodev,uid={self.uid},gid={self.uid}",
                                 "tmpfs", str(self.workspace)], capture_output=True)
             self._mounted = r.returncode == 0
             if not self._mounted:
