@@ -11,5 +11,7 @@ from rollart.actors import ActorSystem  # noqa: E402
 
 @pytest.fixture
 async def system():
-    async with ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=2.0) as s:
+    # a generous heartbeat window: these tests are not about death detection, and on a loaded 2-core
+    # machine a first `import torch` inside an actor can starve its heartbeat thread for seconds
+    async with ActorSystem(heartbeat_interval=0.5, heartbeat_timeout=15.0) as s:
         yield s

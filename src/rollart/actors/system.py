@@ -296,7 +296,9 @@ class ActorSystem:
             self._asock.drain()  # judge on everything that arrived, even if the loop was busy
             now = time.monotonic()
             for rec in list(self._actors.values()):
-                if (rec.mode != "inprocess" and rec.init_sent and rec.state in ("starting", "ready")
+                # only ready actors: a constructor importing torch can hold the GIL for seconds, and a
+                # starting actor is bounded by spawn_timeout and its process watcher instead
+                if (rec.mode != "inprocess" and rec.state == "ready"
                         and now - rec.last_seen > self.heartbeat_timeout):
                     self._declare_dead(rec, f"no heartbeat for {now - rec.last_seen:.1f} s "
                                             f"(heartbeat_timeout={self.heartbeat_timeout} s)", rec.identity)
@@ -579,6 +581,7 @@ class ActorSystem:
             return
         if msg.ok:
             rec.state = "ready"
+            rec.last_seen = time.monotonic()
             rec.methods = msg.methods
             rec.started_once = True
             _settle(rec.ready)

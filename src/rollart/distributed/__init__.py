@@ -1,0 +1,28 @@
+"""rollart's programming model (rollart.txt §5): Workers, Clusters, decorators, ResourceManager.
+
+    import rollart.distributed as rdist
+
+    class MyTrain(rdist.TrainWorker):
+        @rdist.register(mode="execute_all")
+        def compute_gradients(self, batch): ...
+
+    class HeteroGen(rdist.GenerateWorker):
+        @rdist.hw_mapping(hw_affinity={"FrozenLake": "H800", "default": "H20"})
+        async def generate(self, prompt, tag_name="default"): ...
+
+    rm = rdist.ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://host:8080"})
+    gen = await rdist.Cluster(HeteroGen, rm, n=4, system=system)
+    await gen.generate(prompt, tag_name="FrozenLake")
+"""
+from rollart.distributed.cluster import Cluster, ClusterError
+from rollart.distributed.decorators import hw_mapping, register, register_serverless
+from rollart.distributed.hardware import HARDWARE, HardwareSpec
+from rollart.distributed.resources import Binding, ResourceExhaustedError, ResourceManager
+from rollart.distributed.serverless import ServerlessClient, ServerlessError
+from rollart.distributed.worker import (ActorGenCls, ActorTrainCls, EnvironmentCls, EnvWorker, GenerateWorker,
+                                        RewardCls, RewardWorker, TrainWorker, Worker)
+
+__all__ = ["Cluster", "ClusterError", "register", "hw_mapping", "register_serverless", "ResourceManager",
+           "ResourceExhaustedError", "Binding", "HARDWARE", "HardwareSpec", "ServerlessClient", "ServerlessError",
+           "Worker", "TrainWorker", "GenerateWorker", "RewardWorker", "EnvWorker", "ActorTrainCls",
+           "ActorGenCls", "RewardCls", "EnvironmentCls"]

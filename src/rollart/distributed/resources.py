@@ -1,0 +1,170 @@
+"""ResourceManager: declared hardware pools, role defaults, fallback, and the binding table.
+
+    rm = ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://fc.example/reward"})
+    b = rm.allocate("generate", owner="gen-0")            # -> H20 (bandwidth-optimized)
+    b = rm.allocate("generate", hw="H800", owner="gen-1")  # explicit preference
+    print(rm.binding_table())
+
+A pool is a device count, a list of device ids (``{"H800": list(range(8))}`` as in rollart.txt
+Listing 1), or for ``serverless`` an endpoint URL (or ``{"url": ..., "token": ...}``) with unbounded
+capacity. When the preferred pool has no free device, ``allocate`` binds a compatible stand-in
+(``hardware.fallbacks``) and notes it in the table instead of stalling; only when nothing compatible
+is free does it raise ``ResourceExhaustedError``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollart.distributed.hardware import ROLE_NEEDS, fallbacks, rank_for, spec
+
+
+class ResourceExhaustedError(RuntimeError):
+    """No free device in the preferred pool nor in any compatible fallback pool."""
+
+
+@dataclass
+class Binding:
+    owner: str
+    role: str
+    preferred: str
+    hardware: str
+    devices: list = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def fell_back(self) -> bool:
+        return self.hardware != self.preferred
+
+
+class ResourceManager:
+    def __init__(self, *pools: dict, role_hardware: dict[str, str] | None = None):
+        """``pools``: one or more dicts ``{class: count | [device ids] | url}`` (merged).
+        ``role_hardware``: per-role default overrides, e.g. ``{"reward": "cpu"}``."""
+        self.free: dict[str, list] = {}
+        self.capacity: dict[str, int] = {}
+        self.serverless_url: str | None = None
+        self.serverless_token: str | None = None
+        for group in pools:
+            if not isinstance(group, dict):
+                raise TypeError(f"ResourceManager pools must be dicts like {{'H800': 8}}, got {group!r}")
+            for name, value in group.items():
+                self._add_pool(name, value)
+        self.role_hardware = dict(role_hardware or {})
+        for role, hw in self.role_hardware.items():
+            if role not in ROLE_NEEDS:
+                raise ValueError(f"unknown role {role!r} in role_hardware; roles: {sorted(ROLE_NEEDS)}")
+            spec(hw)
+        self.bindings: list[Binding] = []
+
+    def _add_pool(self, name: str, value: Any) -> None:
+        s = spec(name)
+        if name in self.capacity or (s.kind == "serverless" and self.serverless_url):
+            raise ValueError(f"pool {name!r} declared twice")
+        if s.kind == "serverless":
+            url, token = (value.get("url"), value.get("token")) if isinstance(value, dict) else (value, None)
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"the serverless pool needs an http(s) URL, got {value!r}")
+            self.serverless_url, self.serverless_token = url.rstrip("/"), token
+            return
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0:
+                raise ValueError(f"pool {name!r}: count must be >= 0, got {value}")
+            devices = list(range(value))
+        elif isinstance(value, (list, tuple, range)):
+            devices = list(value)
+        else:
+            raise TypeError(f"pool {name!r}: expected a device count or a list of device ids, got {value!r}")
+        self.free[name] = devices
+        self.capacity[name] = len(devices)
+
+    @classmethod
+    def from_plan(cls, plan: dict) -> "ResourceManager":
+        """Pools and role defaults from a placement plan ``{"groups": [{"role": r, "devices": [{"type": hw},
+        ...]}, ...]}``: each group's devices join their class's pool, and a role defaults to the class most
+        of its devices have."""
+        groups = plan.get("groups") if isinstance(plan, dict) else None
+        if not isinstance(groups, list):
+            raise ValueError("plan must be a dict with a 'groups' list")
+        counts: Counter = Counter()
+        by_role: dict[str, Counter] = {}
+        for i, g in enumerate(groups):
+            devices = g.get("devices", []) if isinstance(g, dict) else None
+            if not isinstance(devices, list) or not all(isinstance(d, dict) and "type" in d for d in devices):
+                raise ValueError(f"plan group {i} needs 'devices': [{{'type': ...}}, ...], got {g!r}")
+            for d in devices:
+                counts[d["type"]] += 1
+                by_role.setdefault(g.get("role", ""), Counter())[d["type"]] += 1
+        roles = {r: c.most_common(1)[0][0] for r, c in by_role.items() if r in ROLE_NEEDS}
+        rm = cls(dict(counts), role_hardware=roles)
+        if "serverless_url" in plan:
+            rm._add_pool("serverless", plan["serverless_url"])
+        return rm
+
+    # -- placement -------------------------------------------------------------------------------
+    def pools(self) -> list[str]:
+        return list(self.capacity) + (["serverless"] if self.serverless_url else [])
+
+    def default_hardware(self, role: str) -> str:
+        """The best declared class for a role: its override, else by what the role needs."""
+        if role in self.role_hardware:
+            return self.role_hardware[role]
+        need = ROLE_NEEDS.get(role)
+        if need is None:
+            raise ValueError(f"unknown role {role!r}; roles: {sorted(ROLE_NEEDS)}")
+        ranked = rank_for(need, self.pools())
+        if ranked:
+            return ranked[0]
+        if need == "serverless":  # reward without a serverless endpoint runs locally
+            return "cpu"
+        gpus = rank_for("compute", self.pools())
+        return gpus[0] if gpus else "cpu"
+
+    def allocate(self, role: str, hw: str | None = None, count: int = 1, owner: str = "") -> Binding:
+        preferred = hw or self.default_hardware(role)
+        spec(preferred)
+        for candidate in [preferred, *fallbacks(preferred, self.pools())]:
+            if spec(candidate).kind == "serverless":
+                if self.serverless_url:
+                    b = Binding(owner, role, preferred, candidate, [], self.serverless_url)
+                    break
+                continue
+            free = self.free.get(candidate, [])
+            if len(free) >= count:
+                devices, self.free[candidate] = free[:count], free[count:]
+                note = "" if candidate == preferred else f"fallback: {preferred} exhausted or not declared"
+                b = Binding(owner, role, preferred, candidate, devices, note)
+                break
+        else:
+            raise ResourceExhaustedError(
+                f"cannot place {owner or role!r} ({role}): need {count} x {preferred} and no compatible pool has "
+                f"{count} free; free now: {self.free_summary()}. Declare more devices or lower the worker count")
+        self.bindings.append(b)
+        return b
+
+    def release(self, binding: Binding) -> None:
+        """Return a binding's devices to their pool (a worker died for good or was stopped)."""
+        if binding in self.bindings:
+            self.bindings.remove(binding)
+            if binding.hardware in self.free:
+                self.free[binding.hardware].extend(binding.devices)
+
+    def free_summary(self) -> dict[str, int]:
+        return {name: len(devs) for name, devs in self.free.items()}
+
+    def binding_table(self) -> str:
+        rows = [("worker", "role", "preferred", "bound", "devices", "note")]
+        for b in self.bindings:
+            devs = ",".join(map(str, b.devices)) if b.devices else "-"
+            rows.append((b.owner, b.role, b.preferred, b.hardware, devs, b.note))
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        pools = ", ".join(f"{n} {len(self.free[n])}/{self.capacity[n]} free" for n in self.capacity)
+        if self.serverless_url:
+            pools += f", serverless {self.serverless_url}"
+        return "\n".join(lines + [f"pools: {pools}"])
+
+    def __repr__(self) -> str:
+        return f"ResourceManager({self.free_summary()}, serverless={self.serverless_url!r})"

@@ -1,0 +1,95 @@
+"""Unit tests of ResourceManager and hardware classes: pools, role defaults, fallback, binding table, plans."""
+import pytest
+
+from rollart.distributed import HARDWARE, ResourceExhaustedError, ResourceManager
+from rollart.distributed.hardware import fallbacks
+
+
+def test_table2_figures():
+    h800, h20 = HARDWARE["H800"], HARDWARE["H20"]
+    assert (h800.tflops, h800.hbm_gb, h800.hbm_gbps, h800.nvlink_gbps, h800.relative_cost) == (989.5, 80, 3350, 400, 2.85)
+    assert (h20.tflops, h20.hbm_gb, h20.hbm_gbps, h20.nvlink_gbps, h20.relative_cost) == (148, 96, 4000, 900, 1.00)
+    assert {"A100", "L40S", "L4"} <= set(HARDWARE)
+
+
+def test_role_defaults():
+    rm = ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://fc.example/r"})
+    assert rm.default_hardware("train") == "H800"      # compute-optimized
+    assert rm.default_hardware("generate") == "H20"    # bandwidth-optimized
+    assert rm.default_hardware("env") == "cpu"
+    assert rm.default_hardware("reward") == "serverless"
+    assert ResourceManager({"H20": 2, "cpu": 2}).default_hardware("reward") == "cpu"  # local
+    assert ResourceManager({"H800": 1}, role_hardware={"generate": "H800"}).default_hardware("generate") == "H800"
+    with pytest.raises(ValueError, match="unknown role 'trainer'"):
+        rm.default_hardware("trainer")
+
+
+def test_paper_style_device_lists():
+    rm = ResourceManager({"H800": list(range(0, 8))}, {"H20": list(range(8, 32))})
+    assert rm.capacity == {"H800": 8, "H20": 24}
+    b = rm.allocate("generate", owner="g0", count=2)
+    assert b.hardware == "H20" and b.devices == [8, 9]
+
+
+def test_fallback_when_exhausted_and_release():
+    rm = ResourceManager({"H800": 1, "A100": 1, "H20": 4})
+    a = rm.allocate("train", owner="t0")
+    b = rm.allocate("train", owner="t1")
+    c = rm.allocate("train", owner="t2")
+    assert (a.hardware, b.hardware, c.hardware) == ("H800", "A100", "H20")
+    assert not a.fell_back and b.fell_back and "H800 exhausted" in b.note
+    rm.release(a)
+    assert rm.allocate("train", owner="t3").hardware == "H800"
+
+
+def test_exhausted_everywhere_names_what_is_free():
+    rm = ResourceManager({"H800": 1, "cpu": 2})
+    rm.allocate("train", owner="t0")
+    with pytest.raises(ResourceExhaustedError, match=r"t1.*1 x H800.*free now: \{'H800': 0, 'cpu': 2\}"):
+        rm.allocate("train", owner="t1")
+    with pytest.raises(ResourceExhaustedError):
+        rm.allocate("env", owner="e", count=3)  # cpu has no stand-in
+
+
+def test_fallback_order_matches_what_the_class_is_good_at():
+    pools = ["H800", "H20", "A100", "L40S", "L4", "cpu"]
+    assert fallbacks("H20", pools)[0] == "H800"       # next-highest HBM bandwidth
+    assert fallbacks("H800", pools)[0] == "L40S"      # next-highest TFLOPS
+    assert fallbacks("serverless", pools) == ["cpu"]
+    assert fallbacks("cpu", pools) == []
+
+
+def test_binding_table_is_readable():
+    rm = ResourceManager({"H800": 1, "H20": 2, "serverless": "http://fc.example"})
+    rm.allocate("train", owner="trainer-0")
+    rm.allocate("train", owner="trainer-1")
+    rm.allocate("reward", owner="reward-0")
+    table = rm.binding_table()
+    lines = table.splitlines()
+    assert lines[0].split() == ["worker", "role", "preferred", "bound", "devices", "note"]
+    assert lines[2].split()[:5] == ["trainer-0", "train", "H800", "H800", "0"]
+    assert lines[3].split()[:5] == ["trainer-1", "train", "H800", "H20", "0"] and "fallback" in lines[3]
+    assert "reward-0" in lines[4] and "serverless" in lines[4]
+    assert lines[-1] == "pools: H800 0/1 free, H20 1/2 free, serverless http://fc.example"
+
+
+def test_bad_pools_get_clear_errors():
+    with pytest.raises(KeyError, match="unknown hardware class 'B200'"):
+        ResourceManager({"B200": 8})
+    with pytest.raises(ValueError, match="needs an http"):
+        ResourceManager({"serverless": "fc://xxx"})
+    with pytest.raises(TypeError, match="device count or a list"):
+        ResourceManager({"H20": "many"})
+
+
+def test_from_plan():
+    plan = {"groups": [{"role": "train", "devices": [{"type": "H800", "id": 0}, {"type": "H800", "id": 1}]},
+                       {"role": "generate", "devices": [{"type": "H20"}, {"type": "H20"}, {"type": "H800"}]}],
+            "serverless_url": "http://fc.example"}
+    rm = ResourceManager.from_plan(plan)
+    assert rm.capacity == {"H800": 3, "H20": 2} and rm.serverless_url == "http://fc.example"
+    assert rm.default_hardware("generate") == "H20" and rm.default_hardware("train") == "H800"
+    with pytest.raises(ValueError, match="'groups' list"):
+        ResourceManager.from_plan({"nodes": []})
+    with pytest.raises(ValueError, match="group 0 needs 'devices'"):
+        ResourceManager.from_plan({"groups": [{"role": "train", "devices": ["H800"]}]})
