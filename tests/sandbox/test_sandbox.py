@@ -136,3 +136,12 @@ def test_python_home_is_bound_and_first_on_path():
         r = sb.run("command -v python3")
         expected = "/opt/python/bin/python3" if sb.mode == "bwrap" else "/usr/bin/python3"
         assert r.ok and r.output.strip() == expected
+
+
+def test_unshare_mode_hidden_dirs_cannot_be_unmounted():
+    if not mode_works("unshare")[0]:
+        pytest.skip("unshare unavailable")
+    with Sandbox(SandboxConfig(mode="unshare", **FAST)) as sb:
+        r = sb.run("umount /work; umount -l /root; unshare -r sh -c 'umount -l /work'; ls -A /work /root")
+        assert "must be superuser" in r.output or "Operation not permitted" in r.output or "not permitted" in r.output
+        assert "main" not in r.output and "notes" not in r.output
