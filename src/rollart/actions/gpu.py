@@ -176,8 +176,9 @@ class TorchServiceHost:
 
     def restore(self, service: str, chunk: Chunk) -> Any:
         t0 = time.perf_counter()
-        module = self.factories[service]()
-        module.load_state_dict({k: v.clone() for k, v in self.host[service].items()})
+        with self._torch.device("meta"):  # structure only: the weights come from the host copy
+            module = self.factories[service]()
+        module.load_state_dict({k: v.clone() for k, v in self.host[service].items()}, assign=True)
         module.eval()
         self.restore_seconds.append(time.perf_counter() - t0)
         return module
