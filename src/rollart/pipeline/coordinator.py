@@ -208,7 +208,7 @@ class Coordinator:
         self.history.append({"step": self.step, **metrics})
         if self.bar is not None:
             self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),
-                            success=metrics.get("rollout/success_rate", metrics.get("charts/success_rate", 0.0)))
+                            success=metrics.get("charts/success", 0.0))
         if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
             await self._checkpoint()
 
