@@ -1,5 +1,6 @@
 """Shared pieces for rollout tests: a user-registered env, a byte tokenizer, a scripted policy."""
 import asyncio
+import os
 import string
 
 import gymnasium as gym
@@ -37,6 +38,17 @@ class Countdown(gym.Env):
 
 if "usertest/Countdown-v0" not in gym.registry:
     gym.register(id="usertest/Countdown-v0", entry_point=Countdown, max_episode_steps=10)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny model + tokenizer folder made by rollart.tools.make_tiny_model (once per session)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from rollart.tools.make_tiny_model import make_tiny_model
+    except ImportError as e:
+        pytest.skip(f"rollart.tools.make_tiny_model not available: {e}")
+    return str(make_tiny_model(tmp_path_factory.mktemp("tiny"), seed=3))
 
 
 @pytest.fixture

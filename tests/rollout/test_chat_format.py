@@ -1,8 +1,4 @@
 """Token-in/token-out chat formatting: each turn's prompt extends the previous one exactly."""
-import os
-import subprocess
-import sys
-
 import pytest
 
 from rollart.rollout.chat import ChatFormat, ChatTemplateError
@@ -33,18 +29,10 @@ def test_template_that_is_not_prefix_stable_is_refused():
         ChatFormat(Rewrites())
 
 
-def test_real_tokenizer_from_make_tiny_model_is_extended_token_in_token_out(tmp_path):
-    pytest.importorskip("transformers")
-    try:
-        from rollart.models import load_tokenizer
-    except ImportError as e:
-        pytest.skip(f"rollart.models not available yet: {e}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    made = subprocess.run([sys.executable, "-m", "rollart.tools.make_tiny_model", str(tmp_path / "m")],
-                          capture_output=True, text=True, timeout=300, env=env)
-    if made.returncode != 0:
-        pytest.skip(f"make_tiny_model failed: {made.stderr[-300:]}")
-    tok = load_tokenizer(tmp_path / "m")
+def test_real_tokenizer_from_make_tiny_model_is_extended_token_in_token_out(tiny_model_dir):
+    from rollart.models import load_tokenizer
+
+    tok = load_tokenizer(tiny_model_dir)
     chat = ChatFormat(tok, "Move to G avoiding H.")
     ids = chat.first_prompt("PFFF\nFHFH")
     out = tok.encode("D", add_special_tokens=False) + [chat.stop_token_ids[0]]

@@ -2,7 +2,6 @@
 Token-in/token-out shows as prefix-cache hits; the model's tokens, logprobs and versions are recorded;
 cancelled extras leave no request running."""
 import asyncio
-import os
 
 import pytest
 
@@ -11,27 +10,16 @@ from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    try:
-        from rollart.tools.make_tiny_model import make_tiny_model
-    except ImportError as e:
-        pytest.skip(f"models not available: {e}")
-    return str(make_tiny_model(tmp_path_factory.mktemp("tiny"), seed=3))
-
 
 @pytest.fixture
-async def stack(tiny_model):
+async def stack(tiny_model_dir):
     from rollart.inference.worker import InferenceWorker
     from rollart.models import load_tokenizer
     from rollart.rollout.proxy import LLMProxy, LocalWorker
 
-    worker = InferenceWorker(dict(model=tiny_model, num_kv_blocks=512, max_num_seqs=32), name="cpu-0")
+    worker = InferenceWorker(dict(model=tiny_model_dir, num_kv_blocks=512, max_num_seqs=32), name="cpu-0")
     proxy = LLMProxy([("cpu-0", "cpu", LocalWorker(worker))])
-    yield proxy, worker, load_tokenizer(tiny_model)
+    yield proxy, worker, load_tokenizer(tiny_model_dir)
     await worker.shutdown()
 
 
@@ -53,7 +41,6 @@ async def test_frozenlake_groups_on_the_real_model(stack):
         assert t.start_version == 0 and t.num_turns >= 1
         assert tok.decode(t.token_ids).startswith("<|im_start|>system\nMove to G avoiding H.")
     multi = [t for t in trajs if t.num_turns >= 2]
-    print([(t.num_turns, t.info["cached_tokens"], t.info["prompt_tokens"]) for t in trajs])
     assert multi  # an untrained model rarely ends FrozenLake in one move
     # later turns re-use the previous turn's KV: the prompt extends it token for token
     assert sum(t.info["cached_tokens"] for t in multi) > 0
