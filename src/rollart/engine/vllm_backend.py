@@ -80,6 +80,8 @@ class VLLMEngine:
             args["max_model_len"] = config.max_model_len
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self.max_model_len = int(self._engine.model_config.max_model_len)
+        hf_config = self._engine.model_config.hf_config
+        self._tied = bool(getattr(hf_config, "tie_word_embeddings", False))
         self.tokenizer = self._engine.get_tokenizer()
         self.version = 0
         self._requests: dict[str, _Tracked] = {}
@@ -156,6 +158,11 @@ class VLLMEngine:
         """Load new weights in place; running requests get their KV recomputed under them."""
         t0 = time.perf_counter()
         items = list(named_tensors.items()) if isinstance(named_tensors, dict) else list(named_tensors)
+        names = {n for n, _ in items}
+        if self._tied and "lm_head.weight" not in names and "model.embed_tokens.weight" in names:
+            # The CPU backend keeps a repacked copy of the LM head even when it is tied to the
+            # embedding: without its own entry the head would keep the old weights.
+            items.append(("lm_head.weight", dict(items)["model.embed_tokens.weight"]))
         self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
         # Drops the prefix cache and preempts running requests: their KV is recomputed with the new
         # weights before they decode again, and every later token is tagged with the new version.

@@ -66,21 +66,24 @@ class InferenceWorker:
 
     Args:
         engine: the engine config (``EngineConfig`` or a dict of its fields; a dict crosses processes).
-        backend: engine backend name in ``rollart.engine.registry.ENGINES`` ("torch" or "vllm").
+        backend: engine backend in ``rollart.engine.registry.ENGINES`` ("torch" or "vllm"); None takes
+            the engine config's own ``backend`` field.
         name: this worker's name (reported in every result's ``worker`` field).
         hw_class: the hardware class it runs on ("H800", "H20", "cpu"...), for routing.
         speed: optional ``SpeedModelConfig`` (or dict) simulating that hardware's step time.
         engine_obj: an already-built engine (tests); overrides ``engine`` / ``backend``.
     """
 
-    def __init__(self, engine: Any = None, *, backend: str = "torch", name: str = "worker",
+    def __init__(self, engine: Any = None, *, backend: str | None = None, name: str = "worker",
                  hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
                  engine_obj: Any = None) -> None:
         if engine_obj is None:
             if engine is None:
                 raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
             from rollart.engine.registry import create_engine
-            engine_obj = create_engine(backend, engine)
+            if backend is None:
+                backend = (engine.get("backend") if isinstance(engine, dict) else getattr(engine, "backend", None))
+            engine_obj = create_engine(backend or "torch", engine)
         self.engine = engine_obj
         self.name = name
         self.hw_class = hw_class

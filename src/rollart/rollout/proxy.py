@@ -298,6 +298,7 @@ class LLMProxy:
                 self._sticky[(trajectory_id, phase)] = slot.name
             if isinstance(result, dict):
                 result = GenerationResult(**result)
+            result.worker = slot.name  # the proxy's name for it (an actor's own default may differ)
             return result
         raise NoWorkerError(f"trajectory {trajectory_id!r}: request failed {self.cfg.max_attempts} times "
                             "because its inference workers kept dying; see the worker logs")
@@ -349,7 +350,8 @@ class LLMProxy:
         if slot.healthy:  # one crash fails every request it was running: count it once
             slot.failures += 1
             slot.healthy = False
-        if slot.failures >= self.cfg.max_worker_failures and not slot.dead:
+        gone = getattr(slot.handle, "alive", True) is False  # the actor runtime gave up restarting it
+        if (gone or slot.failures >= self.cfg.max_worker_failures) and not slot.dead:
             slot.dead = True
             log.error("inference worker %s removed after %d failures (last: %s)", slot.name, slot.failures, error)
 
@@ -381,6 +383,10 @@ class LLMProxy:
                 log.warning("inference worker %s is back (restarted in place)", slot.name)
                 return
             except (TimeoutError, *self._dead_errors):
+                if getattr(slot.handle, "alive", True) is False:
+                    slot.dead = True
+                    log.error("inference worker %s is dead for good: removed", slot.name)
+                    return
                 if asyncio.get_running_loop().time() >= deadline:
                     slot.dead = True
                     log.error("inference worker %s did not come back in %.0f s: removed",

@@ -1,0 +1,109 @@
+"""InferenceWorker command loop in-process on the tiny model: completion order, abort, cancel, update, suspend, bad input."""
+import asyncio
+
+import pytest
+
+from rollart.engine import LLMEngine, EngineConfig
+from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.inference.worker import InferenceWorker
+
+GREEDY = dict(temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture
+async def worker(engine_config):
+    w = InferenceWorker(engine_config, name="w0")
+    yield w
+    await w.shutdown()
+
+
+async def test_greedy_matches_engine_alone(worker, engine_config):
+    prompts = [[5, 6, 7], [9, 10, 11, 12, 13, 14, 15], [20]]
+    results = await asyncio.gather(*(worker.generate(f"r{i}", p, dict(GREEDY, max_tokens=6 + i))
+                                     for i, p in enumerate(prompts)))
+    ref = LLMEngine(EngineConfig(**engine_config)).generate(
+        prompts, [SamplingParams(max_tokens=6 + i, **GREEDY) for i in range(3)])
+    for res, r in zip(results, ref):
+        assert res.token_ids == r.token_ids and res.finish_reason == "length"
+        assert res.logprobs == pytest.approx(r.logprobs, abs=1e-5)
+        assert res.worker == "w0" and res.num_prompt_tokens == len(r.prompt_token_ids)
+
+
+async def test_each_request_returns_when_it_finishes(worker):
+    long = asyncio.create_task(worker.generate("long", [5, 6, 7], dict(GREEDY, max_tokens=120)))
+    await asyncio.sleep(0)
+    short = await worker.generate("short", [8, 9], dict(GREEDY, max_tokens=3))  # added while long runs
+    assert len(short.token_ids) == 3
+    assert not long.done()  # short was admitted between steps and finished first
+    assert len((await long).token_ids) == 120
+
+
+async def test_abort_and_idempotent_abort(worker):
+    task = asyncio.create_task(worker.generate("a", [5, 6, 7], dict(GREEDY, max_tokens=500)))
+    while worker.stats()["steps"] < 3:
+        await asyncio.sleep(0.01)
+    assert await worker.abort("a") is True
+    res = await task
+    assert res.finish_reason == "abort"
+    assert await worker.abort("a") is False  # already gone
+    assert await worker.abort("never-existed") is False
+    await worker.generate("b", [5], dict(GREEDY, max_tokens=2))  # the loop has applied the ABORT by now
+    assert not worker.engine.has_unfinished_requests()
+
+
+async def test_cancelling_generate_aborts_in_engine(worker):
+    task = asyncio.create_task(worker.generate("c", [5, 6, 7], dict(GREEDY, max_tokens=500)))
+    while "c" not in worker.engine.requests:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await worker.generate("d", [5], dict(GREEDY, max_tokens=2))
+    assert "c" not in worker.engine.requests and not worker.engine.has_unfinished_requests()
+    assert worker.stats()["aborted"] == 1
+
+
+async def test_update_mid_generation_tags_versions(worker, tiny_weights_v2):
+    task = asyncio.create_task(worker.generate("u", [5, 6, 7], dict(GREEDY, max_tokens=60)))
+    while worker.stats()["steps"] < 5:
+        await asyncio.sleep(0.005)
+    assert await worker.update_weights(tiny_weights_v2, 1) == 1
+    res = await task
+    assert res.versions[0] == 0 and res.versions[-1] == 1
+    assert res.versions == sorted(res.versions)  # old tokens keep version 0, later ones are 1
+    assert await worker.get_version() == 1
+
+
+async def test_suspend_holds_steps_and_resume_continues(worker):
+    await worker.suspend()
+    task = asyncio.create_task(worker.generate("s", [5, 6], dict(GREEDY, max_tokens=4)))
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert not task.done() and worker.stats()["steps"] == 0
+    await worker.resume()
+    assert len((await task).token_ids) == 4
+
+
+async def test_bad_requests_fail_alone(worker):
+    good = asyncio.create_task(worker.generate("g", [5, 6], dict(GREEDY, max_tokens=20)))
+    with pytest.raises(InvalidRequestError, match="empty prompt"):
+        await worker.generate("e", [], dict(GREEDY))
+    with pytest.raises(InvalidRequestError, match="top_p"):
+        await worker.generate("t", [5], dict(top_p=0.0))
+    with pytest.raises(InvalidRequestError, match="unknown sampling"):
+        await worker.generate("t", [5], dict(temprature=0.5))
+    with pytest.raises(InvalidRequestError):
+        await worker.generate("long", [5] * 5000, dict(GREEDY))  # longer than the context
+    assert len((await good).token_ids) == 20
+    assert worker.stats()["failed"] >= 1
+
+
+async def test_finish_callback_and_prefix_stats(worker):
+    seen = []
+    worker.add_finish_callback(lambda rid, res: seen.append(rid))
+    history = list(range(5, 70))
+    first = await worker.generate("t1", history, dict(GREEDY, max_tokens=4))
+    second = await worker.generate("t2", history + first.token_ids + [9, 9], dict(GREEDY, max_tokens=4))
+    assert seen == ["t1", "t2"]
+    assert second.num_cached_tokens >= 64  # the history's full blocks came from the prefix cache
+    assert worker.stats()["prefix_hit_rate"] > 0
