@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -109,11 +110,23 @@ def bwrap_argv(*, workspace: str, site: str, harness: str, etc_dir: str, tmp_byt
     return argv + ["--", *command]
 
 
-def unshare_argv(*, command: list[str]) -> list[str]:
-    """Namespaces via unshare; secrets hidden under tmpfs in an outer user namespace, the command run
-    in a nested one so those mounts are locked and cannot be lifted from inside."""
-    hide = [f"mount -t tmpfs -o size=1m,mode=0755 none {d} 2>/dev/null" for d in HIDDEN_DIRS if os.path.isdir(d)]
-    hide += [f"mount --bind /dev/null {f} 2>/dev/null" for f in HIDDEN_FILES if os.path.exists(f)]
-    prologue = "; ".join(hide + ['exec unshare --user --mount --map-user=1000 --map-group=1000 -- "$@"'])
+def unshare_argv(*, workspace: str, toolchain: str, tmp_bytes: int, command: list[str]) -> list[str]:
+    """Namespaces via unshare; a private size-limited /tmp (the workspace and toolchain, which live
+    under /tmp, are carried over through staging mounts); secrets hidden under tmpfs in an outer user
+    namespace, the command run in a nested one so those mounts are locked and cannot be lifted."""
+    q = shlex.quote
+    steps: list[str] = []
+    if os.path.isdir("/run") and os.path.isdir("/mnt"):
+        steps += [f"mount -n --bind {q(workspace)} /run", f"mount -n --bind {q(toolchain)} /mnt",
+                  f"mount -n -t tmpfs -o size={tmp_bytes},mode=1777 none /tmp",
+                  f"mkdir -p {q(workspace)} {q(toolchain)}",
+                  f"mount -n --move /run {q(workspace)}", f"mount -n --move /mnt {q(toolchain)}",
+                  f"cd {q(workspace)}"]
+    steps += [f"mount -t tmpfs -o size=1m,mode=0755 none {d} 2>/dev/null" for d in HIDDEN_DIRS if os.path.isdir(d)]
+    steps += [f"mount --bind /dev/null {f} 2>/dev/null" for f in HIDDEN_FILES if os.path.exists(f)]
+    staging, hiding = steps[:7], steps[7:]
+    prologue = ("{ " + " && ".join(staging) + "; } || { echo 'sandbox: private /tmp setup failed' >&2; exit 125; }; "
+                if staging else "")
+    prologue += "; ".join(hiding + ['exec unshare --user --mount --map-user=1000 --map-group=1000 -- "$@"'])
     return ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--ipc", "--uts",
             "--fork", "--kill-child", "--mount-proc", "--", "/bin/sh", "-c", prologue, "sh", *command]

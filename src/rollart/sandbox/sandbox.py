@@ -175,7 +175,8 @@ class Sandbox:
                                         tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds, env=env,
                                         command=command)
         if self.mode == "unshare":
-            return isolation.unshare_argv(command=command)
+            return isolation.unshare_argv(workspace=str(self.workspace), toolchain=str(self.toolchain),
+                                          tmp_bytes=self.config.tmp_mb << 20, command=command)
         return command
 
     def run(self, command: str | list[str], *, timeout_s: float | None = None, stdin: bytes = b"",
