@@ -267,6 +267,9 @@ def _build_dataclass(cls: type, path: str, fields: dict) -> Any:
 
 def unpack_value(data: Any, buffers: list) -> Any:
     """Inverse of :func:`pack_value`. ``data`` may be bytes or a zmq.Frame; raises WireError."""
-    if hasattr(data, "bytes"):
-        data = data.bytes
-    return _Unpacker(buffers).unpack(data)
+    if type(data) is not bytes:
+        data = data.bytes if hasattr(data, "bytes") else bytes(data)
+    return (_Unpacker(buffers) if buffers else _NO_BUFFERS).unpack(data)
+
+
+_NO_BUFFERS = _Unpacker([])

@@ -187,8 +187,13 @@ class Reject:
 MESSAGE_TYPES: dict[int, type] = {cls.KIND: cls for cls in
                                   (Hello, Init, Ready, Call, Result, Error, Item, End, Cancel, Credit,
                                    Ping, Pong, Stop, Reject)}
-_HEADERS = {kind: bytes((kind, VERSION)) for kind in MESSAGE_TYPES}
 _EMPTY = b""
+_BY_HEADER: dict[bytes, type] = {}
+for _cls in MESSAGE_TYPES.values():
+    _cls.HEADER = bytes((_cls.KIND, VERSION))
+    _cls.META_NAMES = tuple(name for name, _ in _cls.META)
+    _cls.META_TYPES = tuple(tp for _, tp in _cls.META)
+    _BY_HEADER[_cls.HEADER] = _cls
 
 
 class PayloadError(WireError):
@@ -202,46 +207,54 @@ class PayloadError(WireError):
 def encode(msg: Any) -> list:
     """Message -> frames ``[header, meta, payload, *buffers]``. Raises WireError for unsendable values."""
     cls = type(msg)
-    meta = msgpack.packb([getattr(msg, name) for name, _ in cls.META], use_bin_type=True)
+    meta = _packb([getattr(msg, name) for name in cls.META_NAMES])
     if not cls.PAYLOAD:
-        return [_HEADERS[cls.KIND], meta, _EMPTY]
+        return [cls.HEADER, meta, _EMPTY]
     if len(cls.PAYLOAD) == 1:
         payload, buffers = pack_value(getattr(msg, cls.PAYLOAD[0]))
     else:
         payload, buffers = pack_value([getattr(msg, name) for name in cls.PAYLOAD])
     if buffers:
-        return [_HEADERS[cls.KIND], meta, payload, *buffers]
-    return [_HEADERS[cls.KIND], meta, payload]
+        return [cls.HEADER, meta, payload, *buffers]
+    return [cls.HEADER, meta, payload]
+
+
+def _packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
 
 
 def _frame_bytes(frame: Any) -> bytes:
     return frame.bytes if hasattr(frame, "bytes") else bytes(frame)
 
 
-def decode(frames: list) -> Any:
-    """Frames (bytes or zmq.Frame) -> message. Raises WireError naming what was malformed."""
-    if len(frames) < 3:
-        raise WireError(f"expected >= 3 frames (header, meta, payload), got {len(frames)}")
-    header = _frame_bytes(frames[0])
+def _bad_header(header: bytes) -> None:
     if len(header) != 2:
         raise WireError(f"header frame must be 2 bytes (kind, version), got {len(header)} bytes")
     kind, version = header[0], header[1]
     if version != VERSION:
         raise WireError(f"wire version {version} not supported (this side speaks version {VERSION}); "
                         "run the same rollart version on both ends")
-    cls = MESSAGE_TYPES.get(kind)
+    raise WireError(f"unknown message kind {kind}; known: {sorted(int(k) for k in MESSAGE_TYPES)}")
+
+
+def decode(frames: list) -> Any:
+    """Frames (bytes or zmq.Frame) -> message. Raises WireError naming what was malformed."""
+    if len(frames) < 3:
+        raise WireError(f"expected >= 3 frames (header, meta, payload), got {len(frames)}")
+    header = frames[0] if type(frames[0]) is bytes else _frame_bytes(frames[0])
+    cls = _BY_HEADER.get(header)
     if cls is None:
-        raise WireError(f"unknown message kind {kind}; known: {sorted(int(k) for k in MESSAGE_TYPES)}")
+        _bad_header(header)
     try:
-        meta = msgpack.unpackb(_frame_bytes(frames[1]), raw=False, use_list=True)
+        meta = msgpack.unpackb(frames[1] if type(frames[1]) is bytes else _frame_bytes(frames[1]), raw=False)
     except Exception as e:
         raise WireError(f"{cls.__name__}: meta frame is not valid msgpack ({type(e).__name__}: {e})") from None
-    if not isinstance(meta, list) or len(meta) != len(cls.META):
+    if type(meta) is not list or len(meta) != len(cls.META_TYPES):
         raise WireError(f"{cls.__name__}: meta must be a list of {len(cls.META)} fields "
-                        f"{[n for n, _ in cls.META]}, got {type(meta).__name__} {str(meta)[:80]}")
-    for value, (name, tp) in zip(meta, cls.META):
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            raise WireError(f"{cls.__name__}.{name} must be {tp.__name__}, got {type(value).__name__}")
+                        f"{list(cls.META_NAMES)}, got {type(meta).__name__} {str(meta)[:80]}")
+    for i, (value, tp) in enumerate(zip(meta, cls.META_TYPES)):
+        if type(value) is not tp:  # msgpack yields exact types; also keeps bool out of int fields
+            raise WireError(f"{cls.__name__}.{cls.META_NAMES[i]} must be {tp.__name__}, got {type(value).__name__}")
     msg = cls(*meta)
     if cls.PAYLOAD:
         try:

@@ -536,7 +536,7 @@ class ActorSystem:
     def _on_ping(self, identity: bytes, msg: m.Ping) -> None:
         main = identity[: -len(HEARTBEAT_SUFFIX)] if identity.endswith(HEARTBEAT_SUFFIX) else None
         rec = self._by_identity.get(main) if main else None
-        known = rec is not None and rec.state in ("starting", "ready")
+        known = rec is not None and rec.state in ("starting", "ready", "stopping")
         if known:
             rec.last_seen = time.monotonic()
         try:

@@ -20,6 +20,15 @@ import zmq
 
 log = logging.getLogger("rollart.actors")
 
+# plain ints: pyzmq's constants are enums, and enum arithmetic costs microseconds per message
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE = int(zmq.SNDMORE)
+_EVENTS = int(zmq.EVENTS)
+_RCVMORE = int(zmq.RCVMORE)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+_COPY_BELOW = 65536  # smaller parts are copied into zmq (cheaper than tracking a zero-copy buffer)
+
 _MAX_PER_DRAIN = 512  # messages handled before yielding to other loop callbacks
 _RETRY_DELAY = 0.005  # seconds between retries of a full peer's outbox
 
@@ -36,6 +45,7 @@ class AsyncSocket:
         self._outbox: dict[bytes | None, deque] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._drain_pending = False
+        self._in_drain = False
         self._closed = False
         self._fd = sock.FD
         self.loop.add_reader(self._fd, self._drain)
@@ -52,16 +62,26 @@ class AsyncSocket:
                 queue.append(frames)
         else:
             try:
-                self.sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+                self._send_now(frames)
             except zmq.Again:
                 if best_effort:
                     log.debug("dropping a best-effort message to a full peer %r", key)
                 else:
                     self._outbox.setdefault(key, deque()).append(frames)
                     self._schedule_retry()
-        if not self._drain_pending and self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        # a send can swallow the fd's edge for messages that arrived meanwhile: look once more, unless
+        # we are inside a drain, which re-reads EVENTS before it returns anyway
+        if not self._in_drain and not self._drain_pending and self.sock.getsockopt(_EVENTS) & _POLLIN:
             self._drain_pending = True
             self.loop.call_soon(self._drain)
+
+    def _send_now(self, frames: list) -> None:
+        """One multipart message, non-blocking (zmq.Again only before the first part goes out)."""
+        send = self.sock.send
+        last = len(frames) - 1
+        for i, part in enumerate(frames):
+            flags = _NOBLOCK if i == last else _NOBLOCK | _SNDMORE
+            send(part, flags, copy=type(part) is bytes and len(part) < _COPY_BELOW)
 
     def _schedule_retry(self) -> None:
         if self._retry is None and not self._closed:
@@ -81,7 +101,7 @@ class AsyncSocket:
             queue = self._outbox[key]
             while queue:
                 try:
-                    self.sock.send_multipart(queue[0], zmq.NOBLOCK, copy=False)
+                    self._send_now(queue[0])
                 except zmq.Again:
                     break
                 except zmq.ZMQError as e:  # peer vanished while queued: its calls fail by death/timeout
@@ -99,11 +119,13 @@ class AsyncSocket:
     # -- receiving -------------------------------------------------------------------------------
     def _recv(self) -> list:
         sock = self.sock
-        frames = [sock.recv(zmq.NOBLOCK)]
-        i = 1
-        while sock.getsockopt(zmq.RCVMORE):
-            frames.append(sock.recv(copy=i < self.copy_frames))
-            i += 1
+        # zero-copy receive tells "more parts follow" without a getsockopt(RCVMORE) per part
+        frame = sock.recv(_NOBLOCK, False)
+        frames = [frame.bytes]
+        recv, n_copy = sock.recv, self.copy_frames
+        while frame.more:
+            frame = recv(0, False)
+            frames.append(frame.bytes if len(frames) < n_copy else frame)
         return frames
 
     def drain(self) -> None:
@@ -115,11 +137,12 @@ class AsyncSocket:
         if self._closed:
             return
         handled = 0
+        self._in_drain = True
         try:
             while True:
-                events = self.sock.getsockopt(zmq.EVENTS)
-                progressed = bool(self._outbox) and bool(events & zmq.POLLOUT) and self._flush()
-                if events & zmq.POLLIN:
+                events = self.sock.getsockopt(_EVENTS)
+                progressed = bool(self._outbox) and bool(events & _POLLOUT) and self._flush()
+                if events & _POLLIN:
                     try:
                         frames = self._recv()
                     except zmq.Again:
@@ -140,6 +163,8 @@ class AsyncSocket:
         except zmq.ZMQError as e:
             if not self._closed:
                 log.error("socket error: %s", e)
+        finally:
+            self._in_drain = False
 
     def close(self) -> None:
         if self._closed:

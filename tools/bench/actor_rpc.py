@@ -1,0 +1,274 @@
+"""Actor RPC overhead: rollart's actor runtime vs raw pyzmq DEALER/ROUTER, measured side by side.
+
+    python tools/bench/actor_rpc.py --quick    # < 60 s on 2 cores
+    python tools/bench/actor_rpc.py            # more rounds
+
+Both sides run the same topology: the caller in this process, the callee in its own process, TCP on
+loopback. Raw: a blocking pyzmq DEALER sends a frame, a blocking pyzmq ROUTER echo process sends it
+back. rollart: ``await handle.echo(x)`` on a process actor (msgpack call message, typed reply).
+
+1. small round trip: sequential calls with a 32-byte payload; mean microseconds per call.
+2. calls/s: 64 calls in flight (raw: 64 sends then 64 receives; rollart: asyncio.gather of 64 calls).
+3. bulk: one 64 MB payload to the callee, a small ack back (raw: one 64 MB bytes frame sent with
+   copy=False; rollart: a 64 MB torch uint8 tensor argument, decoded zero-copy by the actor).
+
+Rounds alternate raw / rollart and each ratio is the median over rounds (the machine is shared and
+noisy). Writes tools/bench/plots/actor_rpc.png. Last line: rtt_ratio (rollart/raw, target <= 1.5),
+calls_ratio (rollart/raw calls/s), bulk_ratio (rollart/raw throughput, target >= 0.7).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import zmq
+
+BULK_BYTES = 64 * 1024 * 1024
+SMALL = b"x" * 32
+WINDOW = 64
+
+
+class BenchEcho:
+    """The callee for rollart: the same work as the raw echo server."""
+
+    def echo(self, x):
+        return x
+
+    def ack(self, t) -> int:
+        return t.numel()
+
+
+# -- raw pyzmq -------------------------------------------------------------------------------------
+def raw_server() -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    print(port, flush=True)
+    while True:
+        ident, kind, *rest = sock.recv_multipart(copy=False)
+        kind = kind.bytes
+        if kind == b"q":
+            break
+        if kind == b"e":
+            sock.send_multipart([ident, b"e", *rest], copy=False)
+        else:  # bulk: ack with the size, like BenchEcho.ack
+            sock.send_multipart([ident, b"a", str(len(rest[0])).encode()])
+
+
+def raw_async_server() -> None:
+    """The same echo with zmq.asyncio on both ends: raw pyzmq inside an asyncio event loop."""
+    import zmq.asyncio
+
+    async def serve() -> None:
+        ctx = zmq.asyncio.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        print(port, flush=True)
+        while True:
+            ident, kind, *rest = await sock.recv_multipart(copy=False)
+            kind = kind.bytes
+            if kind == b"q":
+                break
+            if kind == b"e":
+                await sock.send_multipart([ident, b"e", *rest], copy=False)
+            else:
+                await sock.send_multipart([ident, b"a", str(len(rest[0])).encode()])
+
+    asyncio.run(serve())
+
+
+class RawAsync:
+    """Raw pyzmq in asyncio (zmq.asyncio DEALER here, zmq.asyncio ROUTER echo process there)."""
+
+    def __init__(self) -> None:
+        import zmq.asyncio
+
+        self.proc = subprocess.Popen([sys.executable, __file__, "--raw-async-server"], stdout=subprocess.PIPE)
+        port = int(self.proc.stdout.readline())
+        self.ctx = zmq.asyncio.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.connect(f"tcp://127.0.0.1:{port}")
+
+    async def rtt(self, n: int) -> float:
+        s = self.sock
+        t = time.perf_counter()
+        for _ in range(n):
+            await s.send_multipart([b"e", SMALL])
+            await s.recv_multipart()
+        return (time.perf_counter() - t) / n
+
+    async def calls_per_s(self, batches: int) -> float:
+        s = self.sock
+        t = time.perf_counter()
+        for _ in range(batches):
+            for _ in range(WINDOW):
+                await s.send_multipart([b"e", SMALL])
+            for _ in range(WINDOW):
+                await s.recv_multipart()
+        return batches * WINDOW / (time.perf_counter() - t)
+
+    async def bulk(self, payload: bytes, n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            await self.sock.send_multipart([b"b", payload], copy=False)
+            assert int((await self.sock.recv_multipart())[1]) == len(payload)
+        return (time.perf_counter() - t) / n
+
+    async def close(self) -> None:
+        await self.sock.send_multipart([b"q"])
+        self.proc.wait(10)
+        self.sock.close(linger=0)
+        self.ctx.term()
+
+
+class Raw:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--raw-server"], stdout=subprocess.PIPE)
+        port = int(self.proc.stdout.readline())
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.connect(f"tcp://127.0.0.1:{port}")
+
+    def rtt(self, n: int) -> float:
+        s = self.sock
+        t = time.perf_counter()
+        for _ in range(n):
+            s.send_multipart([b"e", SMALL])
+            s.recv_multipart()
+        return (time.perf_counter() - t) / n
+
+    def calls_per_s(self, batches: int) -> float:
+        s = self.sock
+        t = time.perf_counter()
+        for _ in range(batches):
+            for _ in range(WINDOW):
+                s.send_multipart([b"e", SMALL])
+            for _ in range(WINDOW):
+                s.recv_multipart()
+        return batches * WINDOW / (time.perf_counter() - t)
+
+    def bulk(self, payload: bytes, n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            self.sock.send_multipart([b"b", payload], copy=False)
+            assert int(self.sock.recv_multipart()[1]) == len(payload)
+        return (time.perf_counter() - t) / n
+
+    def close(self) -> None:
+        self.sock.send_multipart([b"q"])
+        self.proc.wait(10)
+        self.sock.close(linger=0)
+        self.ctx.term()
+
+
+# -- rollart ----------------------------------------------------------------------------------------
+class Ours:
+    async def start(self) -> "Ours":
+        from rollart.actors import ActorSystem
+
+        self.system = await ActorSystem().start()
+        self.h = await self.system.spawn("actor_rpc:BenchEcho", name="bench-echo")
+        return self
+
+    async def rtt(self, n: int) -> float:
+        echo = self.h.echo
+        t = time.perf_counter()
+        for _ in range(n):
+            await echo(SMALL)
+        return (time.perf_counter() - t) / n
+
+    async def calls_per_s(self, batches: int) -> float:
+        echo = self.h.echo
+        t = time.perf_counter()
+        for _ in range(batches):
+            await asyncio.gather(*(echo(SMALL) for _ in range(WINDOW)))
+        return batches * WINDOW / (time.perf_counter() - t)
+
+    async def bulk(self, tensor, n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            assert await self.h.ack(tensor) == BULK_BYTES
+        return (time.perf_counter() - t) / n
+
+    async def close(self) -> None:
+        await self.system.shutdown()
+
+
+def plot(raw: dict, ours: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, key, label in zip(axes, ("rtt_us", "calls_per_s", "bulk_gbps"),
+                              ("small round trip (µs, lower is better)", "calls/s, 64 in flight",
+                               "64 MB transfer (GB/s)")):
+        ax.bar(["raw pyzmq", "rollart"], [raw[key], ours[key]], color=["#999999", "#3a7dc9"])
+        ax.set_title(label, fontsize=9)
+        for i, v in enumerate([raw[key], ours[key]]):
+            ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    fig.suptitle("actor RPC: rollart runtime vs raw DEALER/ROUTER (loopback TCP, medians)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+async def main(args: argparse.Namespace) -> None:
+    import torch
+
+    rounds = 5 if args.quick else 11
+    n_rtt = 1000 if args.quick else 3000
+    n_batches = 20 if args.quick else 60
+    n_bulk = 3 if args.quick else 8
+    payload = os.urandom(BULK_BYTES)
+    tensor = torch.frombuffer(bytearray(payload), dtype=torch.uint8)  # (64 MiB,)
+
+    raw, ours = Raw(), await Ours().start()
+    res = {k: {"raw": [], "ours": []} for k in ("rtt", "cps", "bulk")}
+    try:
+        raw.rtt(200), await ours.rtt(200), raw.bulk(payload, 1), await ours.bulk(tensor, 1)  # warm up
+        for r in range(rounds):
+            res["rtt"]["raw"].append(raw.rtt(n_rtt))
+            res["rtt"]["ours"].append(await ours.rtt(n_rtt))
+            res["cps"]["raw"].append(raw.calls_per_s(n_batches))
+            res["cps"]["ours"].append(await ours.calls_per_s(n_batches))
+            res["bulk"]["raw"].append(raw.bulk(payload, n_bulk))
+            res["bulk"]["ours"].append(await ours.bulk(tensor, n_bulk))
+            print(f"round {r}: rtt raw {res['rtt']['raw'][-1] * 1e6:.1f} us / rollart "
+                  f"{res['rtt']['ours'][-1] * 1e6:.1f} us; calls/s raw {res['cps']['raw'][-1]:.0f} / rollart "
+                  f"{res['cps']['ours'][-1]:.0f}; 64 MB raw {res['bulk']['raw'][-1] * 1e3:.1f} ms / rollart "
+                  f"{res['bulk']['ours'][-1] * 1e3:.1f} ms", flush=True)
+    finally:
+        raw.close()
+        await ours.close()
+
+    med = statistics.median
+    rtt_ratio = med(o / r for o, r in zip(res["rtt"]["ours"], res["rtt"]["raw"]))
+    calls_ratio = med(o / r for o, r in zip(res["cps"]["ours"], res["cps"]["raw"]))
+    bulk_ratio = med(r / o for o, r in zip(res["bulk"]["ours"], res["bulk"]["raw"]))
+    summary = {side: {"rtt_us": med(res["rtt"][side]) * 1e6, "calls_per_s": med(res["cps"][side]),
+                      "bulk_gbps": BULK_BYTES / med(res["bulk"][side]) / 1e9} for side in ("raw", "ours")}
+    for side, label in (("raw", "raw pyzmq"), ("ours", "rollart")):
+        s = summary[side]
+        print(f"{label:>10}: rtt {s['rtt_us']:.1f} us, {s['calls_per_s']:.0f} calls/s, 64 MB at {s['bulk_gbps']:.2f} GB/s")
+    os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"), exist_ok=True)
+    plot(summary["raw"], summary["ours"],
+         os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actor_rpc.png"))
+    print(f"rtt_ratio={rtt_ratio:.2f} calls_ratio={calls_ratio:.2f} bulk_ratio={bulk_ratio:.2f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--raw-server"]:
+        raw_server()
+        sys.exit(0)
+    if sys.argv[1:] == ["--raw-async-server"]:
+        raw_async_server()
+        sys.exit(0)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer rounds; < 60 s")
+    asyncio.run(main(p.parse_args()))
