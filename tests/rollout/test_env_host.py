@@ -86,3 +86,24 @@ async def test_dead_host_becomes_env_failure():
     pool2 = EnvPool([DeadHandle()])
     with pytest.raises(EnvFailure, match="actor process exited"):
         await pool2.open("rollart/SortNumbers-v0")
+
+
+async def test_reuse_keeps_healthy_envs_per_kind_and_never_a_failed_one():
+    host = EnvHost(EnvHostConfig(reuse_envs=True, max_idle_envs=2))
+    assert await host.prewarm("rollart/GuessNumber-v0", {"high": 10}, None, 2) == 2
+    assert host.stats()["idle_envs"] == 2 and host.stats()["created"] == 2
+    a = await host.create("rollart/GuessNumber-v0", {"high": 10})
+    other = await host.create("rollart/GuessNumber-v0", {"high": 20})  # another kind: made fresh
+    assert host.stats()["reused"] == 1 and host.stats()["created"] == 3
+    obs = (await host.reset(a["key"], 1))["observation"]
+    assert "1 to 10" in obs  # a reused env starts its episode with reset() as usual
+    bad = await host.create("rollart/GuessNumber-v0", {"high": 10}, {"fail_prob": 1.0})
+    await host.reset(bad["key"], 1)
+    assert not (await host.step(bad["key"], "5"))["ok"]  # failed: dropped, not kept
+    for r in (a, other, bad):
+        await host.close(r["key"])
+    stats = host.stats()
+    assert stats["idle_envs"] == 2 and stats["live_envs"] == 0  # max_idle_envs=2: the third was closed
+    assert await host.close_idle() == 2 and host.stats()["idle_envs"] == 0
+    with pytest.raises(ValueError, match="reuse_envs"):
+        await EnvHost().prewarm("rollart/GuessNumber-v0")

@@ -114,6 +114,14 @@ class EnvPool:
                                     mode="process") for i in range(num_hosts)]
         return cls(hosts, grace_s=grace_s)
 
+    async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,
+                      count: int = 1) -> int:
+        """Create ``count`` envs ahead of a step, spread over the hosts (each needs reuse_envs)."""
+        shares = [count // len(self.hosts) + (i < count % len(self.hosts)) for i in range(len(self.hosts))]
+        done = await asyncio.gather(*(call("prewarm", env_id, kwargs or {}, faults, n)
+                                      for (_, call), n in zip(self.hosts, shares) if n))
+        return sum(done)
+
     @property
     def live(self) -> int:
         return sum(self.open_count)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import json
 import queue
 import sys
 import threading
@@ -42,6 +43,12 @@ class EnvHostConfig:
     processes, where many env threads wake often and the default 5 ms GIL hand-off delays the loop."""
     max_envs: int = 4096
     """Envs one host holds at once; create() beyond this is refused."""
+    reuse_envs: bool = False
+    """Keep released healthy envs and hand them out again for the same (env_id, kwargs, faults): like
+    the paper's long-lived envs, each trajectory starts with reset(). An env that raised or hung is
+    never reused. Off by default: an env whose reset() does not clean up its last episode must not be."""
+    max_idle_envs: int = 1024
+    """Most released envs kept for reuse; beyond that a released env is closed."""
 
     def __post_init__(self) -> None:
         for name in ("create_timeout_s", "reset_timeout_s", "step_timeout_s"):
@@ -191,25 +198,35 @@ class EnvHost:
         self.pool = DaemonThreadPool(self.config.max_threads)
         self.pool.prestart(self.config.min_threads)
         self.envs: dict[str, Any] = {}
+        self.idle: dict[str, list[Any]] = {}
+        """Released healthy envs by kind (reuse_envs)."""
+        self._kind: dict[str, str] = {}
         self._keys = itertools.count()
         self._fault_seq = itertools.count()
-        self.counters = {"created": 0, "closed": 0, "failed": 0, "timeouts": 0, "steps": 0}
+        self.counters = {"created": 0, "reused": 0, "released": 0, "closed": 0, "failed": 0,
+                         "timeouts": 0, "steps": 0}
 
     async def create(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None) -> dict:
         """gymnasium.make(env_id, **kwargs) [wrapped in InjectFaults(**faults)] → key and defaults."""
         if len(self.envs) >= self.config.max_envs:
             return {"ok": False, "error": f"env host full ({self.config.max_envs} envs); raise max_envs "
                                           "or add hosts"}
-        if faults and faults.get("fault_seed") is not None:  # one seed per env, reproducible per host
-            faults = {**faults, "fault_seed": int(faults["fault_seed"]) * 100_003 + next(self._fault_seq)}
-        result = await self._run(None, "make", self._make, env_id, dict(kwargs or {}), faults,
-                                 timeout=self.config.create_timeout_s)
-        if not result["ok"]:
-            return result
-        env = result.pop("value")
+        kind = _kind(env_id, kwargs, faults)
+        if self.idle.get(kind):
+            env = self.idle[kind].pop()
+            self.counters["reused"] += 1
+        else:
+            if faults and faults.get("fault_seed") is not None:  # one seed per env, reproducible per host
+                faults = {**faults, "fault_seed": int(faults["fault_seed"]) * 100_003 + next(self._fault_seq)}
+            result = await self._run(None, "make", self._make, env_id, dict(kwargs or {}), faults,
+                                     timeout=self.config.create_timeout_s)
+            if not result["ok"]:
+                return result
+            env = result.pop("value")
+            self.counters["created"] += 1
         key = f"env{next(self._keys)}"
         self.envs[key] = env
-        self.counters["created"] += 1
+        self._kind[key] = kind
         base = env.unwrapped
         return {"ok": True, "key": key, "system_prompt": str(getattr(base, "system_prompt", "") or ""),
                 "max_new_tokens": int(getattr(base, "max_new_tokens", 0) or 0)}
@@ -233,16 +250,46 @@ class EnvHost:
         return result
 
     async def close(self, key: str) -> bool:
-        """Release an env (idempotent). Its close() runs in the background and is not awaited."""
+        """Release an env (idempotent): kept for reuse (reuse_envs) or closed in the background."""
         env = self.envs.pop(key, None)
         if env is None:
             return False
-        self.counters["closed"] += 1
-        self.pool.fire(_quiet_close, env)
+        kind = self._kind.pop(key)
+        self.counters["released"] += 1
+        if self.config.reuse_envs and sum(map(len, self.idle.values())) < self.config.max_idle_envs:
+            self.idle.setdefault(kind, []).append(env)
+        else:
+            self.counters["closed"] += 1
+            self.pool.fire(_quiet_close, env)
         return True
 
+    async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,
+                      count: int = 1) -> int:
+        """Create ``count`` envs ahead of time into the reuse pool (needs reuse_envs); returns how many."""
+        if not self.config.reuse_envs:
+            raise ValueError("prewarm needs EnvHostConfig(reuse_envs=True)")
+        made = [await self.create(env_id, kwargs, faults) for _ in range(count)]
+        for r in made:
+            if r["ok"]:
+                await self.close(r["key"])
+        return sum(r["ok"] for r in made)
+
+    async def close_idle(self) -> int:
+        """Close every env kept for reuse; returns how many."""
+        idle = [env for envs in self.idle.values() for env in envs]
+        self.idle.clear()
+        for env in idle:
+            self.counters["closed"] += 1
+            self.pool.fire(_quiet_close, env)
+        return len(idle)
+
+    async def on_stop(self) -> None:
+        """Actor hook: close the idle envs when the host stops."""
+        await self.close_idle()
+
     def stats(self) -> dict:
-        return {**self.counters, "live_envs": len(self.envs), "threads": self.pool.live_threads}
+        return {**self.counters, "live_envs": len(self.envs), "idle_envs": sum(map(len, self.idle.values())),
+                "threads": self.pool.live_threads}
 
     # ------------------------------------------------------------------ internals
     def _make(self, env_id: str, kwargs: dict, faults: dict | None):
@@ -282,10 +329,16 @@ class EnvHost:
     def _drop(self, key: str | None, error: str) -> dict:
         self.counters["failed"] += 1
         env = self.envs.pop(key, None) if key is not None else None
+        self._kind.pop(key, None)
         if env is not None:
             self.counters["closed"] += 1
             self.pool.fire(_quiet_close, env)
         return {"ok": False, "error": error}
+
+
+def _kind(env_id: str, kwargs: dict | None, faults: dict | None) -> str:
+    """Envs made from equal arguments are interchangeable after reset()."""
+    return json.dumps([env_id, kwargs or {}, faults or {}], sort_keys=True, default=str)
 
 
 def _quiet_close(env: Any) -> None:
