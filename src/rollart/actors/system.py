@@ -271,7 +271,12 @@ class ActorSystem:
             raise
 
     async def _serve_inprocess(self, rec: _ActorRecord, identity: bytes) -> None:
-        server = ActorServer(self._ctx, self._inproc, rec.name, rec.cls_path, identity)
+        configure = None
+        if self.curve_dir:  # the ROUTER's CURVE applies to its inproc endpoint too
+            from rollart.actors.curve import client_configurator
+
+            configure = client_configurator(self.curve_dir)
+        server = ActorServer(self._ctx, self._inproc, rec.name, rec.cls_path, identity, configure_socket=configure)
         try:
             await server.run()
         except Exception as e:
