@@ -185,21 +185,6 @@ def test_hostile_command_contained(host, name):
     _run_case(host, name, "bwrap")
 
 
-@pytest.mark.parametrize("name", UNSHARE_FAST)
-def test_hostile_command_contained_unshare_fallback(host, name):
-    if not mode_works("unshare")[0] or os.geteuid() != 0:
-        pytest.skip("unshare fallback needs util-linux unshare and root (for the uid drop)")
-    _run_case(host, name, "unshare")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in CASE_NAMES if n not in UNSHARE_FAST])
-def test_hostile_command_contained_unshare_fallback_rest(host, name):
-    if not mode_works("unshare")[0] or os.geteuid() != 0:
-        pytest.skip("unshare fallback needs util-linux unshare and root (for the uid drop)")
-    _run_case(host, name, "unshare")
-
-
 def test_suite_has_at_least_30_cases():
     assert len(CASE_NAMES) >= 30
 
