@@ -39,11 +39,16 @@ def make_preexec(cfg: SandboxConfig, uid: int | None, cgroup_procs: list[Path]):
     if uid is None:  # not root: RLIMIT_NPROC would count all of this user's processes
         limits = [lim for lim in limits if lim[0] != resource.RLIMIT_NPROC]
 
+    procs_paths = [str(p) for p in cgroup_procs]
+
+    # Runs in the forked child of a possibly multi-threaded parent: only C-level calls, no Python
+    # objects with locks (no open()/logging/imports), to keep the fork-without-exec window safe.
     def preexec() -> None:
-        pid = str(os.getpid())
-        for procs in cgroup_procs:
-            with open(procs, "w") as f:
-                f.write(pid)
+        pid = str(os.getpid()).encode()
+        for procs in procs_paths:
+            fd = os.open(procs, os.O_WRONLY)
+            os.write(fd, pid)
+            os.close(fd)
         for which, value in limits:
             resource.setrlimit(which, value)
         if uid is not None:
