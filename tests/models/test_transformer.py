@@ -100,6 +100,41 @@ def test_paged_forward_equals_dense(tiny_llama_gqa):
     torch.testing.assert_close(last, torch.stack(dense), atol=1e-5, rtol=1e-5)
 
 
+def test_fused_projections_same_logits_and_follow_weight_loads(tiny_qwen3):
+    """fuse_projections (engine path): same outputs; loading weights into the HF-named views updates the
+    fused matrices; training through the views still produces gradients."""
+    from rollart.models import load_weights
+    model = load_model(tiny_qwen3)
+    cfg = model.config
+    ids = torch.randint(0, cfg.vocab_size, (7,))
+    cache = torch.zeros(cfg.num_hidden_layers, 2, 4, 4, cfg.num_key_value_heads, cfg.head_dim)
+
+    def paged():
+        q_lens = torch.tensor([7])
+        group = build_group(torch.tensor([0]), q_lens, q_lens, torch.tensor([[0, 1]]), 4)
+        with torch.no_grad():
+            return model.forward_paged(ids, PagedBatch(torch.arange(7), torch.arange(7), [group]), cache, torch.tensor([6]))
+
+    before = paged()
+    model.fuse_projections()
+    with torch.no_grad():
+        assert model.model.layers[0].self_attn._fused_ok()
+    assert not model.model.layers[0].self_attn._fused_ok()  # with grad: the HF-named views are used
+    torch.testing.assert_close(paged(), before, atol=1e-5, rtol=1e-5)
+    bumped = {n: p + 0.05 for n, p in model.state_dict().items() if "proj" in n}
+    load_weights(model, bumped.items())      # new values for the HF names flow into the fused matrices
+    with torch.no_grad():
+        assert model.model.layers[0].self_attn._fused_ok()
+    unfused = load_model(tiny_qwen3)
+    load_weights(unfused, bumped.items())
+    with torch.no_grad():
+        dense = unfused(ids[None])[0, -1]
+    torch.testing.assert_close(paged()[0], dense, atol=1e-5, rtol=1e-5)
+    model.train()
+    model(ids[None]).sum().backward()
+    assert model.model.layers[0].self_attn.k_proj.weight.grad is not None
+
+
 def test_tokenizer_chat_template_and_single_char_tokens(tiny_qwen3):
     tok = load_tokenizer(tiny_qwen3)
     for ch in "LDRUSFHGPABCXYZ0123456789":

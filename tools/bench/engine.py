@@ -18,7 +18,9 @@ tokens and the next turn starts from the whole history.
   requested number of tokens (HF cannot stop one row early without an EOS).
 
 Figures: tokens/s = requested (kept) generated tokens / wall time, the same token count for both
-(`engine_vs_hf`); `engine_vs_hf_raw` counts every token HF generated, kept or not (HF's raw decode rate).
+(`engine_vs_hf`); `engine_vs_hf_raw` counts every token HF generated, kept or not (HF's raw decode rate);
+`engine_vs_hf_cpu` = HF's process CPU seconds / ours for the same work (steadier than wall time on a
+shared, oversubscribed machine). Without --quick, SmolLM2 runs 8 trajectories x 3 turns (CPU cost).
 `prefix_hit` = prompt tokens served from the prefix cache / reusable tokens, where a turn's reusable
 tokens are its whole previous context (previous prompt + previous output), summed over turns >= 2.
 """
@@ -84,7 +86,9 @@ def make_workload(tok, n_traj: int, n_turns: int, seed: int):
 
 
 def run_engine(path, trajs, observations, seed: int) -> dict:
-    engine = LLMEngine(EngineConfig(model=str(path), max_num_seqs=64, seed=seed))
+    # KV cache: room for every trajectory's final context twice over (running + prefix-cached history)
+    final = sum(len(t.prompt) + sum(t.gen_lens) + sum(map(len, o)) for t, o in zip(trajs, observations))
+    engine = LLMEngine(EngineConfig(model=str(path), max_num_seqs=64, seed=seed, num_kv_blocks=2 * (final // 16 + len(trajs))))
     contexts = [list(t.prompt) for t in trajs]
     turns = [0] * len(trajs)
     kept = hit = reusable = 0
@@ -94,7 +98,7 @@ def run_engine(path, trajs, observations, seed: int) -> dict:
         sp = SamplingParams(temperature=1.0, max_tokens=trajs[i].gen_lens[turns[i]], ignore_eos=True, seed=seed * 1000 + i)
         engine.add_request(f"t{i}-{turns[i]}", contexts[i], sp)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(len(trajs)):
         submit(i)
     while engine.has_unfinished_requests():
@@ -109,8 +113,8 @@ def run_engine(path, trajs, observations, seed: int) -> dict:
                 contexts[i] = contexts[i] + out.token_ids + observations[i][turns[i]]
                 turns[i] += 1
                 submit(i)
-    dt = time.perf_counter() - t0
-    return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "prefix_hit": hit / max(reusable, 1),
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "cpu_s": cpu, "prefix_hit": hit / max(reusable, 1),
             "preemptions": engine.stats.preemptions, "steps": engine.stats.steps}
 
 
@@ -121,7 +125,7 @@ def run_hf(path, trajs, observations, seed: int) -> dict:
     contexts = [list(t.prompt) for t in trajs]
     pad = 0
     kept = generated = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for turn in range(len(trajs[0].gen_lens)):
         want = [t.gen_lens[turn] for t in trajs]
         width = max(len(c) for c in contexts)
@@ -140,8 +144,8 @@ def run_hf(path, trajs, observations, seed: int) -> dict:
             toks = new[r, :want[r]].tolist()
             kept += len(toks)
             contexts[r] = contexts[r] + toks + (observations[r][turn] if turn < len(observations[r]) else [])
-    dt = time.perf_counter() - t0
-    return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "raw_tok_s": generated / dt}
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "raw_tok_s": generated / dt, "cpu_s": cpu}
 
 
 def bench_model(name, path, n_traj, n_turns, seed) -> dict:
@@ -151,6 +155,7 @@ def bench_model(name, path, n_traj, n_turns, seed) -> dict:
     hf = run_hf(path, trajs, observations, seed)
     assert ours["tokens"] == hf["tokens"]
     res = {"model": name, "ours": ours, "hf": hf, "ratio": ours["tok_s"] / hf["tok_s"],
+           "ratio_cpu": hf["cpu_s"] / ours["cpu_s"],
            "ratio_raw": ours["tok_s"] / hf["raw_tok_s"],
            "prompt_lens": [len(t.prompt) for t in trajs]}
     print(f"[{name}] {n_traj} trajectories x {n_turns} turns, prompts {min(res['prompt_lens'])}-{max(res['prompt_lens'])} tokens, "
@@ -158,7 +163,9 @@ def bench_model(name, path, n_traj, n_turns, seed) -> dict:
           f"  ours: {ours['seconds']:.2f} s  {ours['tok_s']:.0f} tok/s  prefix_hit={ours['prefix_hit']:.3f}  "
           f"steps={ours['steps']} preemptions={ours['preemptions']}\n"
           f"  HF generate: {hf['seconds']:.2f} s  {hf['tok_s']:.0f} tok/s kept ({hf['raw_tok_s']:.0f} tok/s raw)\n"
-          f"  engine_vs_hf={res['ratio']:.2f}  engine_vs_hf_raw={res['ratio_raw']:.2f}", flush=True)
+          f"  CPU seconds: ours {ours['cpu_s']:.2f}, HF {hf['cpu_s']:.2f}\n"
+          f"  engine_vs_hf={res['ratio']:.2f}  engine_vs_hf_raw={res['ratio_raw']:.2f}  "
+          f"engine_vs_hf_cpu={res['ratio_cpu']:.2f}", flush=True)
     return res
 
 
@@ -194,6 +201,7 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=None, help="turns per trajectory (default 4 quick, 6 full)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads for both engines")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smollm2-trajectories", type=int, default=8, help="trajectories (x 3 turns) for SmolLM2")
     p.add_argument("--smollm2", default=os.path.expanduser("~/.cache/rollart/smollm2-135m-instruct"))
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -205,7 +213,7 @@ def main() -> None:
         results.append(bench_model("tiny-0.9M", tiny, a.trajectories, turns, a.seed))
     if not a.quick:
         if (Path(a.smollm2) / "config.json").is_file():
-            results.append(bench_model("SmolLM2-135M", a.smollm2, a.trajectories, min(turns, 4), a.seed))
+            results.append(bench_model("SmolLM2-135M", a.smollm2, a.smollm2_trajectories, 3, a.seed))
         else:
             print(f"SmolLM2 not cached at {a.smollm2}: run `python -m rollart.tools.get_smollm2` to include it", file=sys.stderr)
     plot(results, Path(__file__).parent / "plots" / "engine.png")
@@ -213,6 +221,7 @@ def main() -> None:
     extra = "".join(f" engine_vs_hf_smollm2={r['ratio']:.2f} prefix_hit_smollm2={r['ours']['prefix_hit']:.3f}"
                     for r in results[1:])
     print(f"engine_vs_hf={head['ratio']:.2f} engine_vs_hf_raw={head['ratio_raw']:.2f} "
+          f"engine_vs_hf_cpu={head['ratio_cpu']:.2f} "
           f"prefix_hit={head['ours']['prefix_hit']:.3f} engine_tok_s={head['ours']['tok_s']:.0f} "
           f"hf_tok_s={head['hf']['tok_s']:.0f}" + extra)
 

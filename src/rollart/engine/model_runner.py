@@ -27,7 +27,7 @@ def bucket_by_length(rows: list[int], lengths: list[int], ratio: float = 1.5) ->
 
 class ModelRunner:
     def __init__(self, model: CausalLM, config: EngineConfig, num_blocks: int):
-        self.model = model
+        self.model = model.fuse_projections()
         self.block_size = config.block_size
         mc = model.config
         self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks, config.block_size,

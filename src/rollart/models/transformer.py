@@ -25,6 +25,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one kernel, same math in fp32
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -57,6 +59,29 @@ class Rotary(nn.Module):
         return x * cos + rotated * sin
 
 
+def _stack_as_views(params: list[nn.Parameter]) -> Tensor:
+    """Concatenate parameters along dim 0 and re-point each one's data at its rows of the result."""
+    stacked = torch.cat([p.detach() for p in params], 0)
+    row = 0
+    for p in params:
+        p.data = stacked[row:row + p.shape[0]]
+        row += p.shape[0]
+    return stacked
+
+
+def _still_stacked(stacked: Tensor | None, params: list[nn.Parameter]) -> bool:
+    """True while every parameter still lives in ``stacked`` (``model.to(...)`` or re-assignment breaks the
+    link; then the separate projections are used) and no gradient is wanted (the stack is not a leaf)."""
+    if stacked is None or torch.is_grad_enabled():
+        return False
+    ptr, step = stacked.data_ptr(), stacked.element_size()
+    for p in params:
+        if p.data_ptr() != ptr:
+            return False
+        ptr += p.numel() * step
+    return True
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -87,10 +112,32 @@ class Attention(nn.Module):
                                            is_causal=True, enable_gqa=self.n_heads != self.n_kv)  # (B, H, T, D)
         return self.o_proj(o.transpose(1, 2).flatten(2))                     # (B, T, h)
 
+    def fuse(self) -> None:
+        """Store q/k/v weights (and biases) in one matrix, the three parameters becoming row views of it:
+        one matmul instead of three on the engine path; loading or training the views updates it too."""
+        self.qkv_weight = _stack_as_views([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        self.qkv_bias = (_stack_as_views([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+                         if self.q_proj.bias is not None else None)
+
+    def _fused_ok(self) -> bool:
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        return (_still_stacked(getattr(self, "qkv_weight", None), [m.weight for m in projs])
+                and (self.q_proj.bias is None or _still_stacked(self.qkv_bias, [m.bias for m in projs])))
+
     def forward_paged(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor,
                       kv: Tensor, batch: PagedBatch) -> Tensor:
         """Engine path: x (N, h); kv (2, blocks, block_size, Hkv, D) is this layer's cache, written in place."""
-        q, k, v = self._qkv(x, rotary, cos, sin)                            # (N, H|Hkv, D)
+        H, Hkv = self.n_heads, self.n_kv
+        if not self._fused_ok():
+            q, k, v = self._qkv(x, rotary, cos, sin)                        # (N, H|Hkv, D)
+        else:
+            qkv = F.linear(x, self.qkv_weight, self.qkv_bias).unflatten(-1, (H + 2 * Hkv, self.head_dim))  # (N, H+2Hkv, D)
+            if self.qk_norm:
+                qk = torch.cat([self.q_norm(qkv[:, :H]), self.k_norm(qkv[:, H:H + Hkv])], 1)
+            else:
+                qk = qkv[:, :H + Hkv]
+            qk = rotary(qk, cos, sin)                                       # (N, H+Hkv, D), one RoPE for q and k
+            q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]
         kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
         kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
         o = paged_attention(q, kv[0], kv[1], batch.groups)                  # (N, H, D)
@@ -105,7 +152,14 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
+        gate_up = getattr(self, "gate_up_weight", None)
+        if _still_stacked(gate_up, [self.gate_proj.weight, self.up_proj.weight]):  # engine: one matmul
+            g, u = F.linear(x, gate_up).chunk(2, dim=-1)
+            return self.down_proj(F.silu(g) * u)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    def fuse(self) -> None:
+        self.gate_up_weight = _stack_as_views([self.gate_proj.weight, self.up_proj.weight])
 
 
 class DecoderLayer(nn.Module):
@@ -137,6 +191,15 @@ class CausalLM(nn.Module):
     def tie_weights(self) -> None:
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+
+    @torch.no_grad()
+    def fuse_projections(self) -> "CausalLM":
+        """Engine-side speed-up: q/k/v and gate/up weights stored as one matrix each (parameters stay
+        HF-named views of it, so ``load_weights`` / ``update_weights`` keep working). No extra memory."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
+        return self
 
     @torch.no_grad()
     def init_weights(self, generator: torch.Generator | None = None, std: float = 0.02) -> None:

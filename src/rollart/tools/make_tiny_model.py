@@ -73,6 +73,7 @@ def build_corpus(seed: int) -> list[str]:
         action = rng.choice("LDRU")
         word = {"L": "Left", "D": "Down", "R": "Right", "U": "Up"}[action]
         texts.append(f"{board}\nYou are at row {r}, column {c} (r{r}c{c}). Action: {action}")
+        texts.append(f"{board}\nposition r{r}c{c}\n  ({word})")
         texts.append(f"<|im_start|>user\n{board}<|im_end|>\n<|im_start|>assistant\n{action}<|im_end|>\n")
         texts.append(f"Action {action} ({word}). The agent {mark} moved {word.lower()}.")
     for _ in range(400):
