@@ -153,6 +153,20 @@ class Cgroups:
         self.dirs = []
 
 
+def cleanup_stale_cgroups() -> None:
+    """Remove empty per-sandbox cgroups left by processes that died without tearing down."""
+    if os.geteuid() != 0:
+        return
+    for controller, path in _own_cgroups().items():
+        base = CGROUP_ROOT / controller / path.lstrip("/")
+        if controller not in ("pids", "memory") or not base.is_dir():
+            continue
+        for d in base.glob("rollart-*-*-*"):
+            pid = d.name.rsplit("-", 2)[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _rmdir(d)
+
+
 def _own_cgroups() -> dict[str, str]:
     own = {}
     try:

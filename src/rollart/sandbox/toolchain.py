@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from rollart.sandbox.limits import cleanup_stale_cgroups
+
 HARNESS_DIR = Path(__file__).with_name("harness")
 log = logging.getLogger(__name__)
 LAYOUT_VERSION = 2  # bump when the toolchain's layout or contents change
@@ -72,7 +74,8 @@ def prepare_toolchain(root: Path, packages: tuple[str, ...]) -> Path:
 
 
 def cleanup_stale(root: Path) -> None:
-    """Remove sandboxes left behind by processes that died without tearing them down."""
+    """Remove sandboxes (and their cgroups) left behind by processes that died without tearing them down."""
+    cleanup_stale_cgroups()
     for entry in root.iterdir() if root.is_dir() else []:
         parts = entry.name.rsplit("-", 2)
         if len(parts) != 3 or not parts[1].isdigit() or not entry.is_dir():
