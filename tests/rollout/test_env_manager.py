@@ -73,3 +73,10 @@ async def test_context_limit_truncates(tokenizer):
     task = TaskSpec("c", "usertest/Countdown-v0", max_total_tokens=200, max_new_tokens=8)
     traj = await manager.run(task, "t", "g", 0)
     assert traj.status == "done" and traj.info["truncated"] == "context" and len(traj.token_ids) <= 200
+
+
+async def test_non_text_env_fails_with_a_clear_reason(tokenizer):
+    manager = make_manager(next_policy(tokenizer), tokenizer)
+    traj = await manager.run(TaskSpec("fl", "FrozenLake-v1"), "t", "g", 0)  # gymnasium's own: int states
+    assert traj.status == "failed" and "observation" in traj.reason and "string" in traj.reason
+    assert manager.pool.live == 0

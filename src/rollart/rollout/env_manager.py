@@ -133,7 +133,7 @@ class EnvManager:
         t0 = time.perf_counter()
         obs, info = await session.reset(seed=seed)
         traj.timings["env_reset"] += time.perf_counter() - t0
-        self._append(traj, chat.first_prompt(obs))
+        self._append(traj, chat.first_prompt(_text(obs, task)))
         env_return = 0.0
         for turn in range(task.max_turns):
             if barrier is not None:
@@ -159,7 +159,7 @@ class EnvManager:
             if terminated or truncated:
                 traj.info["truncated"] = bool(truncated and not terminated)
                 break
-            follow = chat.next_turn(obs, out.token_ids)
+            follow = chat.next_turn(_text(obs, task), out.token_ids)
             if len(traj.token_ids) + len(follow) + max_new > task.max_total_tokens:
                 traj.info["truncated"] = "context"
                 break
@@ -209,3 +209,10 @@ class EnvManager:
         traj.loss_mask.extend([1 if model else 0] * len(ids))
         traj.logprobs.extend(logprobs if model else [0.0] * len(ids))
         traj.versions.extend(versions if versions is not None else [-1] * len(ids))
+
+
+def _text(observation: Any, task: TaskSpec) -> str:
+    if isinstance(observation, str):
+        return observation
+    raise TypeError(f"env {task.env_id!r} returned a {type(observation).__name__} observation; rollout envs "
+                    "speak text: return a string (e.g. render the state) from reset() and step()")
