@@ -1,5 +1,4 @@
 """Shared pieces for rollout tests: a user-registered env, a byte tokenizer, a scripted policy."""
-import asyncio
 import os
 import string
 
@@ -68,10 +67,3 @@ def make_manager(policy, tokenizer, gate=None, step_timeout_s=30.0):
 def host_of(manager):
     """The in-process EnvHost behind a manager's pool (for release checks)."""
     return manager.pool.host_objects[0]
-
-
-async def until(predicate, timeout=10.0):
-    """Wait (event-loop turns, bounded) until predicate() holds."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.001)
