@@ -18,6 +18,7 @@ lives here once.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from typing import Any, Sequence
 
@@ -28,6 +29,8 @@ from rollart.trainer import losses as L
 from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
                                       select_rows, shard_rows)
 from rollart.trainer.config import TrainerConfig
+
+log = logging.getLogger(__name__)
 
 
 def forward_logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
@@ -146,8 +149,13 @@ class Trainer:
             "charts/loss_tokens": float(total_tokens),
         }
         if total_tokens == 0:
-            raise ValueError("train_step: the batch has no model tokens to train (all loss_mask are 0); "
-                             "check loss_mask or max_staleness")
+            # nothing trainable (e.g. every token older than max_staleness): keep the weights, still advance
+            # the version so the caller's version numbering stays in step, and say so in the metrics
+            log.warning("train_step: batch of %d trajectories has no trainable tokens (loss_mask all 0 after "
+                        "max_staleness=%s); weights unchanged", len(batch["lengths"]), cfg.max_staleness)
+            self.version += 1
+            self.steps_done += 1
+            return {**metrics, "charts/skipped_empty_batch": 1.0, "charts/version": float(self.version)}
 
         # 1) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
         local = select_rows(batch, shard_rows(len(batch["lengths"]), self.cfg.rank, self.cfg.world_size))
@@ -196,7 +204,9 @@ class Trainer:
     @torch.no_grad()
     def _precompute(self, local: dict[str, torch.Tensor]) -> None:
         cfg = self.cfg
-        need_prox = cfg.off_policy == "decoupled" or cfg.ppo_epochs > 1 or cfg.num_minibatches > 1
+        # with a single update per step the proximal policy *is* the policy of the training forward, so its
+        # log-probs come free from that forward (detached); only several updates need a separate pass
+        need_prox = self._multi_update()
         B, T = local["input_ids"].shape
         local["prox_logprobs"] = local["behav_logprobs"].clone()
         local["ref_logprobs"] = torch.zeros(B, T)
@@ -222,6 +232,9 @@ class Trainer:
                 local["advantages"][rows, :n] = adv
                 local["returns"][rows, :n] = ret
 
+    def _multi_update(self) -> bool:
+        return self.cfg.ppo_epochs > 1 or self.cfg.num_minibatches > 1
+
     def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
         ids, mask = mb["input_ids"], mb["loss_mask"]
@@ -229,9 +242,10 @@ class Trainer:
         logp = L.token_logprobs(logits, ids)  # (B, T)
         is_w = None
         if cfg.off_policy == "decoupled":
-            old = mb["prox_logprobs"]
-            is_w = L.truncated_is_weights(mb["prox_logprobs"], mb["behav_logprobs"], mask, cfg.is_cap)
-        elif cfg.ppo_epochs > 1 or cfg.num_minibatches > 1:
+            prox = mb["prox_logprobs"] if self._multi_update() else logp.detach()
+            old = prox
+            is_w = L.truncated_is_weights(prox, mb["behav_logprobs"], mask, cfg.is_cap)
+        elif self._multi_update():
             old = mb["prox_logprobs"]
         else:
             old = mb["behav_logprobs"]
