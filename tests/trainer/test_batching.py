@@ -32,6 +32,10 @@ def test_bad_trajectories_get_clear_errors():
         build_batch([Trajectory("x", "g", "t", token_ids=[1, 2], loss_mask=[0, 1], logprobs=[0.0], versions=[0, 0])])
     with pytest.raises(BatchError, match="loss_mask\\[0\\]"):
         build_batch([_traj("y", "g", [1, 2], [1, 1], 0.0)])
+    aborted = _traj("z", "g", [1, 2], [0, 1], 0.0)
+    aborted.status, aborted.reason = "aborted", "stale"
+    with pytest.raises(BatchError, match="'z' is aborted \\(stale\\)"):
+        build_batch([aborted])
     with pytest.raises(BatchError, match="no trajectories"):
         build_batch([])
 

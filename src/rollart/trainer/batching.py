@@ -25,6 +25,9 @@ class BatchError(ValueError):
 
 
 def _check(traj: Trajectory) -> None:
+    if traj.status in ("aborted", "failed"):
+        raise BatchError(f"trajectory {traj.trajectory_id!r} is {traj.status} ({traj.reason or 'no reason'}); "
+                         "drop aborted/failed trajectories before training (count them in rollout/ metrics)")
     n = len(traj.token_ids)
     for name in ("loss_mask", "logprobs", "versions"):
         if len(getattr(traj, name)) != n:
