@@ -88,6 +88,7 @@ def test_from_plan():
             "serverless_url": "http://fc.example"}
     rm = ResourceManager.from_plan(plan)
     assert rm.capacity == {"H800": 3, "H20": 2} and rm.serverless_url == "http://fc.example"
+    assert rm.free["H800"] == [0, 1, "H800:2"]  # planned ids kept, anonymous devices numbered
     assert rm.default_hardware("generate") == "H20" and rm.default_hardware("train") == "H800"
     with pytest.raises(ValueError, match="'groups' list"):
         ResourceManager.from_plan({"nodes": []})

@@ -12,9 +12,12 @@ back. rollart: ``await handle.echo(x)`` on a process actor (msgpack call message
 3. bulk: one 64 MB payload to the callee, a small ack back (raw: one 64 MB bytes frame sent with
    copy=False; rollart: a 64 MB torch uint8 tensor argument, decoded zero-copy by the actor).
 
-Rounds alternate raw / rollart and each ratio is the median over rounds (the machine is shared and
-noisy). Writes tools/bench/plots/actor_rpc.png. Last line: rtt_ratio (rollart/raw, target <= 1.5),
-calls_ratio (rollart/raw calls/s), bulk_ratio (rollart/raw throughput, target >= 0.7).
+Two raw baselines: blocking pyzmq sockets (the leanest possible Python caller) and zmq.asyncio
+sockets (raw pyzmq inside an event loop, as an asyncio coordinator would use it). Rounds interleave
+the three sides and each ratio is the median of per-round ratios (the machine is shared and noisy).
+Writes tools/bench/plots/actor_rpc.png. Last line: rtt_ratio (rollart/raw blocking, target <= 1.5),
+calls_ratio (rollart/raw calls/s), bulk_ratio (rollart/raw throughput, target >= 0.7), and the same
+three against the asyncio baseline with an ``_async`` suffix.
 """
 from __future__ import annotations
 
@@ -199,21 +202,27 @@ class Ours:
         await self.system.shutdown()
 
 
-def plot(raw: dict, ours: dict, path: str) -> None:
+SIDES = (("sync", "raw pyzmq (blocking)"), ("async", "raw pyzmq (zmq.asyncio)"), ("ours", "rollart"))
+
+
+def plot(summary: dict, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-    for ax, key, label in zip(axes, ("rtt_us", "calls_per_s", "bulk_gbps"),
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    labels = ["raw sync", "raw asyncio", "rollart"]
+    for ax, key, title in zip(axes, ("rtt_us", "calls_per_s", "bulk_gbps"),
                               ("small round trip (µs, lower is better)", "calls/s, 64 in flight",
                                "64 MB transfer (GB/s)")):
-        ax.bar(["raw pyzmq", "rollart"], [raw[key], ours[key]], color=["#999999", "#3a7dc9"])
-        ax.set_title(label, fontsize=9)
-        for i, v in enumerate([raw[key], ours[key]]):
+        values = [summary[side][key] for side, _ in SIDES]
+        ax.bar(labels, values, color=["#999999", "#bbbbbb", "#3a7dc9"])
+        ax.set_title(title, fontsize=9)
+        for i, v in enumerate(values):
             ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
-    fig.suptitle("actor RPC: rollart runtime vs raw DEALER/ROUTER (loopback TCP, medians)", fontsize=10)
+    fig.suptitle("actor RPC: rollart runtime vs raw pyzmq DEALER/ROUTER echo (loopback TCP, medians of "
+                 "interleaved rounds)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -222,44 +231,63 @@ async def main(args: argparse.Namespace) -> None:
     import torch
 
     rounds = 5 if args.quick else 11
-    n_rtt = 1000 if args.quick else 3000
-    n_batches = 20 if args.quick else 60
-    n_bulk = 3 if args.quick else 8
+    n_rtt = 500 if args.quick else 3000
+    n_batches = 8 if args.quick else 60
+    n_bulk = 2 if args.quick else 8
     payload = os.urandom(BULK_BYTES)
     tensor = torch.frombuffer(bytearray(payload), dtype=torch.uint8)  # (64 MiB,)
 
-    raw, ours = Raw(), await Ours().start()
-    res = {k: {"raw": [], "ours": []} for k in ("rtt", "cps", "bulk")}
+    sync, asy, ours = Raw(), RawAsync(), await Ours().start()
+    res: dict = {k: {side: [] for side, _ in SIDES} for k in ("rtt", "cps", "bulk")}
+
+    async def measure(side: str) -> None:
+        if side == "sync":
+            res["rtt"][side].append(sync.rtt(n_rtt))
+            res["cps"][side].append(sync.calls_per_s(n_batches))
+            res["bulk"][side].append(sync.bulk(payload, n_bulk))
+        else:
+            impl, data = (asy, payload) if side == "async" else (ours, tensor)
+            res["rtt"][side].append(await impl.rtt(n_rtt))
+            res["cps"][side].append(await impl.calls_per_s(n_batches))
+            res["bulk"][side].append(await impl.bulk(data, n_bulk))
+
     try:
-        raw.rtt(200), await ours.rtt(200), raw.bulk(payload, 1), await ours.bulk(tensor, 1)  # warm up
+        sync.rtt(200), await asy.rtt(200), await ours.rtt(200)  # warm up
+        sync.bulk(payload, 1), await asy.bulk(payload, 1), await ours.bulk(tensor, 1)
         for r in range(rounds):
-            res["rtt"]["raw"].append(raw.rtt(n_rtt))
-            res["rtt"]["ours"].append(await ours.rtt(n_rtt))
-            res["cps"]["raw"].append(raw.calls_per_s(n_batches))
-            res["cps"]["ours"].append(await ours.calls_per_s(n_batches))
-            res["bulk"]["raw"].append(raw.bulk(payload, n_bulk))
-            res["bulk"]["ours"].append(await ours.bulk(tensor, n_bulk))
-            print(f"round {r}: rtt raw {res['rtt']['raw'][-1] * 1e6:.1f} us / rollart "
-                  f"{res['rtt']['ours'][-1] * 1e6:.1f} us; calls/s raw {res['cps']['raw'][-1]:.0f} / rollart "
-                  f"{res['cps']['ours'][-1]:.0f}; 64 MB raw {res['bulk']['raw'][-1] * 1e3:.1f} ms / rollart "
-                  f"{res['bulk']['ours'][-1] * 1e3:.1f} ms", flush=True)
+            order = [side for side, _ in SIDES]
+            if r % 2:
+                order.reverse()  # alternate who goes first
+            for side in order:
+                await measure(side)
+            print(f"round {r}: rtt us " + " / ".join(f"{side} {res['rtt'][side][-1] * 1e6:.0f}" for side, _ in SIDES)
+                  + "; calls/s " + " / ".join(f"{side} {res['cps'][side][-1]:.0f}" for side, _ in SIDES)
+                  + "; 64 MB ms " + " / ".join(f"{side} {res['bulk'][side][-1] * 1e3:.0f}" for side, _ in SIDES),
+                  flush=True)
     finally:
-        raw.close()
+        sync.close()
+        await asy.close()
         await ours.close()
 
     med = statistics.median
-    rtt_ratio = med(o / r for o, r in zip(res["rtt"]["ours"], res["rtt"]["raw"]))
-    calls_ratio = med(o / r for o, r in zip(res["cps"]["ours"], res["cps"]["raw"]))
-    bulk_ratio = med(r / o for o, r in zip(res["bulk"]["ours"], res["bulk"]["raw"]))
+
+    def ratio(key: str, base: str, invert: bool = False) -> float:
+        pairs = zip(res[key]["ours"], res[key][base])
+        return med((b / o) if invert else (o / b) for o, b in pairs)
+
     summary = {side: {"rtt_us": med(res["rtt"][side]) * 1e6, "calls_per_s": med(res["cps"][side]),
-                      "bulk_gbps": BULK_BYTES / med(res["bulk"][side]) / 1e9} for side in ("raw", "ours")}
-    for side, label in (("raw", "raw pyzmq"), ("ours", "rollart")):
+                      "bulk_gbps": BULK_BYTES / med(res["bulk"][side]) / 1e9} for side, _ in SIDES}
+    for side, label in SIDES:
         s = summary[side]
-        print(f"{label:>10}: rtt {s['rtt_us']:.1f} us, {s['calls_per_s']:.0f} calls/s, 64 MB at {s['bulk_gbps']:.2f} GB/s")
-    os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"), exist_ok=True)
-    plot(summary["raw"], summary["ours"],
-         os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actor_rpc.png"))
-    print(f"rtt_ratio={rtt_ratio:.2f} calls_ratio={calls_ratio:.2f} bulk_ratio={bulk_ratio:.2f}")
+        print(f"{label:>24}: rtt {s['rtt_us']:.1f} us, {s['calls_per_s']:.0f} calls/s, "
+              f"64 MB at {s['bulk_gbps']:.2f} GB/s")
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.makedirs(os.path.join(here, "plots"), exist_ok=True)
+    plot(summary, os.path.join(here, "plots", "actor_rpc.png"))
+    print("ratios are rollart vs the blocking raw echo unless suffixed _async (vs the zmq.asyncio raw echo)")
+    print(f"rtt_ratio={ratio('rtt', 'sync'):.2f} calls_ratio={ratio('cps', 'sync'):.2f} "
+          f"bulk_ratio={ratio('bulk', 'sync', invert=True):.2f} rtt_ratio_async={ratio('rtt', 'async'):.2f} "
+          f"calls_ratio_async={ratio('cps', 'async'):.2f} bulk_ratio_async={ratio('bulk', 'async', invert=True):.2f}")
 
 
 if __name__ == "__main__":

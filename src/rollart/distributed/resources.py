@@ -81,23 +81,26 @@ class ResourceManager:
 
     @classmethod
     def from_plan(cls, plan: dict) -> "ResourceManager":
-        """Pools and role defaults from a placement plan ``{"groups": [{"role": r, "devices": [{"type": hw},
-        ...]}, ...]}``: each group's devices join their class's pool, and a role defaults to the class most
-        of its devices have."""
+        """Pools and role defaults from a placement plan ``{"groups": [{"role": r, "devices": [{"type": hw,
+        "id": ...}, ...]}, ...]}``: each group's devices (by id when given) join their class's pool, and a
+        role defaults to the class most of its devices have."""
         groups = plan.get("groups") if isinstance(plan, dict) else None
         if not isinstance(groups, list):
             raise ValueError("plan must be a dict with a 'groups' list")
-        counts: Counter = Counter()
+        pools: dict[str, list] = {}
         by_role: dict[str, Counter] = {}
         for i, g in enumerate(groups):
             devices = g.get("devices", []) if isinstance(g, dict) else None
             if not isinstance(devices, list) or not all(isinstance(d, dict) and "type" in d for d in devices):
                 raise ValueError(f"plan group {i} needs 'devices': [{{'type': ...}}, ...], got {g!r}")
             for d in devices:
-                counts[d["type"]] += 1
+                ids = pools.setdefault(d["type"], [])
+                device_id = d.get("id", f"{d['type']}:{len(ids)}")
+                if device_id not in ids:  # colocated groups may list the same device
+                    ids.append(device_id)
                 by_role.setdefault(g.get("role", ""), Counter())[d["type"]] += 1
         roles = {r: c.most_common(1)[0][0] for r, c in by_role.items() if r in ROLE_NEEDS}
-        rm = cls(dict(counts), role_hardware=roles)
+        rm = cls(pools, role_hardware=roles)
         if "serverless_url" in plan:
             rm._add_pool("serverless", plan["serverless_url"])
         return rm
