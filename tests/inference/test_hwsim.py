@@ -1,0 +1,40 @@
+"""Rollout simulator: every trajectory finishes, prefill-heavy favours H800, decode-heavy H20, KV pressure evicts."""
+import pytest
+
+from rollart.inference.hwsim import RolloutSim, TaskProfile, batch
+
+PREFILL_HEAVY = TaskProfile("fl", 600, (10, 10), 512, (10, 10))
+DECODE_HEAVY = TaskProfile("math", 300, (2, 2), 100, (3000, 3000))
+
+
+def _time(pools, task, n, **kw):
+    return RolloutSim(pools, "Qwen3-8B", 1, {"default": next(iter(pools))}, **kw).run(batch([task], n))
+
+
+def test_single_trajectory_time_is_the_sum_of_its_steps():
+    from rollart.inference.speed import SpeedModel, StepWork
+    task = TaskProfile("one", 100, (1, 1), 0, (5, 5), env_latency_s=0.0)
+    t = _time({"H800": 1}, task, 1)
+    m = SpeedModel(hardware="H800")
+    prefill = m.step_seconds(StepWork(prefill_tokens=100, prefill_context=50))
+    decodes = sum(m.step_seconds(StepWork(decode_seqs=1, decode_context_tokens=101 + i)) for i in range(4))
+    assert t == pytest.approx(prefill + decodes, rel=1e-3)
+
+
+def test_affinity_directions_at_equal_cost():
+    assert _time({"H800": 2}, PREFILL_HEAVY, 32) < _time({"H20": 6}, PREFILL_HEAVY, 32)
+    assert _time({"H20": 6}, DECODE_HEAVY, 32) < _time({"H800": 2}, DECODE_HEAVY, 32)
+
+
+def test_prefix_cache_makes_later_turns_cheaper_than_recomputing():
+    sim = RolloutSim({"H800": 1}, "Qwen3-8B", 1, {"default": "H800"})
+    cached = sim.run(batch([PREFILL_HEAVY], 4))
+    no_room = RolloutSim({"H800": 1}, "Qwen3-8B", 1, {"default": "H800"})
+    for e in no_room.engines["H800"]:
+        e.kv_capacity = 6000  # one trajectory's history barely fits: idle caches get evicted
+    assert no_room.run(batch([PREFILL_HEAVY], 4)) > cached
+
+
+def test_routing_to_a_missing_class_is_an_error():
+    with pytest.raises(ValueError, match="no engines"):
+        RolloutSim({"H800": 1}, "Qwen3-8B", 1, {"default": "H20"}).run(batch([PREFILL_HEAVY], 1))
