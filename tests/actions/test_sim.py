@@ -20,6 +20,11 @@ def test_static_baseline_runs_every_action_on_one_core():
     assert res.makespan == pytest.approx(1 + 2 + 1 + 64)
 
 
+def test_static_half_core_quota_halves_speed():
+    res = simulate_static(tiny_trace(), nodes=1, cores_per_node=4, slot_cores=0.5)
+    assert res.traj_act == pytest.approx([132.0, 66.0])
+
+
 def test_static_baseline_queues_trajectories_beyond_slots():
     trace = [[Step(0.0, "tool", 10.0)], [Step(0.0, "tool", 10.0)]]
     res = simulate_static(trace, nodes=1, cores_per_node=1)

@@ -1,7 +1,8 @@
 """Baselines in the same simulated world as :mod:`rollart.actions.sim`.
 
 - :func:`simulate_static`: per-trajectory static allocation, like a pod per trajectory. A trajectory
-  takes a fixed slot of ``slot_cores`` cores on a node at its first action and holds it until it ends;
+  takes a fixed slot of ``slot_cores`` cores (fractional: a hard quota) on a node at its first action
+  and holds it until it ends;
   every action runs in its slot at once (no action queue), as the dataset's single-process commands:
   tools and ``pytest`` without ``-n`` use one core. Trajectories beyond the slots wait for one.
 - Fixed DoP 4 / 16 is :func:`rollart.actions.sim.simulate_coding` with ``dop=4`` / ``dop=16``.
@@ -23,19 +24,21 @@ from rollart.actions.sim import EventLoop, GpuRequest, MopdTraceConfig, ServiceS
 
 
 def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
-                    slot_cores: int = 1) -> SimResult:
-    """Pod-per-trajectory: a slot of ``slot_cores`` held for the trajectory's whole life."""
-    if slot_cores < 1 or slot_cores > cores_per_node:
-        raise ValueError(f"slot_cores must be in 1..{cores_per_node}, got {slot_cores}")
+                    slot_cores: float = 1.0) -> SimResult:
+    """Pod-per-trajectory: a slot of ``slot_cores`` held for the trajectory's whole life. A fractional
+    slot is a hard CPU quota (e.g. 0.5: a single-process command runs at half speed)."""
+    if not 0 < slot_cores <= cores_per_node:
+        raise ValueError(f"slot_cores must be in (0, {cores_per_node}], got {slot_cores}")
     loop = EventLoop()
-    free_slots = [cores_per_node // slot_cores] * nodes
+    speed = min(1.0, slot_cores)  # single-process commands use at most one core
+    free_slots = [int(cores_per_node // slot_cores)] * nodes
     waiting: collections.deque = collections.deque()
     res = SimResult([0.0] * len(trace), {})
     node_of: dict[int, int] = {}
 
     def run_action(ti: int, si: int, submitted: float) -> None:
         step = trace[ti][si]
-        seconds = step.seconds  # single-process command: one core whatever the slot size
+        seconds = step.seconds / speed  # single-process command: one core at most
         loop.at(loop.now + seconds, lambda: finish(ti, si, submitted, seconds))
 
     def finish(ti: int, si: int, submitted: float, seconds: float) -> None:
