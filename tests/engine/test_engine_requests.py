@@ -136,3 +136,29 @@ def test_bad_requests_get_clear_errors_while_others_finish(tiny_model, model):
     assert set(done) == {"ok0", "ok1"}
     for i, p in enumerate(good):
         assert done[f"ok{i}"].token_ids == greedy_reference(model, p, 16)[0]
+
+
+class _BrokenDecode:
+    """A tokenizer that fails to decode one token: only the request using stop strings trips on it."""
+
+    def __init__(self, tok, bad):
+        self.tok, self.bad = tok, bad
+        self.eos_token_id = tok.eos_token_id
+
+    def decode(self, ids, **kw):
+        if self.bad in ids:
+            raise RuntimeError("cannot decode")
+        return self.tok.decode(ids, **kw)
+
+
+def test_failure_inside_one_request_is_reported_and_others_finish(tiny_model, model):
+    from rollart.models import load_tokenizer
+    p = random_prompts([12, 20], seed=9)
+    first = greedy_reference(model, p[0], 16)[0][0]
+    engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64),
+                       tokenizer=_BrokenDecode(load_tokenizer(tiny_model), bad=first))
+    engine.add_request("bad", p[0], SamplingParams(temperature=0, max_tokens=16, stop=["zzz"], ignore_eos=True))
+    engine.add_request("good", p[1], SamplingParams(temperature=0, max_tokens=16, ignore_eos=True))
+    done = _run(engine)
+    assert done["bad"].finish_reason == "error" and "cannot decode" in done["bad"].error
+    assert done["good"].error is None and done["good"].token_ids == greedy_reference(model, p[1], 16)[0]

@@ -46,9 +46,10 @@ class RequestOutput:
     """'stop' (eos / stop token / stop string), 'length' (max_tokens or max_model_len), 'error'."""
     num_cached_tokens: int = 0
     """Prompt tokens taken from the prefix cache when the request was first admitted."""
+    error: str | None = None
+    """Why the request failed (finish_reason 'error'); None otherwise."""
     text: str = ""
     """Decoded generated tokens (special tokens skipped); empty when the engine has no tokenizer."""
-    error: str | None = None
 
 
 @dataclass
@@ -200,9 +201,12 @@ class LLMEngine:
         out = seq.output_token_ids
         text = ""
         if self.tokenizer is not None and error is None:
-            text = self.tokenizer.decode(out, skip_special_tokens=True)
+            try:
+                text = self.tokenizer.decode(out, skip_special_tokens=True)
+            except Exception:  # the tokens are the result; text is a convenience
+                text = ""
         return RequestOutput(seq.request_id, seq.token_ids[:seq.num_prompt_tokens], out, seq.logprobs, seq.versions,
-                             reason, seq.num_cached_tokens or 0, text, error)
+                             reason, seq.num_cached_tokens or 0, error, text)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
         """Convenience for scripts and tests: run prompts to completion, outputs in prompt order."""
