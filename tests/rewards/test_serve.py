@@ -151,3 +151,19 @@ async def test_pool_grows_with_queue_and_shrinks_to_zero():
             assert 0 < stats["utilisation"] <= 1 and stats["ok"] == 6
     finally:
         await runner.cleanup()
+
+
+async def test_distributed_serverless_client_speaks_the_same_protocol():
+    """register_serverless's client (rollart.distributed.serverless) against this endpoint."""
+    serverless = pytest.importorskip("rollart.distributed.serverless")
+    endpoint, runner, url = await start(token="t0k")
+    try:
+        fn = serverless.ServerlessFunction(url, "math_reward", token="t0k")
+        assert await fn("so \\boxed{12}", reference="12") == 1.0
+        bad = serverless.ServerlessFunction(url, "boom", token="t0k")
+        with pytest.raises(serverless.ServerlessError):
+            await bad()
+        await fn.client.close()
+        await bad.client.close()
+    finally:
+        await runner.cleanup()
