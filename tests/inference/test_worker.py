@@ -107,3 +107,16 @@ async def test_finish_callback_and_prefix_stats(worker):
     assert seen == ["t1", "t2"]
     assert second.num_cached_tokens >= 64  # the history's full blocks came from the prefix cache
     assert worker.stats()["prefix_hit_rate"] > 0
+
+
+async def test_speed_model_times_each_step_from_engine_work(engine_config):
+    """Simulated seconds come from the engine's real per-step work: a long prompt costs more on H20."""
+    sims = {}
+    for hw in ("H800", "H20"):
+        w = InferenceWorker(engine_config, name=hw, hw_class=hw, speed=dict(hardware=hw, time_scale=0.0))
+        try:
+            await w.generate("p", list(range(3, 503)), dict(GREEDY, max_tokens=2))
+            sims[hw] = w.stats()["simulated_seconds"]
+        finally:
+            await w.shutdown()
+    assert 0 < sims["H800"] < sims["H20"]
