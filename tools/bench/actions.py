@@ -424,7 +424,7 @@ def main() -> None:
         "real_reward_util_serverless": real_rw["serverless"]["utilisation"],
         "real_gpu_hit_rate": real_gpu_res["hits"] / real_gpu_res["requests"],
     }
-    print(" ".join(f"{k}={v:.3f}" for k, v in pairs.items()), flush=True)
+    print(" ".join(f"{k}={v:.4g}" for k, v in pairs.items()), flush=True)
 
 
 if __name__ == "__main__":
