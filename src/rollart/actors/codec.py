@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+import threading
 from typing import Any
 
 import msgpack
@@ -38,6 +39,7 @@ EXT_TENSOR = 2     # [torch dtype name, shape, frame index | inline bytes]
 EXT_DATACLASS = 3  # [path "module:QualName", {field: value}]
 EXT_TUPLE = 4      # packed list
 
+_local = threading.local()
 _registered: dict[str, type] = {}
 _allowed_prefixes: list[str] = ["rollart", "envs"]
 
@@ -89,16 +91,28 @@ def _resolve_dataclass(path: str) -> type:
 
 
 class _Packer:
-    """One encode: collects out-of-band buffers while msgpack walks the value."""
+    """Encodes values, collecting out-of-band buffers while msgpack walks them.
 
-    __slots__ = ("buffers",)
+    One per thread (msgpack Packers are reused — building one costs more than packing a small
+    message — and are not thread-safe). Values nested inside an ext (tuples, dataclasses, array
+    headers) are packed by a fresh packb, since the reused Packer is busy with the outer value.
+    """
 
     def __init__(self) -> None:
         self.buffers: list = []
+        self._packer = msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True)
 
     def _frame(self, buf: Any) -> int:
         self.buffers.append(buf)
         return len(self.buffers) - 1
+
+    def pack_top(self, obj: Any) -> tuple[bytes, list]:
+        self.buffers = []
+        try:
+            return self._packer.pack(obj), self.buffers
+        except BaseException:
+            self._packer.reset()
+            raise
 
     def pack(self, obj: Any) -> bytes:
         return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)
@@ -163,9 +177,11 @@ class _Packer:
 
 def pack_value(obj: Any) -> tuple[bytes, list]:
     """Value -> (msgpack bytes, out-of-band buffers). Raises WireError for unsupported values."""
-    p = _Packer()
+    p = getattr(_local, "packer", None)
+    if p is None:
+        p = _local.packer = _Packer()
     try:
-        return p.pack(obj), p.buffers
+        return p.pack_top(obj)
     except WireError:
         raise
     except (TypeError, ValueError, OverflowError) as e:

@@ -15,6 +15,7 @@ with what was wrong. No pickle anywhere.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
@@ -188,11 +189,13 @@ MESSAGE_TYPES: dict[int, type] = {cls.KIND: cls for cls in
                                   (Hello, Init, Ready, Call, Result, Error, Item, End, Cancel, Credit,
                                    Ping, Pong, Stop, Reject)}
 _EMPTY = b""
+_NO_FRAMES: list = []
 _BY_HEADER: dict[bytes, type] = {}
 for _cls in MESSAGE_TYPES.values():
     _cls.HEADER = bytes((_cls.KIND, VERSION))
     _cls.META_NAMES = tuple(name for name, _ in _cls.META)
     _cls.META_TYPES = tuple(tp for _, tp in _cls.META)
+    _cls.HAS_ARGS = "args" in _cls.PAYLOAD
     _BY_HEADER[_cls.HEADER] = _cls
 
 
@@ -219,8 +222,19 @@ def encode(msg: Any) -> list:
     return [cls.HEADER, meta, payload]
 
 
+_meta_local = threading.local()
+
+
 def _packb(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    """Meta fields are plain types: a reused per-thread Packer (much cheaper than packb)."""
+    packer = getattr(_meta_local, "packer", None)
+    if packer is None:
+        packer = _meta_local.packer = msgpack.Packer(use_bin_type=True)
+    try:
+        return packer.pack(obj)
+    except BaseException:
+        packer.reset()
+        raise
 
 
 def _frame_bytes(frame: Any) -> bytes:
@@ -252,13 +266,15 @@ def decode(frames: list) -> Any:
     if type(meta) is not list or len(meta) != len(cls.META_TYPES):
         raise WireError(f"{cls.__name__}: meta must be a list of {len(cls.META)} fields "
                         f"{list(cls.META_NAMES)}, got {type(meta).__name__} {str(meta)[:80]}")
-    for i, (value, tp) in enumerate(zip(meta, cls.META_TYPES)):
-        if type(value) is not tp:  # msgpack yields exact types; also keeps bool out of int fields
-            raise WireError(f"{cls.__name__}.{cls.META_NAMES[i]} must be {tp.__name__}, got {type(value).__name__}")
+    if tuple(map(type, meta)) != cls.META_TYPES:  # msgpack yields exact types; keeps bool out of int fields
+        for i, (value, tp) in enumerate(zip(meta, cls.META_TYPES)):
+            if type(value) is not tp:
+                raise WireError(f"{cls.__name__}.{cls.META_NAMES[i]} must be {tp.__name__}, "
+                                f"got {type(value).__name__}")
     msg = cls(*meta)
     if cls.PAYLOAD:
         try:
-            values = unpack_value(frames[2], frames[3:])
+            values = unpack_value(frames[2], frames[3:] if len(frames) > 3 else _NO_FRAMES)
         except WireError as e:
             raise PayloadError(msg, f"{cls.__name__} payload: {e}") from None
         except Exception as e:
@@ -271,8 +287,8 @@ def decode(frames: list) -> Any:
                 raise PayloadError(msg, f"{cls.__name__} payload must be a list {list(cls.PAYLOAD)}")
             for name, value in zip(cls.PAYLOAD, values):
                 setattr(msg, name, value)
-            if "args" in cls.PAYLOAD and not (isinstance(msg.args, list) and isinstance(msg.kwargs, dict)
-                                              and all(isinstance(k, str) for k in msg.kwargs)):
+            if cls.HAS_ARGS and not (type(msg.args) is list and type(msg.kwargs) is dict
+                                     and (not msg.kwargs or all(type(k) is str for k in msg.kwargs))):
                 raise PayloadError(msg, f"{cls.__name__}: args must be a list and kwargs a dict with str keys")
     elif len(frames) > 3:
         raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 3} extra frames came with it")
