@@ -27,11 +27,13 @@ class Components:
     """(name, hardware class, actor handle) per inference worker."""
     trainer: Any
     store: Any
+    owns_trainer: bool = True
 
     async def close(self) -> None:
         for _, _, handle in self.workers:
             await _quiet_stop(handle)
-        await _quiet_stop(self.trainer)
+        if self.owns_trainer:
+            await _quiet_stop(self.trainer)
         await _quiet_stop(self.store)
         await self.system.shutdown()
 
@@ -41,6 +43,10 @@ async def _quiet_stop(handle: Any) -> None:
         await handle.stop()
     except Exception as e:  # noqa: BLE001 - shutting down: report, keep closing the rest
         log.warning("stopping %s: %s", getattr(handle, "name", handle), e)
+
+
+async def _ready(value: Any) -> Any:
+    return value
 
 
 def engine_config(cfg: PipelineConfig, model: str) -> dict:
@@ -58,15 +64,19 @@ def speed_config(hw_class: str, time_scale: float) -> dict | None:
     return dataclasses.asdict(SpeedModelConfig(hardware=hw_class, time_scale=time_scale))
 
 
-async def build(cfg: PipelineConfig, model: str) -> Components:
+async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Components:
+    """Start the run's actors. ``trainer``: an existing trainer handle (anything with
+    ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a shared training service
+    client) to use instead of spawning a private trainer."""
     system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
                          spawn_timeout=cfg.spawn_timeout_s)
     await system.start()
     mode = cfg.actor_mode
     try:
         trainer_cfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed)
-        spawns = [system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(trainer_cfg),
-                               name="trainer", mode=mode),
+        private = system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(trainer_cfg),
+                               name="trainer", mode=mode) if trainer is None else _ready(trainer)
+        spawns = [private,
                   system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode)]
         names = []
         for i in range(cfg.num_inference_workers):
@@ -77,10 +87,10 @@ async def build(cfg: PipelineConfig, model: str) -> Components:
             spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", engine_config(cfg, model),
                                        backend=cfg.engine.backend, name=name, hw_class=hw, speed=speed,
                                        mode=mode, restart=RestartPolicy(max_restarts=2)))
-        trainer, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
+        trainer_handle, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
         workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
         proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity)))
     except BaseException:
         await system.shutdown()
         raise
-    return Components(system, proxy, workers, trainer, store)
+    return Components(system, proxy, workers, trainer_handle, store, owns_trainer=trainer is None)

@@ -75,6 +75,8 @@ class PipelineConfig:
     """Greedy evaluation every this many steps (0 disables; a final evaluation always runs)."""
     eval_episodes: int = 8
     """Evaluation episodes per task (greedy decoding)."""
+    eval_at_start: bool = False
+    """Also evaluate the initial weights (a pretrained model's zero-shot success) before training."""
     stop_at_success: Optional[float] = None
     """Stop early once greedy evaluation success reaches this value on every task."""
     time_limit_s: float = 0.0

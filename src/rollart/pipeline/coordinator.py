@@ -74,12 +74,14 @@ def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
 
 class Coordinator:
     def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
-                 reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None):
+                 reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None):
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
         self.reward_fn = reward_fn
         self.env_pool = env_pool
+        self.trainer = trainer
+        """A trainer handle to use instead of a private trainer actor (e.g. a shared training service)."""
         self.run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
         self.history: list[dict] = []
         self.evals: list[tuple[int, dict]] = []
@@ -97,7 +99,7 @@ class Coordinator:
         trainer_cfg = dataclasses.replace(cfg.trainer, pad_id=tokenizer.pad_token_id or 0)
         self.cfg = cfg = dataclasses.replace(cfg, trainer=trainer_cfg)
         self.logger = MetricsLogger(self.run_dir, config=cfg)
-        self.c: Components = await build(cfg, model)
+        self.c: Components = await build(cfg, model, self.trainer)
         try:
             self.buffer = SampleBuffer(BufferConfig(
                 mode=cfg.mode, alpha=cfg.alpha, group_size=cfg.group_size,
@@ -112,6 +114,8 @@ class Coordinator:
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes)
             await self._maybe_resume()
             self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
+            if cfg.eval_at_start and not self.evals:
+                await self._evaluate()
             self.train_started = time.perf_counter()
             loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
