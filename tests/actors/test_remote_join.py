@@ -71,7 +71,7 @@ async def test_curve_authenticated_join_spawn_and_rejection(tmp_path):
         inproc = await system.spawn(Echo, name="inproc-curve", mode="inprocess")
         assert await local.add(1, 1) == 2 and await inproc.add(2, 2) == 4
         good = serve(endpoint, "trusted", "--curve-dir", str(keys))
-        bad = serve(endpoint, "intruder", "--curve-dir", str(stranger))
+        bad = serve(endpoint, "intruder", "--curve-dir", str(stranger), "--coordinator-timeout", "4")
         plain = serve(endpoint, "plaintext")
         try:
             h = await system.wait_for_actor("trusted", timeout=60)
@@ -81,6 +81,8 @@ async def test_curve_authenticated_join_spawn_and_rejection(tmp_path):
             with pytest.raises(asyncio.TimeoutError):
                 await system.wait_for_actor("plaintext", timeout=0.5)
             assert "intruder" not in system.actors and "plaintext" not in system.actors
+            # a rejected actor does not linger: it gives up after its coordinator timeout
+            assert await asyncio.get_running_loop().run_in_executor(None, bad.wait, 60) == 3
         finally:
             for p in (good, bad, plain):
                 p.kill()

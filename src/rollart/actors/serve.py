@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat.start()
 
     server = ActorServer(ctx, args.connect, args.name, args.cls, identity, offer_args=offer_args,
-                         offer_kwargs=offer_kwargs, configure_socket=configure, on_init=on_init)
+                         offer_kwargs=offer_kwargs, configure_socket=configure, on_init=on_init,
+                         init_timeout=args.coordinator_timeout)
     try:
         rc = asyncio.run(server.run())
     except KeyboardInterrupt:

@@ -105,7 +105,7 @@ class ActorServer:
     def __init__(self, ctx: zmq.Context, endpoint: str, name: str, cls_path: str, identity: bytes, *,
                  offer_args: list | None = None, offer_kwargs: dict | None = None,
                  configure_socket: Callable[[zmq.Socket], None] | None = None,
-                 on_init: Callable[[], None] | None = None):
+                 on_init: Callable[[], None] | None = None, init_timeout: float | None = None):
         self.ctx = ctx
         self.endpoint = endpoint
         self.name = name
@@ -115,6 +115,8 @@ class ActorServer:
         self.offer_kwargs = offer_kwargs or {}
         self.configure_socket = configure_socket
         self.on_init = on_init
+        self.init_timeout = init_timeout
+        """Give up (exit code 3) if the coordinator does not send INIT within this many seconds."""
         self.obj: Any = None
         self._methods: dict[str, tuple[Callable, str]] = {}
         self._tasks: dict[int, asyncio.Task] = {}
@@ -140,7 +142,13 @@ class ActorServer:
         try:
             self._send(m.Hello(self.name, self.cls_path, os.getpid(), socket.gethostname(),
                                self.offer_args, self.offer_kwargs))
-            done, _ = await asyncio.wait([self._init, self._stopped], return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([self._init, self._stopped], timeout=self.init_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                log.error("actor %s: no answer from the coordinator at %s within %g s (wrong endpoint, "
+                          "coordinator down, or CURVE keys it does not accept?)", self.name, self.endpoint,
+                          self.init_timeout)
+                return 3
             if self._stopped in done:
                 return 0
             init: m.Init = self._init.result()
