@@ -1,7 +1,9 @@
 """Serverless reward endpoint over a real aiohttp server and worker processes: protocol, errors, faults, scale-to-zero."""
 import asyncio
 import json
+import os
 import random
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -11,8 +13,18 @@ from rollart.rewards.rules import math_reward
 from rollart.rewards.serve import RewardEndpoint, ServeConfig
 from aiohttp import web
 
+from . import funcs
+
+# the helper module's name depends on how pytest put tests/ on sys.path; workers get the same path
+HELPERS = funcs.__name__
 FUNCS = ("rollart.rewards.rules:math_reward", "rollart.rewards.rules:exact_match",
-         "tests.rewards.funcs:slow", "tests.rewards.funcs:boom", "tests.rewards.funcs:unserialisable")
+         f"{HELPERS}:slow", f"{HELPERS}:boom", f"{HELPERS}:unserialisable")
+
+
+@pytest.fixture(autouse=True)
+def worker_import_path(monkeypatch):
+    top = Path(funcs.__file__).resolve().parents[HELPERS.count(".")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(top), os.environ.get("PYTHONPATH")])))
 
 
 async def start(**overrides):
