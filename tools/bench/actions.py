@@ -215,9 +215,19 @@ async def real_cpu(quick: bool) -> dict:
         subprocess.run(["rm", "-rf", root])
         return acts
 
-    static = await run_static()
-    elastic, decision, execution = await run_elastic()
-    out = {"static": sum(static) / batch, "elastic": sum(elastic) / batch,
+    # A B (quick) or A B B A (full): the shared machine's load drifts, so alternate the order
+    order = ["static", "elastic"] if quick else ["static", "elastic", "elastic", "static"]
+    acts = {"static": [], "elastic": []}
+    decision = execution = 0.0
+    for mode in order:
+        if mode == "static":
+            acts["static"] += await run_static()
+        else:
+            e, d, x = await run_elastic()
+            acts["elastic"] += e
+            decision, execution = decision + d, execution + x
+    out = {"static": sum(acts["static"]) / len(acts["static"]),
+           "elastic": sum(acts["elastic"]) / len(acts["elastic"]),
            "overhead_pct": 100 * decision / execution}
     log(f"[real cpu] batch {batch} on 2 cores: mean per-trajectory ACT static {out['static']:.2f}s, "
         f"action-level {out['elastic']:.2f}s; decision time {1e3 * decision:.1f} ms over "
