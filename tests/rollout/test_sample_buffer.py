@@ -156,3 +156,24 @@ async def test_buffer_bound_and_accounting_under_out_of_order_completion(tokeniz
     assert buf.counters["accepted"] == trained + sum(buf.evicted.values()) + buf.buffered
     assert manager.pool.live == 0 and buf.inflight == 0
     assert sum(buf.aborted.values()) > 0  # long trajectories really did fall out of the window
+
+
+async def test_closing_the_buffer_stops_waiters_and_the_producer(tokenizer):
+    from rollart.rollout.buffer import BufferClosed
+
+    buf = SampleBuffer(BufferConfig(group_size=2, capacity=2))
+    manager = make_manager(next_policy(tokenizer), tokenizer, gate=buf)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager,
+                                 SchedulerConfig(group_size=2, max_concurrency=4), buffer=buf)
+    producer = asyncio.create_task(scheduler.run())
+    async with asyncio.timeout(10):
+        assert len(await buf.get_batch(2)) == 2
+        assert len(await buf.get_batch(2)) == 2
+    waiter = asyncio.create_task(buf.get_batch(2))
+    await buf.close()
+    with pytest.raises(BufferClosed):
+        await waiter
+    with pytest.raises(BufferClosed):  # its next put fails: run() ends with that one error
+        async with asyncio.timeout(10):
+            await producer
+    assert manager.pool.live == 0

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.rollout.buffer import SampleBuffer
+from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
 from rollart.rollout.types import Trajectory
@@ -170,7 +170,7 @@ class RolloutScheduler:
                     await group_slots.acquire()
                     tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
                     launched += 1
-        except* RolloutError as errors:  # no progress possible: one clear error, not a group of them
+        except* (RolloutError, BufferClosed) as errors:  # one clear error, not a group of them
             raise errors.exceptions[0] from None
 
     def stats(self) -> dict:
