@@ -44,7 +44,7 @@ def ilp_vs_sha(quick: bool) -> list[dict]:
         mix = [("A100", 8), ("L40S", 8), ("L4", 8)]
         settings = [("single-region", mix, 8, "ppo", "sync"), ("multi-country", mix, 8, "ppo", "sync"),
                     ("multi-country", mix, 8, "grpo", "async"), ("multi-continent", mix, 8, "ppo", "async")]
-        budget, limit = 6000, 60.0
+        budget, limit = 20000, 60.0
     rows = []
     for name, mix, per_node, algo, mode in settings:
         topo = scenario(name, mix, gpus_per_node=per_node)

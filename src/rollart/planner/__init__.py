@@ -45,7 +45,7 @@ def make_plan(topology: str | Topology, workflow: str | Workflow = "ppo", overri
         return SHAEA(ctx, SearchConfig(budget=budget, time_limit_s=time_limit_s, seed=seed)).run()
     if planner == "ilp":
         from .ilp import ILPScheduler
-        return ILPScheduler(ctx, time_limit_s=max(time_limit_s, 1.0)).solve().plan
+        return ILPScheduler(ctx, time_limit_s=max(time_limit_s, 180.0)).solve().plan
     if planner == "homogeneous":
         from .baselines import homogeneous_plan
         return homogeneous_plan(ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Iterator, Sequence
 
@@ -31,7 +31,8 @@ class SearchConfig:
     """Budget and knobs of the SHA-EA search."""
 
     budget: int = 4000
-    """Search budget B in plan evaluations (each EA step evaluates one plan)."""
+    """Search budget B in plan evaluations (each EA step evaluates one plan). As in Algorithm 1 it is split
+    over the SHA rounds; every live arm still gets at least one evaluation per round."""
     time_limit_s: float = 55.0
     """Wall-clock cap; the best plan so far is returned when it is reached."""
     granularity: int = 0
@@ -179,8 +180,9 @@ class SHAEA:
             a_opts = [a for a in range(x.shape[1]) if x[g1, a] > 0]
             b_opts = [b for b in range(x.shape[1]) if x[g2, b] > 0]
             a, b = self.rng.choice(a_opts), self.rng.choice(b_opts)
-            if a != b:
-                x[g1, a] -= 1; x[g1, b] += 1; x[g2, b] -= 1; x[g2, a] += 1
+            if a != b:  # swap one GPU, or (half the time) a block of them, e.g. a whole node
+                k = 1 if self.rng.random() < 0.5 else self.rng.randint(1, min(x[g1, a], x[g2, b]))
+                x[g1, a] -= k; x[g1, b] += k; x[g2, b] -= k; x[g2, a] += k
         return x
 
     def local_search(self, x: np.ndarray) -> np.ndarray:
@@ -212,8 +214,13 @@ class SHAEA:
             else:
                 a, b = self.rng.sample(arm.population, 2)
                 o = self.mutate(arm, min(a, b, key=lambda p: p[0])[1])
+            # swap-based local search for locality; it is kept only if it lowers the cost (locality is a
+            # proxy: memory can make a spread-out group the better one). The genotype o keeps the
+            # phenotype's fitness and is not rewritten (Baldwinian).
             phenotype = self.local_search(o)
-            c = self.cost(arm, phenotype)  # the genotype o keeps the phenotype's fitness (Baldwinian)
+            c = self.cost(arm, phenotype)
+            if not np.array_equal(phenotype, o):
+                c = min(c, self.cost(arm, o))
             if len(arm.population) < self.cfg.population:
                 arm.population.append((c, o))
             else:
@@ -237,6 +244,8 @@ class SHAEA:
         arms = {tg: a for tg, a in arms.items() if a}
         B = self.cfg.budget
         live_tgs = list(arms)
+        # evaluate (part of) each arm's initial population before judging it, as far as the budget allows
+        first = max(1, min(self.cfg.population, B // (2 * sum(len(a) for a in arms.values()))))
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
         for _ in range(rounds1):
             b_m = B // (len(live_tgs) * rounds1)
@@ -247,7 +256,7 @@ class SHAEA:
                 for _ in range(rounds2):
                     b_mn = max(1, b_m // (len(live) * rounds2))
                     for arm in live:
-                        self.ea_steps(arm, b_mn)
+                        self.ea_steps(arm, max(b_mn, first - len(arm.population)))
                     live = _best_half(live)
                 arms[tg] = _best_half(arms[tg])
             live_tgs = sorted(live_tgs, key=lambda t: min(a.best_cost for a in arms[t]))
