@@ -172,7 +172,7 @@ async def redundancy_time(groups: int, n: int, redundant: bool, seed: int) -> tu
 
 
 async def main_async(args) -> str:
-    envs, batches, repeats, r2_repeats = (128, 1, 3, 2) if args.quick else (256, 3, 6, 3)
+    envs, batches, repeats, r2_repeats = (128, 1, 2, 2) if args.quick else (256, 3, 6, 3)
     sigmas = [0.1, 0.5, 1.0] if args.quick else [0.1, 0.25, 0.5, 0.75, 1.0]
     r2 = []
     for i, frac in enumerate(sigmas):
