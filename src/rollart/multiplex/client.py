@@ -1,0 +1,47 @@
+"""SharedTrainerClient: lets a Coordinator train through the shared TrainingService.
+
+    cfg = grpo_frozenlake.default_config()
+    await service.register_job("lake", shared_trainer_config(cfg))
+    result = await Coordinator(cfg, [TASK], trainer=SharedTrainerClient(service, "lake")).run()
+
+It serves the methods of ``rollart.pipeline.trainer_actor.TrainerActor`` (version, train_step,
+weight_buckets, save_checkpoint, load_checkpoint) by queueing them as the job's operations.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rollart.pipeline.config import PipelineConfig
+
+
+def shared_trainer_config(cfg: PipelineConfig) -> dict:
+    """The trainer config a Coordinator would give its private trainer (model folder, seed, pad id)."""
+    from rollart.models import load_tokenizer
+    from rollart.pipeline.coordinator import ensure_model
+    run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model = ensure_model(cfg, run_dir)
+    pad = load_tokenizer(model).pad_token_id or 0
+    return dataclasses.asdict(dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed, pad_id=pad))
+
+
+class SharedTrainerClient:
+    name = "shared-trainer"
+
+    def __init__(self, service: Any, job: str):
+        self.service = service
+        self.job = job
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError(f"SharedTrainerClient.call({method!r}) takes positional arguments only")
+        if method == "version":
+            return await self.service.version(self.job)
+        if method in ("train_step", "weight_buckets", "save_checkpoint", "load_checkpoint"):
+            return await self.service.call(self.job, method, *args)
+        raise AttributeError(f"shared training service has no trainer method {method!r}")
+
+    async def stop(self) -> None:
+        """The service owns the deployment; a job leaving does not stop it (see complete_job)."""
