@@ -157,3 +157,23 @@ async def test_pd_disaggregation_matches_colocated(make_proxy):
     assert res.token_ids == ref.token_ids and res.worker == "H800-0->H20-1"
     assert res.logprobs == pytest.approx(ref.logprobs, abs=1e-4)
     assert pd.counters["pd_reprefill_tokens"] == len(prompt) + 1  # the decode side re-prefilled everything
+
+
+async def test_from_cluster_uses_the_resource_managers_bindings(tiny_model):
+    from rollart.actors import ActorSystem
+    from rollart.distributed import Cluster, ResourceManager
+    async with ActorSystem() as system:
+        rm = ResourceManager({"H800": 1, "H20": 1})
+        cluster = Cluster(InferenceWorker, rm, n=2, system=system, mode="inprocess", verbose=False,
+                          placement={"H800": 1, "H20": 1},
+                          worker_kwargs=dict(engine=dict(model=tiny_model, num_kv_blocks=128)))
+        await cluster.start()
+        try:
+            proxy = LLMProxy.from_cluster(cluster, ProxyConfig(hw_affinity={"frozenlake": "H800", "math": "H20"}))
+            by_class = {m.hardware: m.name for m in cluster.members}
+            fl = await proxy.generate("a", [5, 6], dict(GREEDY, max_tokens=2), tag="frozenlake")
+            math = await proxy.generate("b", [5, 6], dict(GREEDY, max_tokens=2), tag="math")
+            assert (fl.worker, math.worker) == (by_class["H800"], by_class["H20"])
+            assert await cluster.members[0].handle.call("ping") == cluster.members[0].name  # rollart_bind ran
+        finally:
+            await cluster.shutdown()

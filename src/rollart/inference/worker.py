@@ -101,7 +101,16 @@ class InferenceWorker:
                               prompt_tokens=0, cached_tokens=0, generated_tokens=0,
                               simulated_seconds=0.0, engine_seconds=0.0)
 
+    role = "generate"
+    """For rollart.distributed.Cluster: places it with the generation role's default hardware."""
+
     # ---------------------------------------------------------------- public API (commands)
+
+    def rollart_bind(self, info: dict) -> dict:
+        """Called by a rollart.distributed Cluster once started: adopt the name and hardware it bound us to."""
+        self.name = info.get("name", self.name)
+        self.hw_class = info.get("hardware", self.hw_class)
+        return {"name": self.name, "hardware": self.hw_class}
 
     async def on_start(self) -> None:
         """Actor hook: start the loop as soon as the actor is up."""

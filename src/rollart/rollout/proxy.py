@@ -29,6 +29,7 @@ Workers are anything with ``async call(method, *args, **kwargs)``: an ``ActorHan
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 from dataclasses import dataclass, field
@@ -55,7 +56,8 @@ class ProxyConfig:
     """tag -> hardware class (as in @hw_mapping). 'default' serves other tags. Empty: every tag, any worker."""
     fallback: dict = field(default_factory=dict)
     """class -> ordered list of compatible classes used when it has no live worker. A class missing here
-    may fall back to any other class; map it to [] to forbid fallback."""
+    uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
+    any other class); map it to [] to forbid fallback."""
     sticky: bool = True
     """Send a trajectory's next turn to the worker that served its previous one (prefix-cache reuse)."""
     max_worker_failures: int = 3
@@ -156,6 +158,19 @@ class LLMProxy:
         self._seq = itertools.count()
         self._dead_errors = _dead_error_types()
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, aborted=0, pd_reprefill_tokens=0)
+
+    @classmethod
+    def from_cluster(cls, cluster: Any, config: ProxyConfig | None = None, method: str = "generate") -> "LLMProxy":
+        """A proxy over a started ``rollart.distributed.Cluster`` of InferenceWorkers.
+
+        Each member keeps the hardware class the ResourceManager bound it to; without an explicit
+        ``config.hw_affinity`` the worker class's ``@hw_mapping`` declaration on ``method`` is used.
+        """
+        cfg = config or ProxyConfig()
+        d = getattr(cluster, "dispatch", {}).get(method)
+        if not cfg.hw_affinity and d is not None and d.kind == "hw_mapping":
+            cfg = dataclasses.replace(cfg, hw_affinity=dict(d.hw_affinity))
+        return cls([WorkerSlot(m.name, m.hardware, m.handle) for m in cluster.members], cfg)
 
     # ---------------------------------------------------------------- public API
 
@@ -319,10 +334,11 @@ class LLMProxy:
         own = [w for w in live if w.hw_class == hw_class]
         if own:
             return own
+        present = sorted({w.hw_class for w in live} - {hw_class})
         if hw_class in self.cfg.fallback:
             order = list(self.cfg.fallback[hw_class])
         else:
-            order = sorted({w.hw_class for w in live} - {hw_class})
+            order = _compatible(hw_class, present)
         for alt in order:
             alts = [w for w in live if w.hw_class == alt]
             if alts:
@@ -404,6 +420,16 @@ class LLMProxy:
             return await fut
         finally:
             self._waiters = [(t, f) for t, f in self._waiters if f is not fut]
+
+
+def _compatible(hw_class: str, present: list[str]) -> list[str]:
+    """Stand-ins for a class: the ResourceManager's compatibility order for known hardware classes
+    (GPUs of the same strength first), otherwise any other class present."""
+    try:
+        from rollart.distributed.hardware import fallbacks
+        return fallbacks(hw_class, present)
+    except (ImportError, KeyError):
+        return present
 
 
 def _abort_result(num_prompt_tokens: int) -> GenerationResult:
