@@ -37,29 +37,41 @@ def test_every_message_kind_round_trips():
                 assert a == b, (type(msg).__name__, name)
 
 
+CALL = bytes((m.Kind.CALL, m.VERSION))
+
+
 @pytest.mark.parametrize("frames, match", [
-    ([b"\x04"], "expected >= 3 frames"),
-    ([b"\x04\x01\x00", b"", b""], "header frame must be 2 bytes"),
-    ([bytes((4, 99)), b"", b""], "wire version 99 not supported"),
-    ([bytes((200, m.VERSION)), b"", b""], "unknown message kind 200"),
-    ([bytes((m.Kind.CALL, m.VERSION)), b"\xc1", b""], "meta frame is not valid msgpack"),
-    ([bytes((m.Kind.CALL, m.VERSION)), msgpack.packb([1, "f"]), b""], "meta must be a list of 3 fields"),
-    ([bytes((m.Kind.CALL, m.VERSION)), msgpack.packb(["1", "f", False]), b""], "Call.call_id must be int"),
-    ([bytes((m.Kind.CANCEL, m.VERSION)), msgpack.packb([1]), b"", b"extra"], "carries no payload"),
+    ([b"\x04"], "expected >= 2 frames"),
+    ([b"\x04\x01\x00", b""], "header frame must be 2 bytes"),
+    ([bytes((4, 99)), b""], "wire version 99 not supported"),
+    ([bytes((200, m.VERSION)), b""], "unknown message kind 200"),
+    ([CALL, b"\xc1"], "body frame is not valid msgpack"),
+    ([CALL, msgpack.packb([1, "f"])], "body must be a list of 4 fields"),
+    ([CALL, msgpack.packb(["1", "f", False, b""])], "Call.call_id must be int"),
+    ([CALL, msgpack.packb([True, "f", False, b""])], "Call.call_id must be int, got bool"),
+    ([bytes((m.Kind.CANCEL, m.VERSION)), msgpack.packb([1]), b"extra"], "carries no payload"),
 ])
 def test_malformed_frames_raise_wire_error(frames, match):
     with pytest.raises(WireError, match=match):
         m.decode(frames)
 
 
+def test_small_messages_are_two_frames():
+    assert len(m.encode(m.Call(1, "f", False, [1, "x"], {"k": 2.0}))) == 2
+    assert len(m.encode(m.Cancel(1))) == 2
+    assert len(m.encode(m.Result(1, np.zeros(1000)))) == 3  # + one zero-copy buffer frame
+
+
 def test_bad_payload_keeps_the_call_id():
-    frames = m.encode(m.Call(42, "f", False, [1], {}))
-    frames[2] = b"\xc1garbage"
+    frames = [CALL, msgpack.packb([42, "f", False, b"\xc1garbage"])]
     with pytest.raises(m.PayloadError) as info:
         m.decode(frames)
     assert info.value.message.call_id == 42 and info.value.message.method == "f"
-    frames[2] = msgpack.packb([[1], {1: 2}])
+    frames = [CALL, msgpack.packb([42, "f", False, msgpack.packb([[1], {1: 2}])])]
     with pytest.raises(m.PayloadError, match="kwargs a dict with str keys"):
+        m.decode(frames)
+    frames = [CALL, msgpack.packb([42, "f", False, "not bin"])]
+    with pytest.raises(m.PayloadError, match="payload must be msgpack bin"):
         m.decode(frames)
 
 

@@ -15,7 +15,9 @@ back. rollart: ``await handle.echo(x)`` on a process actor (msgpack call message
 Two raw baselines: blocking pyzmq sockets (the leanest possible Python caller) and zmq.asyncio
 sockets (raw pyzmq inside an event loop, as an asyncio coordinator would use it). Rounds interleave
 the three sides and each ratio is the median of per-round ratios (the machine is shared and noisy).
-Writes tools/bench/plots/actor_rpc.png. Last line: rtt_ratio (rollart/raw blocking, target <= 1.5),
+Also reports CPU seconds per round trip (caller + callee processes, from /proc), which load from other
+processes distorts far less than wall time. Writes tools/bench/plots/actor_rpc.png.
+Last line: rtt_ratio (rollart/raw blocking wall time, target <= 1.5), rtt_cpu_ratio,
 calls_ratio (rollart/raw calls/s), bulk_ratio (rollart/raw throughput, target >= 0.7), and the same
 three against the asyncio baseline with an ``_async`` suffix.
 """
@@ -32,6 +34,14 @@ import time
 import zmq
 
 BULK_BYTES = 64 * 1024 * 1024
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 SMALL = b"x" * 32
 WINDOW = 64
 
@@ -240,14 +250,23 @@ async def main(args: argparse.Namespace) -> None:
     sync, asy, ours = Raw(), RawAsync(), await Ours().start()
     res: dict = {k: {side: [] for side, _ in SIDES} for k in ("rtt", "cps", "bulk")}
 
+    callee_pid = {"sync": sync.proc.pid, "async": asy.proc.pid, "ours": ours.h.pid}
+    cpu = {side: 0.0 for side, _ in SIDES}  # caller + callee CPU seconds spent in the rtt segments
+
     async def measure(side: str) -> None:
+        c0 = proc_cpu(os.getpid()) + proc_cpu(callee_pid[side])
         if side == "sync":
             res["rtt"][side].append(sync.rtt(n_rtt))
+        elif side == "async":
+            res["rtt"][side].append(await asy.rtt(n_rtt))
+        else:
+            res["rtt"][side].append(await ours.rtt(n_rtt))
+        cpu[side] += proc_cpu(os.getpid()) + proc_cpu(callee_pid[side]) - c0
+        if side == "sync":
             res["cps"][side].append(sync.calls_per_s(n_batches))
             res["bulk"][side].append(sync.bulk(payload, n_bulk))
         else:
             impl, data = (asy, payload) if side == "async" else (ours, tensor)
-            res["rtt"][side].append(await impl.rtt(n_rtt))
             res["cps"][side].append(await impl.calls_per_s(n_batches))
             res["bulk"][side].append(await impl.bulk(data, n_bulk))
 
@@ -284,8 +303,13 @@ async def main(args: argparse.Namespace) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     os.makedirs(os.path.join(here, "plots"), exist_ok=True)
     plot(summary, os.path.join(here, "plots", "actor_rpc.png"))
-    print("ratios are rollart vs the blocking raw echo unless suffixed _async (vs the zmq.asyncio raw echo)")
-    print(f"rtt_ratio={ratio('rtt', 'sync'):.2f} calls_ratio={ratio('cps', 'sync'):.2f} "
+    n_calls = rounds * n_rtt
+    for side, label in SIDES:
+        print(f"{label:>24}: {cpu[side] / n_calls * 1e6:.1f} us CPU per round trip (caller + callee, all threads)")
+    print("ratios are rollart vs the blocking raw echo unless suffixed _async (vs the zmq.asyncio raw echo); "
+          "rtt_cpu_ratio compares CPU per round trip, which load from other processes distorts far less")
+    cpu_ratio = cpu["ours"] / cpu["sync"] if cpu["sync"] else float("nan")
+    print(f"rtt_ratio={ratio('rtt', 'sync'):.2f} rtt_cpu_ratio={cpu_ratio:.2f} calls_ratio={ratio('cps', 'sync'):.2f} "
           f"bulk_ratio={ratio('bulk', 'sync', invert=True):.2f} rtt_ratio_async={ratio('rtt', 'async'):.2f} "
           f"calls_ratio_async={ratio('cps', 'async'):.2f} bulk_ratio_async={ratio('bulk', 'async', invert=True):.2f}")
 

@@ -3,14 +3,15 @@
 Frames of one message (a ROUTER prepends/strips the peer identity)::
 
     frame 0   header   2 bytes: message kind, wire version
-    frame 1   meta     msgpack array of plain fields (ids, names, flags) — never holds user data
-    frame 2   payload  msgpack of user values (args, results, stream items); b"" when the kind has none
-    frame 3+  buffers  raw bytes of numpy arrays / torch tensors / large bytes, sent zero-copy
+    frame 1   body     msgpack array: the kind's meta fields (ids, names, flags — plain types), then,
+                       for kinds that carry user values, the payload as one msgpack ``bin``
+    frame 2+  buffers  raw bytes of numpy arrays / torch tensors, sent zero-copy
 
-Meta and payload are separate so that a payload that fails to decode (say, a dataclass the receiver
-does not allow) is still attributable to its call id and answered with an error, not dropped.
-Decoding validates the header, the meta field count and types; anything else raises ``WireError``
-with what was wrong. No pickle anywhere.
+The payload is packed separately (and nested as bytes) so that a payload that fails to decode — say,
+a dataclass the receiver does not allow — is still attributable to its call id and answered with an
+error, not dropped. Two frames per small message, like a bare DEALER/ROUTER echo, keep the hot path
+short. Decoding validates the header, the body's field count and types; anything else raises
+``WireError`` with what was wrong. No pickle anywhere.
 """
 from __future__ import annotations
 
@@ -196,6 +197,7 @@ for _cls in MESSAGE_TYPES.values():
     _cls.META_NAMES = tuple(name for name, _ in _cls.META)
     _cls.META_TYPES = tuple(tp for _, tp in _cls.META)
     _cls.HAS_ARGS = "args" in _cls.PAYLOAD
+    _cls.BODY_LEN = len(_cls.META) + (1 if _cls.PAYLOAD else 0)
     _BY_HEADER[_cls.HEADER] = _cls
 
 
@@ -208,18 +210,19 @@ class PayloadError(WireError):
 
 
 def encode(msg: Any) -> list:
-    """Message -> frames ``[header, meta, payload, *buffers]``. Raises WireError for unsendable values."""
+    """Message -> frames ``[header, body, *buffers]``. Raises WireError for unsendable values."""
     cls = type(msg)
-    meta = _packb([getattr(msg, name) for name in cls.META_NAMES])
+    fields = [getattr(msg, name) for name in cls.META_NAMES]
     if not cls.PAYLOAD:
-        return [cls.HEADER, meta, _EMPTY]
+        return [cls.HEADER, _packb(fields)]
     if len(cls.PAYLOAD) == 1:
         payload, buffers = pack_value(getattr(msg, cls.PAYLOAD[0]))
     else:
         payload, buffers = pack_value([getattr(msg, name) for name in cls.PAYLOAD])
+    fields.append(payload)
     if buffers:
-        return [cls.HEADER, meta, payload, *buffers]
-    return [cls.HEADER, meta, payload]
+        return [cls.HEADER, _packb(fields), *buffers]
+    return [cls.HEADER, _packb(fields)]
 
 
 _meta_local = threading.local()
@@ -253,19 +256,21 @@ def _bad_header(header: bytes) -> None:
 
 def decode(frames: list) -> Any:
     """Frames (bytes or zmq.Frame) -> message. Raises WireError naming what was malformed."""
-    if len(frames) < 3:
-        raise WireError(f"expected >= 3 frames (header, meta, payload), got {len(frames)}")
+    if len(frames) < 2:
+        raise WireError(f"expected >= 2 frames (header, body), got {len(frames)}")
     header = frames[0] if type(frames[0]) is bytes else _frame_bytes(frames[0])
     cls = _BY_HEADER.get(header)
     if cls is None:
         _bad_header(header)
     try:
-        meta = msgpack.unpackb(frames[1] if type(frames[1]) is bytes else _frame_bytes(frames[1]), raw=False)
+        body = msgpack.unpackb(frames[1] if type(frames[1]) is bytes else _frame_bytes(frames[1]), raw=False)
     except Exception as e:
-        raise WireError(f"{cls.__name__}: meta frame is not valid msgpack ({type(e).__name__}: {e})") from None
-    if type(meta) is not list or len(meta) != len(cls.META_TYPES):
-        raise WireError(f"{cls.__name__}: meta must be a list of {len(cls.META)} fields "
-                        f"{list(cls.META_NAMES)}, got {type(meta).__name__} {str(meta)[:80]}")
+        raise WireError(f"{cls.__name__}: body frame is not valid msgpack ({type(e).__name__}: {e})") from None
+    if type(body) is not list or len(body) != cls.BODY_LEN:
+        raise WireError(f"{cls.__name__}: body must be a list of {cls.BODY_LEN} fields "
+                        f"{list(cls.META_NAMES) + (['payload'] if cls.PAYLOAD else [])}, "
+                        f"got {type(body).__name__} {str(body)[:80]}")
+    meta = body[:-1] if cls.PAYLOAD else body
     if tuple(map(type, meta)) != cls.META_TYPES:  # msgpack yields exact types; keeps bool out of int fields
         for i, (value, tp) in enumerate(zip(meta, cls.META_TYPES)):
             if type(value) is not tp:
@@ -273,8 +278,11 @@ def decode(frames: list) -> Any:
                                 f"got {type(value).__name__}")
     msg = cls(*meta)
     if cls.PAYLOAD:
+        payload = body[-1]
+        if type(payload) is not bytes:
+            raise PayloadError(msg, f"{cls.__name__} payload must be msgpack bin, got {type(payload).__name__}")
         try:
-            values = unpack_value(frames[2], frames[3:] if len(frames) > 3 else _NO_FRAMES)
+            values = unpack_value(payload, frames[2:] if len(frames) > 2 else _NO_FRAMES)
         except WireError as e:
             raise PayloadError(msg, f"{cls.__name__} payload: {e}") from None
         except Exception as e:
@@ -290,6 +298,6 @@ def decode(frames: list) -> Any:
             if cls.HAS_ARGS and not (type(msg.args) is list and type(msg.kwargs) is dict
                                      and (not msg.kwargs or all(type(k) is str for k in msg.kwargs))):
                 raise PayloadError(msg, f"{cls.__name__}: args must be a list and kwargs a dict with str keys")
-    elif len(frames) > 3:
-        raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 3} extra frames came with it")
+    elif len(frames) > 2:
+        raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 2} extra frames came with it")
     return msg

@@ -138,7 +138,7 @@ class ActorServer:
         if self.configure_socket:
             self.configure_socket(sock)
         sock.connect(self.endpoint)
-        self.asock = AsyncSocket(sock, self._on_frames, copy_frames=3, loop=loop)
+        self.asock = AsyncSocket(sock, self._on_frames, copy_frames=2, loop=loop)
         try:
             self._send(m.Hello(self.name, self.cls_path, os.getpid(), socket.gethostname(),
                                self.offer_args, self.offer_kwargs))

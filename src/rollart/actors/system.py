@@ -157,7 +157,7 @@ class ActorSystem:
         router.bind(self.bind)
         self.endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
         router.bind(self._inproc)
-        self._asock = AsyncSocket(router, self._on_frames, copy_frames=4, loop=self._loop)
+        self._asock = AsyncSocket(router, self._on_frames, copy_frames=3, loop=self._loop)
         self._launch_cfg = LaunchConfig(self.endpoint, self.heartbeat_interval, self.heartbeat_timeout,
                                         self.torch_threads, self.curve_dir)
         self._monitor = self._loop.create_task(self._watch_heartbeats())

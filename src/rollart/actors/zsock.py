@@ -36,8 +36,8 @@ _RETRY_DELAY = 0.005  # seconds between retries of a full peer's outbox
 class AsyncSocket:
     def __init__(self, sock: zmq.Socket, on_message: Callable[[list], None], *, copy_frames: int,
                  loop: asyncio.AbstractEventLoop | None = None):
-        """``copy_frames``: leading frames received as bytes (envelope, header, meta, payload); the rest
-        arrive as zero-copy ``zmq.Frame`` objects."""
+        """``copy_frames``: leading frames received as bytes (envelope, header, body); the rest (array
+        buffers) arrive as zero-copy ``zmq.Frame`` objects."""
         self.sock = sock
         self.on_message = on_message
         self.copy_frames = copy_frames
