@@ -122,6 +122,7 @@ def test_bad_requests_get_clear_errors_while_others_finish(tiny_model, model):
     bad = [("empty", [], GREEDY, "empty prompt"),
            ("long", list(range(3, 70)), GREEDY, "max_model_len"),
            ("vocab", [5, 99999], GREEDY, "outside the vocabulary"),
+           ("text", "hello", GREEDY, "integer token ids"),
            ("dup", good[1], GREEDY, None),
            ("temp", good[1], {"temperature": -1.0}, "temperature"),
            ("topp", good[1], {"top_p": 0.0}, "top_p"),

@@ -14,6 +14,7 @@ records the policy version that produced it.
 from __future__ import annotations
 
 import json
+import operator
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,13 +118,16 @@ class LLMEngine:
         sampling.validate()
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already in flight; ids must be unique")
-        prompt = list(prompt_token_ids)
+        try:  # accepts numpy / torch integer scalars too
+            prompt = [operator.index(t) for t in prompt_token_ids]
+        except TypeError:
+            raise InvalidRequestError(f"request {request_id!r}: prompt_token_ids must be a list of integer token ids") from None
         if not prompt:
             raise InvalidRequestError(f"request {request_id!r}: empty prompt (need at least one token)")
         vocab = self.model.config.vocab_size
-        if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt):
-            bad = next(t for t in prompt if not isinstance(t, int) or not 0 <= t < vocab)
-            raise InvalidRequestError(f"request {request_id!r}: token id {bad!r} is outside the vocabulary [0, {vocab})")
+        if min(prompt) < 0 or max(prompt) >= vocab:
+            bad = next(t for t in prompt if not 0 <= t < vocab)
+            raise InvalidRequestError(f"request {request_id!r}: token id {bad} is outside the vocabulary [0, {vocab})")
         if len(prompt) >= self.max_model_len:
             raise InvalidRequestError(f"request {request_id!r}: prompt has {len(prompt)} tokens but max_model_len is "
                                       f"{self.max_model_len} (no room to generate); shorten it or raise max_model_len")
