@@ -70,10 +70,12 @@ class SortNumbers(gym.Env):
     system_prompt = "Sort the numbers in ascending order. Answer with the numbers separated by spaces."
     max_new_tokens = 32
 
-    def __init__(self, count: int = 5, high: int = 99, render_mode: str | None = None):
+    def __init__(self, count: int = 5, high: int = 99, lenient: bool = False, render_mode: str | None = None):
+        """``lenient``: any answer whose integers, in order, are the sorted numbers counts (a pretrained
+        model's "The sorted numbers are 2, 5, 9." is right); otherwise the answer must be exactly "2 5 9"."""
         if count < 2:
             raise ValueError(f"count must be >= 2, got {count}")
-        self.count, self.high = count, high
+        self.count, self.high, self.lenient = count, high, lenient
         self.render_mode = render_mode
         self.observation_space = text_space(256)
         self.action_space = text_space(256)
@@ -86,7 +88,10 @@ class SortNumbers(gym.Env):
 
     def step(self, action: str):
         want = " ".join(map(str, sorted(self.numbers)))
-        reward = exact_match(action if isinstance(action, str) else "", want)
+        text = action if isinstance(action, str) else ""
+        if self.lenient:
+            text = " ".join(re.findall(r"-?\d+", text))
+        reward = exact_match(text, want)
         obs = "Correct." if reward else f"Wrong. The answer was {want}."
         return obs, reward, True, False, {"success": reward == 1.0}
 
