@@ -94,6 +94,11 @@ class Echo:
         time.sleep(seconds)
         return seconds
 
+    def torch_threads(self) -> int:
+        import torch
+
+        return torch.get_num_threads()
+
     def getpid(self) -> int:
         return os.getpid()
 

@@ -40,6 +40,11 @@ async def test_call_returns_value_and_ctor_args_arrive(echo):
         assert info["pid"] != os.getpid() and info["pid"] == echo.pid
 
 
+async def test_actor_processes_use_one_torch_thread(echo):
+    if echo.name == "echo-process":
+        assert await echo.torch_threads() == 1  # ActorSystem(torch_threads=1) is the default
+
+
 async def test_payload_types_round_trip(echo):
     value = {"none": None, "b": True, "i": -(2**40), "f": 1.5, "s": "héllo", "bytes": b"\x00\xff",
              "list": [1, [2, 3]], "tuple": (1, (2, "x")), 7: "int key",

@@ -62,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format=f"%(asctime)s {args.name} %(levelname)s %(message)s")
     if args.parent_pid:
         _die_with_parent(args.parent_pid)
-    if args.torch_threads > 0:
+    if args.torch_threads > 0:  # read by torch when it is first imported (by the actor class or a tensor)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, str(args.torch_threads))
+        set_torch_threads(args.torch_threads)  # in case something imported torch already
     try:
         offer_args, offer_kwargs = json.loads(args.args), json.loads(args.kwargs)
     except json.JSONDecodeError as e:
@@ -83,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     heartbeat = HeartbeatThread(ctx, args.connect, identity, args.heartbeat_interval, args.coordinator_timeout,
                                 configure_socket=configure)
 
-    def on_init() -> None:  # the coordinator accepted us: start heartbeats, cap torch threads
-        set_torch_threads(args.torch_threads)
+    def on_init() -> None:  # the coordinator accepted us: start heartbeats
         heartbeat.start()
 
     server = ActorServer(ctx, args.connect, args.name, args.cls, identity, offer_args=offer_args,
