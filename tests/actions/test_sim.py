@@ -32,10 +32,10 @@ def test_static_baseline_queues_trajectories_beyond_slots():
 
 
 def test_elastic_scales_perfectly_parallel_tests_on_an_idle_node():
-    res = simulate_coding(tiny_trace(), nodes=1, cores_per_node=64)
+    res = simulate_coding(tiny_trace(), nodes=1, cores_per_node=64, charge_latency=False)
     # linear speedup (parallel_fraction 1.0): each test run takes all 32 allowed cores
     assert res.units["reward_test"] == [32, 32]
-    assert res.mean("reward_test") == pytest.approx((64 / 32 + 32 / 32) / 2, rel=1e-3)
+    assert res.mean("reward_test") == pytest.approx((64 / 32 + 32 / 32) / 2)
     assert res.decisions >= 8 and res.overhead_pct >= 0
 
 
@@ -63,10 +63,10 @@ def test_gpu_pool_restores_once_then_hits():
     cfg = MopdTraceConfig(restore_fixed=1.0, restore_bandwidth=1e9)
     services = [ServiceSpec("a", 8e9, 1)]
     reqs = [GpuRequest(0.0, "a", 8.0, 1.0), GpuRequest(100.0, "a", 8.0, 1.0)]
-    res = simulate_gpu_pool(services, reqs, 8, cfg)
+    res = simulate_gpu_pool(services, reqs, 8, cfg, charge_latency=False)
     # first: restore 1 + 8e9/(8*1e9) = 2 s, then 8/8 = 1 s on all 8 GPUs; second is warm: 1 s
-    assert res.traj_act[0] == pytest.approx(3.0, abs=0.05)
-    assert res.traj_act[1] == pytest.approx(1.0, abs=0.05)
+    assert res.traj_act[0] == pytest.approx(3.0)
+    assert res.traj_act[1] == pytest.approx(1.0)
     assert res.units["restores"] == [1]
 
 
