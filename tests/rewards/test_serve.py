@@ -152,7 +152,7 @@ async def test_pool_grows_with_queue_and_shrinks_to_zero():
             assert endpoint.pool.workers == 0
             out = await asyncio.gather(*(client.call("slow", 0.2) for _ in range(6)))
             assert out == ["done"] * 6
-            assert endpoint.pool.spawned == 3  # grew to the cap under a queue of 6
+            assert 1 < endpoint.pool.spawned <= 3  # grew with the queue of 6, never past the cap
             for _ in range(100):
                 if endpoint.pool.workers == 0:
                     break
