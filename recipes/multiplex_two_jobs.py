@@ -1,0 +1,157 @@
+"""Two RL jobs share one training service (plexrl.txt): FrozenLake and GuessNumber, concurrently, one run.
+
+    python -m recipes.multiplex_two_jobs                    # both jobs train through ONE shared deployment
+    python -m recipes.multiplex_two_jobs alone=true         # baseline: each job with its private trainer
+    python -m recipes.multiplex_two_jobs total_steps=40 policy=fcfs offload_tier=disk
+
+Each job keeps its own rollout (inference worker, envs, weight store, coordinator); only training is
+shared: a single DeploymentWorker process time-slices the two jobs' trainers, switching the resident
+job's model and optimizer state out to the StateManager (host or disk tier) when the other job's
+operation is admitted (HRRS order). Each job prints its reward curve summary and greedy success; the
+last line gives both as key=value pairs. Watch in tensorboard (`tensorboard --logdir runs/multiplex`):
+rollout/reward_mean and charts/eval_success/* per job run folder.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+
+from rollart.config import parse_overrides
+from rollart.multiplex.client import SharedTrainerClient, shared_trainer_config
+from rollart.multiplex.service import ServiceConfig, TrainingService
+from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.rollout.env_manager import TaskSpec
+from rollart.trainer import TrainerConfig
+
+import envs  # noqa: F401  (registers the rollart/* envs)
+from recipes.grpo_frozenlake import TASK as LAKE
+from recipes.grpo_frozenlake import default_config as lake_config
+
+GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 8},
+                max_new_tokens=2, max_turns=6)
+
+
+@dataclass
+class MultiplexRecipe:
+    total_steps: int = 30
+    """Training steps per job."""
+    alone: bool = False
+    """Baseline: run each job with a private trainer (one after the other) instead of the shared service."""
+    policy: str = "hrrs"
+    """Shared-service scheduling policy: 'hrrs' or 'fcfs'."""
+    offload_tier: str = "host"
+    """Where the switched-out job's state goes: 'host' or 'disk'."""
+    logdir: str = "runs/multiplex"
+    """Root folder of both jobs' run folders."""
+    seed: int = 0
+    """Seed of both jobs."""
+    time_limit_s: float = 15 * 60
+    """Wall-clock cap per job."""
+    eval_episodes: int = 8
+    """Greedy evaluation episodes per eval."""
+    actor_mode: str = "inprocess"
+    """Actor mode of each job's rollout actors (inference worker, weight store): in-process keeps the process
+    count low on a 2-core machine; 'process' gives each its own process."""
+    service_mode: str = "process"
+    """Actor mode of the shared service's worker (its own process by default)."""
+
+    def __post_init__(self):
+        if self.total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
+        if self.policy not in ("hrrs", "fcfs"):
+            raise ValueError(f"policy must be 'hrrs' or 'fcfs', got {self.policy!r}")
+
+
+def game_reward(model_dir: str):
+    """GuessNumber's env return minus 0.1 per model turn that holds no number — the same invalid-answer
+    penalty FrozenLake uses; without it a random policy sees all-zero groups and learns nothing."""
+    import re
+    from rollart.models import load_tokenizer
+    tokenizer = load_tokenizer(model_dir)
+
+    async def score(traj) -> float:
+        turns, cur = [], []
+        for tok, mask in zip(traj.token_ids, traj.loss_mask):
+            if mask:
+                cur.append(tok)
+            elif cur:
+                turns.append(cur); cur = []
+        if cur:
+            turns.append(cur)
+        invalid = sum(re.search(r"\d", tokenizer.decode(t, skip_special_tokens=True)) is None for t in turns)
+        return float(traj.info.get("env_return", 0.0)) - 0.1 * invalid
+
+    return score
+
+
+def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]]:
+    tag = "alone" if r.alone else "shared"
+    common = dict(total_steps=r.total_steps, seed=r.seed, logdir=r.logdir, time_limit_s=r.time_limit_s,
+                  eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
+                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True)
+    lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", **common)
+    game = PipelineConfig(mode="async", alpha=1, batch_groups=4, group_size=8, max_concurrency=64,
+                          trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+                          run_name=f"game_{tag}", **common)
+    return {"lake": (lake, LAKE), "game": (game, GAME)}
+
+
+def _model_dir(cfg: PipelineConfig) -> str:
+    from pathlib import Path
+    from rollart.pipeline.coordinator import ensure_model
+    run_dir = Path(cfg.logdir) / cfg.run_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return ensure_model(cfg, run_dir)
+
+
+def summarize(name: str, result) -> dict[str, float]:
+    rewards = [h.get("rollout/reward_mean", 0.0) for h in result.history]
+    k = max(len(rewards) // 4, 1)
+    first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+    success = result.final_success.get(name, result.final_success.get("mean", 0.0))
+    print(f"{name}: steps={result.steps} reward first-quarter={first:.3f} last-quarter={last:.3f} "
+          f"greedy success={success:.2f} wall_s={result.wall_s:.0f}")
+    return {"first": first, "last": last, "success": success, "steps": result.steps}
+
+
+async def run(r: MultiplexRecipe) -> dict[str, dict]:
+    jobs = job_configs(r)
+    rewards = {"lake": None, "game": game_reward(_model_dir(jobs["game"][0]))}
+    out: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    if r.alone:
+        for job, (cfg, task) in jobs.items():
+            out[job] = summarize(task.name, await Coordinator(cfg, [task], reward_fn=rewards[job]).run())
+    else:
+        async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
+                                                 offload_tier=r.offload_tier)) as service:
+            for job, (cfg, _) in jobs.items():
+                await service.register_job(job, shared_trainer_config(cfg))
+            results = await asyncio.gather(*(Coordinator(cfg, [task], reward_fn=rewards[job],
+                                                         trainer=SharedTrainerClient(service, job)).run()
+                                             for job, (cfg, task) in jobs.items()))
+            for (job, (_, task)), res in zip(jobs.items(), results):
+                out[job] = summarize(task.name, res)
+            sched = service.scheduler.stats()
+            print(f"service: switches={sched['switches']:.0f} ops={sched['ops']:.0f} "
+                  f"wait_p50_s={sched['wait_p50_s']:.3f} wait_p99_s={sched['wait_p99_s']:.3f}")
+            for job in jobs:
+                await service.complete_job(job)
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    r = parse_overrides(MultiplexRecipe())
+    out = asyncio.run(run(r))
+    print(f"mode={'alone' if r.alone else 'shared'} total_wall_s={out['wall_s']:.0f} "
+          + " ".join(f"{j}_reward_first={out[j]['first']:.3f} {j}_reward_last={out[j]['last']:.3f} "
+                     f"{j}_success={out[j]['success']:.2f}" for j in ("lake", "game")))
+
+
+if __name__ == "__main__":
+    main()

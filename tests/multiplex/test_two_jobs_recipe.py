@@ -1,0 +1,35 @@
+"""The two-job recipe end to end through one shared training service (real processes, envs, engine):
+a tiny-budget smoke run, and (slow) the check that both jobs still learn: mean reward over the last
+quarter of steps above the first quarter, for FrozenLake and GuessNumber, trained concurrently."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp_path, *overrides, timeout=1500):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "recipes.multiplex_two_jobs", f"logdir={tmp_path}", *overrides],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    return proc.stdout, dict(kv.split("=", 1) for kv in last.split())
+
+
+@pytest.mark.slow
+def test_smoke_two_jobs_share_one_service(tmp_path):
+    out, kv = run(tmp_path, "total_steps=2", "eval_episodes=1", timeout=900)
+    assert kv["mode"] == "shared"
+    assert "service: switches=" in out
+    assert {"lake_success", "game_success"} <= set(kv)
+
+
+@pytest.mark.slow
+def test_both_jobs_learn_while_sharing(tmp_path):
+    _, kv = run(tmp_path, "total_steps=20", "eval_episodes=4")
+    for job in ("lake", "game"):
+        assert float(kv[f"{job}_reward_last"]) > float(kv[f"{job}_reward_first"]), kv

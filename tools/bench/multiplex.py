@@ -1,0 +1,141 @@
+"""Multiplexing (plexrl.txt §6.2–6.3, §4.4): GPU-hours of 2-job packing, trace drain time, HRRS vs FCFS.
+
+    python tools/bench/multiplex.py            # full: 120-job trace on 16 groups, 100-step jobs
+    python tools/bench/multiplex.py --quick    # < 60 s: 48-job trace on 8 groups
+
+  1. SIMULATED §6.2: GPU-hours per effective training step, two identical jobs (paper's 7B/30B/235B phase
+     shapes), split-async vs packing both jobs' training on one shared pool. Reported at rollout pool =
+     training pool (headline) and at other rollout:training ratios (the paper's Tab. 1 sizes are not
+     readable in our copy).                                               -> gpu_hours_saved_pct
+  2. SIMULATED §6.3: trace replay under Isolated / Pack / Spread / Spread+Backfill: drain time and the CDF
+     of normalised queueing delay (wait / isolated duration).            -> drain_vs_isolated
+  3. SIMULATED §4.4: HRRS vs FCFS runtime order on the same trace (Spread+Backfill): context switches and
+     p99 operation wait.                                                  -> switches_ratio, p99_wait_ratio
+  4. LIVE: the real TrainingService (worker process; in-process actor under --quick; tiny model) under interleaved bursts from two jobs,
+     HRRS vs FCFS: context switches actually performed.                   -> live_switches_ratio
+The last line holds the headline key=value pairs.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from rollart.multiplex.sim import SHAPES, gpu_hours_two_jobs, make_trace, replay  # noqa: E402
+
+POLICIES = ("isolated", "pack", "spread", "spread+backfill")
+
+
+def gpu_hours(steps: int) -> dict:
+    rows = {}
+    for ratio in (0.25, 0.5, 1.0):
+        rows[ratio] = {m: gpu_hours_two_jobs(m, steps=steps, rollout_gpus=int(8 * ratio), train_gpus=8)
+                       for m in SHAPES}
+    for ratio, per in rows.items():
+        print(f"[sim 6.2] rollout:train={ratio:g}  " + "  ".join(
+            f"{m}: saved {r['saved_pct']:.1f}% slowdown x{r['slowdown']:.3f}" for m, r in per.items()))
+    return rows
+
+
+def trace_replay(n_jobs: int, groups: int, seed: int) -> dict:
+    jobs = make_trace(n_jobs, seed=seed)
+    out = {p: replay(jobs, groups, p, seed=seed) for p in POLICIES}
+    iso = out["isolated"].drain_s
+    for p, r in out.items():
+        d = sorted(r.norm_delay)
+        print(f"[sim 6.3] {p:16s} drain {r.drain_s / 3600:6.1f} h ({r.drain_s / iso:.3f} of isolated)  "
+              f"delay p50 {d[len(d) // 2]:.2f} p90 {d[int(0.9 * len(d))]:.2f} max {d[-1]:.2f}  switches {r.switches}")
+    return out
+
+
+def hrrs_vs_fcfs(n_jobs: int, groups: int, seed: int) -> dict:
+    jobs = make_trace(n_jobs, seed=seed)
+    out = {rt: replay(jobs, groups, "spread+backfill", runtime=rt, seed=seed) for rt in ("hrrs", "fcfs")}
+    for rt, r in out.items():
+        w = sorted(r.op_waits)
+        print(f"[sim 4.4] {rt}: switches {r.switches}  op wait p50 {w[len(w) // 2]:.1f} s  p99 {w[int(0.99 * len(w))]:.1f} s"
+              f"  drain {r.drain_s / 3600:.1f} h")
+    return out
+
+
+async def live(bursts: int, mode: str) -> dict[str, float]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "multiplex"))
+    from mx_fixtures import save_tiny_policy, trainer_config, trajectories
+    from rollart.multiplex.service import ServiceConfig, TrainingService
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = save_tiny_policy(Path(tmp) / "a", 0), save_tiny_policy(Path(tmp) / "b", 1)
+        batch = trajectories(seed=3)
+        for policy in ("hrrs", "fcfs"):
+            async with TrainingService(ServiceConfig(mode=mode, policy=policy)) as s:
+                await s.register_job("A", trainer_config(a)); await s.register_job("B", trainer_config(b))
+                base = s.scheduler.stats()["switches"]
+                t0 = time.perf_counter()
+                for _ in range(bursts):  # each job sends 3 forwards at once, arrivals interleaved A,B,A,B,...
+                    futs = [s.call(j, "forward", batch) for _ in range(3) for j in ("A", "B")]
+                    await asyncio.gather(*futs)
+                out[policy] = s.scheduler.stats()["switches"] - base
+                print(f"[live] {policy}: {bursts} bursts of 6 forwards -> {out[policy]:.0f} context switches "
+                      f"({time.perf_counter() - t0:.1f} s)")
+    return out
+
+
+def plot(trace: dict, rows: dict, path: Path) -> None:
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    for p, r in trace.items():
+        d = sorted(r.norm_delay)
+        ax[0].plot(d, [(i + 1) / len(d) for i in range(len(d))], label=p)
+    ax[0].set_xscale("symlog"); ax[0].set_xlabel("normalised queueing delay (wait / job duration)")
+    ax[0].set_ylabel("CDF"); ax[0].legend(); ax[0].set_title("SIMULATED trace replay (§6.3)")
+    iso = trace["isolated"].drain_s
+    ax[1].bar(list(trace), [r.drain_s / iso for r in trace.values()])
+    ax[1].axhline(0.56, color="k", ls="--", label="paper: 0.56"); ax[1].legend()
+    ax[1].set_ylabel("drain time / isolated"); ax[1].set_title("SIMULATED time to drain the trace")
+    for m in SHAPES:
+        ax[2].plot(list(rows), [rows[r][m]["saved_pct"] for r in rows], marker="o", label=m)
+    ax[2].axhspan(30.1, 37.6, alpha=0.2, label="paper 30.1–37.6%")
+    ax[2].set_xlabel("rollout GPUs / training GPUs per job"); ax[2].set_ylabel("GPU-hours saved per step, %")
+    ax[2].set_title("SIMULATED 2-job packing vs split-async (§6.2)"); ax[2].legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small trace, < 60 s")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-live", action="store_true", help="skip the live TrainingService part")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    n_jobs, groups, steps = (48, 8, 60) if args.quick else (120, 16, 100)
+    rows = gpu_hours(steps)
+    trace = trace_replay(n_jobs, groups, args.seed)
+    rt = hrrs_vs_fcfs(n_jobs, groups, args.seed)
+    lv = {} if args.no_live else asyncio.run(live(3 if args.quick else 10, "inprocess" if args.quick else "process"))
+    plot(trace, rows, Path(__file__).parent / "plots" / "multiplex.png")
+    saved = statistics.mean(r["saved_pct"] for r in rows[1.0].values())
+    saved_half = statistics.mean(r["saved_pct"] for r in rows[0.5].values())
+    drain = trace["spread+backfill"].drain_s / trace["isolated"].drain_s
+    best = min(trace[p].drain_s for p in POLICIES[1:]) / trace["isolated"].drain_s
+    w = {k: sorted(r.op_waits) for k, r in rt.items()}
+    p99 = {k: v[int(0.99 * len(v))] for k, v in w.items()}
+    live_ratio = (lv["hrrs"] / lv["fcfs"]) if lv.get("fcfs") else float("nan")
+    print(f"wall_s={time.perf_counter() - t0:.1f}")
+    print(f"gpu_hours_saved_pct={saved:.1f} gpu_hours_saved_pct_rollout_half={saved_half:.1f} "
+          f"drain_vs_isolated={drain:.3f} best_shared_drain_vs_isolated={best:.3f} "
+          f"switches_ratio={rt['hrrs'].switches / rt['fcfs'].switches:.3f} p99_wait_ratio={p99['hrrs'] / p99['fcfs']:.3f} "
+          f"live_switches_ratio={live_ratio:.3f} simulated=gpu_hours,drain,switches")
+
+
+if __name__ == "__main__":
+    main()
