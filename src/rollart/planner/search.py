@@ -244,8 +244,19 @@ class SHAEA:
         arms = {tg: a for tg, a in arms.items() if a}
         B = self.cfg.budget
         live_tgs = list(arms)
-        # evaluate (part of) each arm's initial population before judging it, as far as the budget allows
-        first = max(1, min(self.cfg.population, B // (2 * sum(len(a) for a in arms.values()))))
+        n_arms = sum(len(a) for a in arms.values())
+
+        def first() -> int:
+            """Evaluate (part of) each arm's initial population before judging it, as far as the budget —
+            and, once the evaluation rate is known, the time limit — allows (half of it at most)."""
+            affordable = float(B)
+            elapsed = time.monotonic() - t0
+            if self.evaluated >= 20 and elapsed > 0:
+                affordable = min(affordable, self.evaluated / elapsed * self.cfg.time_limit_s)
+            elif self.cfg.time_limit_s < 30:
+                return 1
+            return max(1, min(self.cfg.population, int(affordable // (2 * n_arms))))
+
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
         for _ in range(rounds1):
             b_m = B // (len(live_tgs) * rounds1)
@@ -256,7 +267,7 @@ class SHAEA:
                 for _ in range(rounds2):
                     b_mn = max(1, b_m // (len(live) * rounds2))
                     for arm in live:
-                        self.ea_steps(arm, max(b_mn, first - len(arm.population)))
+                        self.ea_steps(arm, max(b_mn, first() - len(arm.population)))
                     live = _best_half(live)
                 arms[tg] = _best_half(arms[tg])
             live_tgs = sorted(live_tgs, key=lambda t: min(a.best_cost for a in arms[t]))
