@@ -55,7 +55,8 @@ async def test_two_jobs_interleaved_match_private_training_bit_exactly(models, t
 
 async def test_narrow_api_and_failures_do_not_spread(models, tmp_path):
     a, b = models
-    async with TrainingService(ServiceConfig(mode="process")) as s:
+    # the same actor runtime with the worker in this process (one process spawn per file is enough)
+    async with TrainingService(ServiceConfig(mode="inprocess")) as s:
         await s.register_job("A", trainer_config(a))
         await s.register_job("B", trainer_config(b))
         # a job whose trainer cannot be built fails alone
