@@ -173,9 +173,39 @@ async def test_distributed_serverless_client_speaks_the_same_protocol():
         fn = serverless.ServerlessFunction(url, "math_reward", token="t0k")
         assert await fn("so \\boxed{12}", reference="12") == 1.0
         bad = serverless.ServerlessFunction(url, "boom", token="t0k")
-        with pytest.raises(serverless.ServerlessError):
+        with pytest.raises(serverless.ServerlessError, match="boom.. failed"):  # final, not retried
             await bad()
         await fn.client.close()
         await bad.client.close()
+    finally:
+        await runner.cleanup()
+
+
+async def test_function_error_is_not_retried_but_worker_crash_is():
+    endpoint, runner, url = await start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url + "/call/boom", json={"args": [], "kwargs": {}}) as resp:
+                body = await resp.json()
+            assert resp.status == 500 and body["ok"] is False and body["retryable"] is False
+            assert "ValueError: boom" in body["error"]
+        async with RewardClient(url, config=ClientConfig(retries=3, backoff=0.01)) as client:
+            with pytest.raises(RewardCallError, match="HTTP 500.*ValueError: boom") as info:
+                await client.call("boom")
+            assert client.attempts == 1 and info.value.retryable is False  # deterministic: no retries
+    finally:
+        await runner.cleanup()
+    # a crashing worker (injected fault on every call) is retryable: the client uses all its attempts
+    endpoint, runner, url = await start(fault_rate=1.0, fault_seed=0, call_timeout=3.0)
+    endpoint.rng.choice = lambda options: "crash"
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url + "/call/math_reward", json={"args": ["1", "1"], "kwargs": {}}) as resp:
+                body = await resp.json()
+            assert resp.status == 500 and body["retryable"] is True and "died" in body["error"]
+        async with RewardClient(url, config=ClientConfig(retries=2, backoff=0.01)) as client:
+            with pytest.raises(RewardCallError, match="after 3 attempts.*died"):
+                await client.call("math_reward", "1", "1")
+            assert client.attempts == 3
     finally:
         await runner.cleanup()

@@ -62,7 +62,10 @@ class ServerlessClient:
             try:
                 async with self._session.post(target, json=body, headers=headers) as resp:
                     if resp.status >= 500:
-                        problem = f"HTTP {resp.status}: {(await resp.text())[:200]}"
+                        text = await resp.text()
+                        problem = f"HTTP {resp.status}: {text[:200]}"
+                        if '"retryable":false' in text.replace(" ", ""):  # the function raised: final
+                            raise ServerlessError(f"serverless {function}() failed: {problem}")
                     else:
                         try:
                             data = await resp.json(content_type=None)

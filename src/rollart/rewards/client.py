@@ -4,7 +4,8 @@
     score = await client.call("math_reward", text, reference)
 
 Failures that a retry can fix (HTTP 5xx, 429, connection errors, timeouts) are retried with
-exponentially growing, jittered delays; bad requests (other 4xx) fail at once. When retries run out
+exponentially growing, jittered delays; bad requests (other 4xx) and errors the reward function
+itself raised (a 5xx answer with ``"retryable": false``: deterministic) fail at once. When retries run out
 the error names the function, the attempts and the last reason — a call never fails silently.
 """
 from __future__ import annotations
@@ -108,4 +109,6 @@ class RewardClient:
             return reply.get("result")
         error = reply.get("error", "") if isinstance(reply, dict) else str(reply)
         retryable = status >= 500 or status == 429
+        if isinstance(reply, dict) and reply.get("retryable") is False:
+            retryable = False  # the function raised: the same call would fail again
         raise RewardCallError(f"HTTP {status}: {error}", status, retryable)

@@ -6,8 +6,10 @@
 Wire protocol (``register_serverless`` and :mod:`rollart.rewards.client` speak it):
 ``POST {url}/call/{function}`` with JSON ``{"args": [...], "kwargs": {...}}`` and, if the server has a
 token, ``Authorization: Bearer TOKEN``. The answer is ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": "..."}`` — HTTP 4xx for bad requests (401 auth, 404 unknown function,
-400 malformed body, 413 too large), 5xx for failures (500 function error or worker crash, 504 timeout).
+``{"ok": false, "error": "...", "retryable": bool}`` — HTTP 4xx for bad requests (401 auth, 404 unknown
+function, 400 malformed body, 413 too large), 5xx for failures (500 function error or worker crash,
+504 timeout). ``retryable`` is false when the reward function itself raised (a deterministic error:
+the same call fails again) and true when the worker died, timed out or could not start.
 
 Workers are processes (:mod:`rollart.rewards.worker`). The pool grows while calls wait and no worker is
 idle (up to ``max_workers``) and a worker exits after ``idle_timeout`` seconds without work, so an idle
@@ -143,7 +145,8 @@ class WorkerPool:
                 while not self.jobs.empty():
                     job = self.jobs.get_nowait()
                     if not job.future.done():
-                        job.future.set_result({"ok": False, "status": 500, "error": f"{job.fn}: {e}"})
+                        job.future.set_result({"ok": False, "status": 500, "retryable": True,
+                                               "error": f"{job.fn}: {e}"})
                 return
             while True:
                 # 1) wait for a job; leave when idle too long (scale to zero)
@@ -184,17 +187,20 @@ class WorkerPool:
             await proc.stdin.drain()
             line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.call_timeout)
         except asyncio.TimeoutError:
-            return {"ok": False, "status": 504, "_kill": True,
+            return {"ok": False, "status": 504, "_kill": True, "retryable": True,
                     "error": f"{job.fn}: timed out after {self.cfg.call_timeout}s (raise call_timeout "
                              "if the function is legitimately slow)"}
         except (ConnectionError, BrokenPipeError) as e:
-            return {"ok": False, "status": 500, "_kill": True, "error": f"{job.fn}: worker lost ({e})"}
+            return {"ok": False, "status": 500, "_kill": True, "retryable": True,
+                    "error": f"{job.fn}: worker lost ({e})"}
         if not line:
             code = await proc.wait()
-            return {"ok": False, "status": 500, "_kill": True,
+            return {"ok": False, "status": 500, "_kill": True, "retryable": True,
                     "error": f"{job.fn}: worker process died during the call (exit code {code})"}
         reply = json.loads(line)
         reply["status"] = 200 if reply["ok"] else 500
+        if not reply["ok"]:  # the function raised: deterministic, a retry would fail the same way
+            reply["retryable"] = bool(reply.get("retryable", False))  # (true only for injected faults)
         return reply
 
     async def close(self) -> None:
@@ -257,8 +263,8 @@ class RewardEndpoint:
             if not fut.done():
                 fut.cancel()
         self.counts["ok" if reply["ok"] else "failed"] += 1
-        body = {"ok": True, "result": reply["result"]} if reply["ok"] else {"ok": False,
-                                                                              "error": reply["error"]}
+        body = ({"ok": True, "result": reply["result"]} if reply["ok"] else
+                {"ok": False, "error": reply["error"], "retryable": reply.get("retryable", True)})
         return web.json_response(body, status=reply["status"])
 
     def _check(self, request: web.Request) -> Optional[web.Response]:

@@ -1,7 +1,8 @@
 """One serverless worker process: runs registered reward functions for the endpoint.
 
 Protocol (one JSON object per line): first stdout ``{"ready": true}`` once imports are done; stdin ``{"id", "fn", "args", "kwargs", "fault"}``; stdout
-``{"id", "ok", "result" | "error"}``. The real stdout is kept for the protocol and ``print`` in user
+``{"id", "ok", "result" | "error"}`` (an error from the injected "raise" fault also carries
+``"retryable": true``: it stands for a transient failure, while a function's own exception is final). The real stdout is kept for the protocol and ``print`` in user
 functions goes to stderr. ``fault`` is the endpoint's test-only fault injection: "raise", "crash"
 (the process dies mid-call) or "hang".
 """
@@ -37,7 +38,8 @@ def main(argv: list[str]) -> None:
             text = json.dumps(reply)
         except Exception as e:  # the function's failure is this call's answer, not the worker's end
             detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-            text = json.dumps({"id": msg["id"], "ok": False, "error": f"{msg.get('fn')}: {detail}"})
+            text = json.dumps({"id": msg["id"], "ok": False, "error": f"{msg.get('fn')}: {detail}",
+                               "retryable": fault == "raise"})
         out.write(text + "\n")
 
 
