@@ -31,6 +31,15 @@ def test_static_baseline_queues_trajectories_beyond_slots():
     assert sorted(res.traj_act) == pytest.approx([10.0, 20.0])  # second waits for the slot
 
 
+def test_static_pod_is_requested_at_trajectory_start_and_held_through_generation():
+    # one slot: trajectory 1 waits for the pod from t=0 (not from its first action) until trajectory 0
+    # ends at 5 + 10; then its own 5 s generation and 10 s tool run: ACT = 15 (pod wait) + 10
+    trace = [[Step(5.0, "tool", 10.0)], [Step(5.0, "tool", 10.0)]]
+    res = simulate_static(trace, nodes=1, cores_per_node=1)
+    assert res.traj_act == pytest.approx([10.0, 25.0])
+    assert res.makespan == pytest.approx(30.0)
+
+
 def test_elastic_scales_perfectly_parallel_tests_on_an_idle_node():
     res = simulate_coding(tiny_trace(), nodes=1, cores_per_node=64, charge_latency=False)
     # linear speedup (parallel_fraction 1.0): each test run takes all 32 allowed cores

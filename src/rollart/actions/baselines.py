@@ -1,8 +1,10 @@
 """Baselines in the same simulated world as :mod:`rollart.actions.sim`.
 
 - :func:`simulate_static`: per-trajectory static allocation, like a pod per trajectory. A trajectory
-  takes a fixed slot of ``slot_cores`` cores (fractional: a hard quota) on a node at its first action
-  and holds it until it ends;
+  requests a fixed slot of ``slot_cores`` cores (fractional: a hard quota) on a node at the beginning
+  of its execution (ARL-Tangram §6.1: "Each trajectory requests the creation of a pod at the beginning
+  of execution"), before its first LLM turn, and holds it until it ends; waiting for a slot counts in
+  its ACT (the environment is an external invocation it cannot proceed without);
   every action runs in its slot at once (no action queue), as the dataset's single-process commands:
   tools and ``pytest`` without ``-n`` use one core. Trajectories beyond the slots wait for one.
 - Fixed DoP 4 / 16 is :func:`rollart.actions.sim.simulate_coding` with ``dop=4`` / ``dop=16``.
@@ -52,20 +54,20 @@ def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
             free_slots[node_of.pop(ti)] += 1
             res.makespan = max(res.makespan, loop.now)
             if waiting:
-                wt, wsi, wsub = waiting.popleft()
+                wt, requested = waiting.popleft()
                 take_slot(wt)
-                run_action(wt, wsi, wsub)
+                res.traj_act[wt] += loop.now - requested  # queued for its pod
+                advance(wt, 0)
             return
+        loop.at(loop.now + trace[ti][si].gen, lambda: run_action(ti, si, loop.now))
 
-        def submit() -> None:
-            if ti in node_of:
-                run_action(ti, si, loop.now)
-            elif any(free_slots):
-                take_slot(ti)
-                run_action(ti, si, loop.now)
-            else:
-                waiting.append((ti, si, loop.now))
-        loop.at(loop.now + trace[ti][si].gen, submit)
+    def begin(ti: int) -> None:
+        """A trajectory starts: it asks for its pod first and waits (FCFS) if none is free."""
+        if any(free_slots):
+            take_slot(ti)
+            advance(ti, 0)
+        else:
+            waiting.append((ti, loop.now))
 
     def take_slot(ti: int) -> None:
         node = max(range(nodes), key=lambda n: free_slots[n])
@@ -73,7 +75,7 @@ def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
         node_of[ti] = node
 
     for ti in range(len(trace)):
-        loop.at(0.0, lambda ti=ti: advance(ti, 0))
+        loop.at(0.0, lambda ti=ti: begin(ti))
     loop.run()
     return res
 
