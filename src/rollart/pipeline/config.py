@@ -70,6 +70,8 @@ class PipelineConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     bucket_bytes: int = 1 << 20
     """Weight-store bucket size in bytes."""
+    weight_link_bytes_per_s: float = 0.0
+    """SIMULATED store -> inference link rate for weight pulls (0: real speed only); benchmarks label it simulated."""
 
     eval_every: int = 5
     """Greedy evaluation every this many steps (0 disables; a final evaluation always runs)."""
@@ -106,6 +108,8 @@ class PipelineConfig:
                      "bucket_bytes", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.weight_link_bytes_per_s < 0:
+            raise ConfigError(f"weight_link_bytes_per_s={self.weight_link_bytes_per_s} must be >= 0 (0 disables)")
         if not self.worker_classes:
             raise ConfigError("worker_classes must name at least one hardware class (e.g. H20)")
         if self.max_concurrency < self.group_size + self.extra_envs_per_group:

@@ -111,7 +111,8 @@ class Coordinator:
                 group_size=cfg.group_size, extra_envs_per_group=cfg.extra_envs_per_group,
                 extra_groups=cfg.extra_groups, max_concurrency=cfg.max_concurrency, seed=cfg.seed),
                 buffer=self.buffer, rewards=RewardDispatcher(self.reward_fn))
-            self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes)
+            self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
+                                      cfg.weight_link_bytes_per_s)
             await self._maybe_resume()
             self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
             if cfg.eval_at_start and not self.evals:

@@ -14,12 +14,12 @@ from rollart.trainer.weight_store import WeightPuller, WeightSyncStats, push_wei
 
 
 class WeightSync:
-    def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int):
+    def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int, link_bytes_per_s: float = 0.0):
         self.trainer = trainer
         self.store = store
         self.proxy = proxy
         self.bucket_bytes = bucket_bytes
-        self.puller = WeightPuller(store)
+        self.puller = WeightPuller(store, link_bytes_per_s or None)  # a rate simulates a slower link
         self.published = -1
         self.pending: WeightSyncStats | None = None
 

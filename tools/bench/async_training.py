@@ -1,0 +1,208 @@
+"""Asynchronous training vs the paper's baselines: step time of ROLLART (α=1) vs Sync+, One-off, AReaL.
+
+    python tools/bench/async_training.py --quick   # a few steps per mode: step-time ratios (< 60 s)
+    python tools/bench/async_training.py           # time-to-score per mode (Fig. 10a) + α sweep 1..6 (Fig. 13)
+
+rollart.txt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
+other on the same tasks, seed and tiny model (~0.9M params, built by make_tiny_model):
+
+* workload: three tasks mixed uniformly, as in recipes/grpo_multitask.py — FrozenLake (multi-turn,
+  1-token answers: prefill-heavy), MathTool (24-token answers: decode-heavy), GuessNumber (multi-turn
+  game). Every env step sleeps a Gaussian per-turn latency N(μ, σ) with rare heavy-tailed stragglers
+  (envs/faults.py), the paper's μ=10 s / σ up to 10 s (§7.3 R2) scaled by 1/100.
+* ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing — FrozenLake to an H800
+  worker, the rest to two H20 workers (simulated cost 2.85+2×1.00=4.85 vs the baselines' 2×2.85=5.70,
+  85%; the paper's ROLLART/baseline cost is 83%).
+* ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
+* ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
+* ``areal``: mode=areal, α=1 with the start-only staleness bound, no affinity routing.
+* The baselines roll out on two H800 workers (the paper runs baselines all-H800).
+
+Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
+rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
+worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
+rollart.txt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls from the store cross a
+SIMULATED slower link (``weight_link_bytes_per_s``), standing in for the cross-cluster hop of Table 4.
+
+Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= …`` — step-time ratios
+(baseline s/step ÷ rollart s/step, > 1 means rollart is faster); in the full run also time-to-score ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import envs  # noqa: E402,F401
+from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
+from rollart.rollout.env_manager import TaskSpec  # noqa: E402
+from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
+from rollart.trainer import TrainerConfig  # noqa: E402
+
+ENV_SCALE = 0.05
+"""Paper env latency × this: μ=10 s -> 0.5 s per turn (rollart.txt §7.3 R2)."""
+FAULTS = {"mean": 10.0 * ENV_SCALE, "std": 5.0 * ENV_SCALE, "straggler_prob": 0.03, "straggler_scale": 3.0}
+"""Per-turn Gaussian latency N(0.5 s, 0.25 s) with 3% stragglers ×(3·Pareto) — the paper's shape, scaled."""
+SIM_TIME_SCALE = ENV_SCALE
+"""Simulated Qwen3-8B engine time × this (the same time compression as the env latency)."""
+LINK_BYTES_PER_S = 12e6
+"""SIMULATED store -> inference link (12 MB/s: the 3.6 MB tiny model takes ~0.3 s to pull)."""
+
+BASE_TASKS = [
+    TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
+             max_new_tokens=1, max_turns=8),
+    TaskSpec(name="MathTool", env_id="rollart/MathTool-v0", max_new_tokens=24, max_turns=3),
+    TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 16},
+             max_new_tokens=4, max_turns=6),
+]
+TRAIN_TASKS = [dataclasses.replace(t, faults=dict(FAULTS)) for t in BASE_TASKS]
+EVAL_TASKS = BASE_TASKS  # greedy evaluation without injected latency (it measures the policy, not the envs)
+
+AFFINITY = {"FrozenLake": "H800", "default": "H20"}
+MODES = {
+    "rollart": dict(mode="async", alpha=1, num_inference_workers=3, worker_classes=("H800", "H20", "H20"),
+                    hw_affinity=AFFINITY),
+    "syncplus": dict(mode="sync", num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
+    "oneoff": dict(mode="oneoff", num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
+    "areal": dict(mode="areal", alpha=1, num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
+}
+
+
+def base_config(model: str, logdir: str, seed: int) -> PipelineConfig:
+    return PipelineConfig(
+        model=model, logdir=logdir, seed=seed, batch_groups=3, group_size=4, max_concurrency=24,
+        simulate_hardware=True, sim_time_scale=SIM_TIME_SCALE, bucket_bytes=1 << 20,
+        weight_link_bytes_per_s=LINK_BYTES_PER_S,
+        trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+        quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
+
+
+def run_mode(name: str, cfg: PipelineConfig) -> dict:
+    t0 = time.perf_counter()
+    result = asyncio.run(Coordinator(cfg, TRAIN_TASKS, eval_tasks=EVAL_TASKS).run())
+    first = result.history[0]["system/elapsed_s"] if result.history else 0.0
+    hist = result.history
+    elapsed = [h["system/elapsed_s"] for h in hist]
+    skip = 1 if len(hist) > 2 else 0  # the first step includes the pipeline filling up
+    per_step = (elapsed[-1] - elapsed[0]) / (len(hist) - 1) if skip else elapsed[-1] / max(len(hist), 1)
+    accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in hist[skip:])
+    exposed = sum(h.get("system/weight_pull_exposed_s", 0.0) for h in hist[skip:])
+    reached = None
+    if cfg.stop_at_success is not None:
+        for step, success in result.evals:
+            if step and all(v >= cfg.stop_at_success for k, v in success.items() if k != "mean"):
+                reached = next(h["system/elapsed_s"] for h in hist if h["step"] == step)
+                break
+    mean = lambda key: sum(h.get(key, 0.0) for h in hist[skip:]) / max(len(hist) - skip, 1)  # noqa: E731
+    out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), step_s=per_step,
+               train_s=mean("system/train_s"), wait_s=mean("system/get_batch_wait_s"),
+               push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
+               staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
+               success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
+               curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
+               time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"))
+    print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, "
+          f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
+          f"staleness max {out['staleness_max']:.0f}, time-to-score {reached}, wall {out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f})",
+          flush=True)
+    return out
+
+
+def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3 if not quick else 1, figsize=(15 if not quick else 6, 4), squeeze=False)
+    ax = axes[0][0]
+    names = list(results)
+    ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange"])
+    ax.set_ylabel("s / step (CPU-real training, SIMULATED gen + env latency)")
+    ax.set_title("step time by mode" + (" (--quick: few steps)" if quick else ""))
+    if not quick:
+        ax = axes[0][1]
+        for n in names:
+            if results[n]["evals"]:
+                ax.plot([t for t, _ in results[n]["curve"]], [s for _, s in results[n]["curve"]], label=n)
+        ax.set_xlabel("training wall time (s)")
+        ax.set_ylabel("rollout success (train batches)")
+        ax.set_title("Fig. 10a analogue: success vs time")
+        ax.legend()
+        ax = axes[0][2]
+        ax.plot([r["alpha"] for r in sweep], [r["step_s"] for r in sweep], "o-")
+        ax.set_xlabel("α (asynchronous bound)")
+        ax.set_ylabel("s / step")
+        ax.set_title("Fig. 13 analogue: α sweep (rollart mode)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")
+    ap.add_argument("--steps", type=int, default=0, help="steps per mode (default 4 quick, 200 full)")
+    ap.add_argument("--target", type=float, default=0.75, help="full run: greedy success target on every task")
+    ap.add_argument("--mode-budget-s", type=float, default=600.0, help="full run: time limit per mode")
+    ap.add_argument("--sweep-steps", type=int, default=12, help="full run: steps per α in the sweep")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
+                    help="actors as processes (disaggregated, default) or in this process (threads)")
+    ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
+    ap.add_argument("--json", default="", help="also write every measurement to this file")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    steps = args.steps or (3 if args.quick else 200)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed))
+        base = dataclasses.replace(base_config(model, tmp, args.seed), actor_mode=args.actor_mode)
+        results, sweep = {}, []
+        for name, over in MODES.items():
+            if args.only and name not in args.only.split(","):
+                continue
+            cfg = dataclasses.replace(base, run_name=name, total_steps=steps, **over)
+            if not args.quick:
+                cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
+                                          time_limit_s=args.mode_budget_s)
+            results[name] = run_mode(name, cfg)
+        if not args.quick:
+            for alpha in range(1, 7):
+                cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
+                                          **{**MODES["rollart"], "alpha": alpha})
+                sweep.append(run_mode(f"alpha={alpha}", cfg))
+    if len(results) < len(MODES):
+        return
+    plot(results, sweep, Path(__file__).parent / "plots" / "async_training.png", args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "sweep": sweep}, indent=1, default=str))
+    r = results["rollart"]
+    ratio = {n: results[n]["step_s"] / r["step_s"] for n in ("syncplus", "oneoff", "areal")}
+    frac = r["pull_exposed_s"] / r["pull_accum_s"] if r["pull_accum_s"] else float("nan")
+    print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{SIM_TIME_SCALE}), env latency (injected "
+          f"sleep N({FAULTS['mean']}, {FAULTS['std']}) s/turn + stragglers), "
+          f"weight-pull link ({LINK_BYTES_PER_S / 1e6:.0f} MB/s); REAL: tiny-model training, engine, envs, actors "
+          f"({args.actor_mode})")
+    line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
+            f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} "
+            f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
+    if args.quick:
+        line += " measure=step_time_ratio_quick"
+    else:
+        tts = {n: results[n]["time_to_score_s"] for n in results}
+        for n in ("syncplus", "oneoff", "areal"):
+            v = tts[n] / tts["rollart"] if tts[n] and tts["rollart"] else float("nan")
+            line += f" tts_async_vs_{n}={v:.2f}"
+        best = min(sweep, key=lambda s: s["step_s"])
+        line += f" alpha_best={best['alpha']} alpha_best_vs_1={sweep[0]['step_s'] / best['step_s']:.2f}"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
