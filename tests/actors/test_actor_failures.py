@@ -137,3 +137,42 @@ async def test_actor_processes_die_with_their_coordinator(tmp_path):
             break
         await asyncio.sleep(0.05)
     assert not pid_alive(actor_pid)
+
+
+async def test_silent_but_busy_process_is_not_declared_hung():
+    """The heartbeat judge tells a process starving its heartbeat thread (using CPU) from a hung one."""
+    import subprocess
+    import sys
+    import time
+
+    from rollart.actors.system import _ActorRecord
+
+    system = ActorSystem(heartbeat_interval=0.1, heartbeat_timeout=0.5)
+    procs = {"busy": subprocess.Popen([sys.executable, "-c", "while True: pass"]),
+             "sleeping": subprocess.Popen(["sleep", "60"]),
+             "stopped": subprocess.Popen(["sleep", "60"])}
+    os.kill(procs["stopped"].pid, signal.SIGSTOP)
+    try:
+        recs = {}
+        for name, p in procs.items():
+            rec = _ActorRecord(name, "x:Y", [], {}, "process", RestartPolicy(), {})
+            rec.proc, rec.pid = p, p.pid
+            recs[name] = rec
+        for _ in range(200):  # SIGSTOP lands asynchronously
+            with open(f"/proc/{procs['stopped'].pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.05)
+        assert not system._busy_not_hung(recs["stopped"], 1.0)
+        verdicts = {name: [] for name in ("busy", "sleeping")}
+        for _ in range(12):  # 1.2 s > heartbeat_timeout: the sleeper must be judged hung by then
+            for name in verdicts:
+                verdicts[name].append(system._busy_not_hung(recs[name], 1.0))
+            time.sleep(0.1)
+        assert all(verdicts["busy"])
+        assert verdicts["sleeping"][0] and not verdicts["sleeping"][-1]
+        assert not system._busy_not_hung(recs["busy"], 10.0)  # beyond BUSY_GRACE x timeout: dead anyway
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()

@@ -34,6 +34,9 @@ from rollart.actors.zsock import AsyncSocket
 
 log = logging.getLogger("rollart.actors")
 
+BUSY_GRACE = 5
+"""A silent local actor process that keeps using CPU gets up to this many heartbeat timeouts."""
+
 @dataclass(eq=False)
 class _ActorRecord:
     name: str
@@ -56,6 +59,8 @@ class _ActorRecord:
     started_once: bool = False
     init_sent: bool = False
     last_seen: float = 0.0
+    cpu_sample: tuple | None = None
+    """(cpu ticks, when) of a silent process, to tell busy from hung."""
     dead_reason: str = ""
     dead_callbacks: list = field(default_factory=list)
     handle: ActorHandle | None = None
@@ -279,12 +284,36 @@ class ActorSystem(CallRouter):
             self._asock.drain()  # judge on everything that arrived, even if the loop was busy
             now = time.monotonic()
             for rec in list(self._actors.values()):
-                # only ready actors: a constructor importing torch can hold the GIL for seconds, and a
-                # starting actor is bounded by spawn_timeout and its process watcher instead
-                if (rec.mode != "inprocess" and rec.state == "ready"
-                        and now - rec.last_seen > self.heartbeat_timeout):
-                    self._declare_dead(rec, f"no heartbeat for {now - rec.last_seen:.1f} s "
+                # only ready actors: a starting one is bounded by spawn_timeout and its process watcher
+                if rec.mode == "inprocess" or rec.state != "ready":
+                    continue
+                silent = now - rec.last_seen
+                if silent <= self.heartbeat_timeout:
+                    rec.cpu_sample = None
+                elif not self._busy_not_hung(rec, silent):
+                    self._declare_dead(rec, f"no heartbeat for {silent:.1f} s "
                                             f"(heartbeat_timeout={self.heartbeat_timeout} s)", rec.identity)
+
+    def _busy_not_hung(self, rec: _ActorRecord, silent: float) -> bool:
+        """A local child that keeps using CPU while silent is starving its heartbeat thread of the GIL
+        (a first ``import torch`` can hold it for seconds on a loaded machine), not hung: it gets up to
+        BUSY_GRACE x heartbeat_timeout. A stopped process dies at once; one that uses no CPU for a whole
+        heartbeat_timeout (deadlocked, blocked) dies then."""
+        if rec.proc is None or rec.pid is None or silent > BUSY_GRACE * self.heartbeat_timeout:
+            return False
+        try:
+            with open(f"/proc/{rec.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return False
+        if fields[0] in ("T", "t", "Z", "X"):  # stopped, traced, zombie, dead
+            return False
+        cpu, now = int(fields[11]) + int(fields[12]), time.monotonic()
+        if rec.cpu_sample is None or cpu > rec.cpu_sample[0]:
+            rec.cpu_sample = (cpu, now)  # progress (or first look): keep waiting
+            log.debug("actor %s silent for %.1f s but using CPU; waiting", rec.name, silent)
+            return True
+        return now - rec.cpu_sample[1] < self.heartbeat_timeout
 
     def _declare_dead(self, rec: _ActorRecord, reason: str, identity: bytes) -> None:
         """The incarnation ``identity`` is gone: fail its calls, kill it, restart or mark dead."""
