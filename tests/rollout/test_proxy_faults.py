@@ -30,7 +30,8 @@ def sharp_model(tmp_path_factory):
 
 @pytest.fixture
 async def system():
-    async with ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=3.0) as s:
+    # generous spawn timeout: a worker process imports torch and loads the model, slow on a loaded machine
+    async with ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=3.0, spawn_timeout=300) as s:
         yield s
 
 
