@@ -221,3 +221,13 @@ async def test_spawn_argument_errors(system):
     await dup.stop()
     with pytest.raises(RemoteError, match="has no 'Nope'"):
         await system.spawn("sample_actors:Nope", name="nope", mode="inprocess")
+
+
+async def test_setup_calls(system):
+    ok = await system.spawn(sample_actors.Engine, name="setup-ok", mode="inprocess",
+                            setup_calls=[("generate", ("xy",), {})])
+    assert ok.state == "ready" and await ok.num_steps() == 1  # the setup call ran before ours
+    with pytest.raises(RemoteError, match="boom: at setup"):
+        await system.spawn(Echo, name="setup-bad", mode="inprocess", setup_calls=[("fail", ("at setup",), {})])
+    assert system.handle("setup-bad").state == "dead"
+    await ok.stop()

@@ -170,3 +170,20 @@ async def test_cluster_dead_calls_fail_with_actor_dead_error(system):
     os.kill(gen.members[0].handle.pid, signal.SIGKILL)
     with pytest.raises(ActorDeadError):
         await asyncio.wait_for(pending, 15)
+
+
+async def test_restarted_worker_keeps_its_rank_and_hardware(system):
+    rm = ResourceManager({"H800": 1, "H20": 1})
+    gen = await Cluster(HeteroGen, rm, n=2, system=system, restart=RestartPolicy(max_restarts=1, backoff=0.01),
+                        placement=["H800", "H20"], verbose=False)
+    h20 = gen.members[1]
+    before = await h20.handle.call("worker_info")
+    os.kill(h20.handle.pid, signal.SIGKILL)
+    for _ in range(600):  # hang guard (30 s), not a speed assertion
+        if h20.handle.restarts == 1 and h20.handle.state == "ready":
+            break
+        await asyncio.sleep(0.05)
+    after = await h20.handle.call("worker_info")  # the fresh instance was bound again
+    assert after == before and after["hardware"] == "H20" and after["rank"] == 1
+    out = await gen.generate("ab", tag_name="other")
+    assert out == {"worker": "HeteroGen-1", "hw": "H20", "text": "ba"}

@@ -86,8 +86,8 @@ class CallRouter:
             pass
 
     async def _call(self, rec: _ActorRecord, method: str, args: Any, kwargs: dict,
-                    timeout: float | None) -> Any:
-        if rec.state != "ready":
+                    timeout: float | None, setup: bool = False) -> Any:
+        if rec.state != "ready" and not setup:
             await self._wait_ready(rec, timeout)
         fut = self._loop.create_future()
         p = _Pending(rec, method, fut)

@@ -50,12 +50,12 @@ class ActorHandle:
 
     @property
     def state(self) -> str:
-        """starting | ready | restarting | dead | stopping | stopped"""
+        """starting | setup | ready | restarting | dead | stopping | stopped"""
         return self._rec.state
 
     @property
     def alive(self) -> bool:
-        return self._rec.state in ("starting", "ready", "restarting")
+        return self._rec.state in ("starting", "setup", "ready", "restarting")
 
     @property
     def restarts(self) -> int:

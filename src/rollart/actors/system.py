@@ -6,7 +6,7 @@ replies, watches heartbeats and process exits, and restarts dead actors per thei
 
 One actor's lifecycle::
 
-    spawn -> starting --HELLO/INIT/READY--> ready --death--> restarting -> starting -> ready ...
+    spawn -> starting --HELLO/INIT/READY--> setup (setup_calls) -> ready --death--> restarting -> starting ...
                                               \\--restarts exhausted--> dead (callbacks run)
                                               \\--stop()--> stopping -> stopped
 """
@@ -63,6 +63,7 @@ class _ActorRecord:
     """(cpu ticks, when) of a silent process, to tell busy from hung."""
     dead_reason: str = ""
     dead_callbacks: list = field(default_factory=list)
+    setup_calls: list = field(default_factory=list)
     handle: ActorHandle | None = None
 
 
@@ -180,10 +181,13 @@ class ActorSystem(CallRouter):
     # -- actors ----------------------------------------------------------------------------------
     async def spawn(self, cls: type | str, *args: Any, name: str | None = None, mode: str = "process",
                     restart: RestartPolicy | None = None, env: dict | None = None,
-                    on_dead: Callable[[str, str], Any] | None = None, **kwargs: Any) -> ActorHandle:
+                    on_dead: Callable[[str, str], Any] | None = None, setup_calls: list | None = None,
+                    **kwargs: Any) -> ActorHandle:
         """Start ``cls(*args, **kwargs)`` as an actor and wait until it is ready (constructor and
-        ``on_start()`` done). Keywords ``name``, ``mode``, ``restart``, ``env`` and ``on_dead`` belong to
-        spawn; every other keyword goes to the constructor. A failing constructor raises RemoteError."""
+        ``on_start()`` done). Keywords ``name``, ``mode``, ``restart``, ``env``, ``on_dead`` and
+        ``setup_calls`` belong to spawn; every other keyword goes to the constructor. ``setup_calls``:
+        ``[(method, args, kwargs), ...]`` made on every incarnation (first start and each restart) before
+        any other call reaches it. A failing constructor or setup call raises RemoteError."""
         if self._asock is None or self._closing:
             raise RuntimeError("ActorSystem is not running: call `await system.start()` first")
         if mode not in ("process", "inprocess"):
@@ -196,6 +200,7 @@ class ActorSystem(CallRouter):
         rec = _ActorRecord(name, path, list(args), kwargs, mode, restart or RestartPolicy(), dict(env or {}))
         if on_dead is not None:
             rec.dead_callbacks.append(on_dead)
+        rec.setup_calls = list(setup_calls or [])
         rec.handle = ActorHandle(self, rec)
         rec.ready = self._loop.create_future()
         self._actors[name] = rec
@@ -317,7 +322,7 @@ class ActorSystem(CallRouter):
 
     def _declare_dead(self, rec: _ActorRecord, reason: str, identity: bytes) -> None:
         """The incarnation ``identity`` is gone: fail its calls, kill it, restart or mark dead."""
-        if rec.identity != identity or rec.state not in ("starting", "ready"):
+        if rec.identity != identity or rec.state not in ("starting", "setup", "ready"):
             return  # an older incarnation, or already handled / being stopped
         self._by_identity.pop(identity, None)
         exc = ActorDeadError(rec.name, reason)
@@ -460,7 +465,7 @@ class ActorSystem(CallRouter):
     def _on_ping(self, identity: bytes, msg: m.Ping) -> None:
         main = identity[: -len(HEARTBEAT_SUFFIX)] if identity.endswith(HEARTBEAT_SUFFIX) else None
         rec = self._by_identity.get(main) if main else None
-        known = rec is not None and rec.state in ("starting", "ready", "stopping")
+        known = rec is not None and rec.state in ("starting", "setup", "ready", "stopping")
         if known:
             rec.last_seen = time.monotonic()
         try:
@@ -499,18 +504,36 @@ class ActorSystem(CallRouter):
         log.info("actor %s (%s) joined from %s pid %d", msg.name, msg.cls, msg.host, msg.pid)
         return rec
 
+    def _mark_ready(self, rec: _ActorRecord) -> None:
+        rec.state = "ready"
+        rec.last_seen = time.monotonic()
+        rec.started_once = True
+        _settle(rec.ready)
+        _settle(self._joined.pop(rec.name, None))
+
+    async def _run_setup(self, rec: _ActorRecord, identity: bytes) -> None:
+        try:
+            for method, args, kwargs in rec.setup_calls:
+                await self._call(rec, method, args, kwargs, self.spawn_timeout, setup=True)
+        except Exception as e:
+            if rec.identity == identity and rec.state == "setup":
+                _settle(rec.ready, e if isinstance(e, RemoteError) else ActorDeadError(rec.name, str(e)))
+                self._declare_dead(rec, f"setup call failed: {e}", identity)
+            return
+        if rec.identity == identity and rec.state == "setup":
+            self._mark_ready(rec)
+
     def _on_ready(self, rec: _ActorRecord | None, msg: m.Ready, identity: bytes) -> None:
         if rec is None or rec.state != "starting":
             self._reject(identity, "READY from an actor that is not starting")
             return
         if msg.ok:
-            rec.state = "ready"
-            rec.last_seen = time.monotonic()
             rec.methods = msg.methods
-            rec.started_once = True
-            _settle(rec.ready)
-            joined = self._joined.pop(rec.name, None)
-            _settle(joined)
+            if rec.setup_calls:
+                rec.state = "setup"
+                self._loop.create_task(self._run_setup(rec, identity))
+            else:
+                self._mark_ready(rec)
             return
         exc = RemoteError(rec.name, "__init__", msg.error_type, msg.error, msg.traceback)
         _settle(rec.ready, exc)

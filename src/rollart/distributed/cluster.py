@@ -137,15 +137,16 @@ class Cluster:
             self.members.append(_Member(rank, name, binding))
         serverless_info = self._serverless_info()
         try:
+            # rollart_bind is a setup call: made again on every restart of the worker
             handles = await asyncio.gather(*(self.system.spawn(
                 self.worker_cls, *self.worker_args, name=m.name, mode=self.mode, restart=self.restart,
                 env={**self.env, "ROLLART_HARDWARE": m.hardware}, on_dead=self._on_worker_dead,
+                setup_calls=[("rollart_bind", ({
+                    "rank": m.rank, "world_size": self.n, "name": m.name, "hardware": m.hardware,
+                    "devices": m.binding.devices, "serverless": serverless_info},), {})],
                 **self.worker_kwargs) for m in self.members))
             for m, h in zip(self.members, handles):
                 m.handle = h
-            await asyncio.gather(*(m.handle.call("rollart_bind", {
-                "rank": m.rank, "world_size": self.n, "name": m.name, "hardware": m.hardware,
-                "devices": m.binding.devices, "serverless": serverless_info}) for m in self.members))
         except BaseException:
             await self.shutdown()
             raise
