@@ -10,6 +10,10 @@ Asynchronous modes (``async``, ``areal``) follow the six-step protocol every ite
     ⑤ (inside each engine)                      KV of in-flight requests recomputed under the new weights
     ⑥ train_step(batch)                         overlapped with the rollout that continues meanwhile
 
+⑥ is launched right after ① (it needs only the batch) and the background pull of version n is finished
+before ② (rollout keeps running meanwhile), so the suspension covers only the swap; the exposed pull is
+the part of that wait that outlasts the train step beside it (rollart.txt §6.3, Table 4).
+
 ``sync`` (Sync+) collects a batch, trains, then updates; ``oneoff`` collects batch k+1 with the previous
 weights while training on batch k. The same components serve every mode.
 """
@@ -140,23 +144,30 @@ class Coordinator:
         try:
             while not self._done(in_flight=training is not None):
                 if training is not None:  # the newest version gates the batch it will train on
-                    await self._finish_train(await self._unless_failed(training, rollout))
+                    result = await self._unless_failed(training, rollout)
+                    await self._finish_train(_exposed_pull(result, extra, pull))
                     await self.buffer.set_version(self.version)
                 t0 = time.perf_counter()
                 batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
-                wait_s = time.perf_counter() - t0
+                extra = {"system/get_batch_wait_s": time.perf_counter() - t0}
+                # ⑥ needs only the batch, so it starts now; the rest of the background pull then hides
+                # behind training and rollout (both keep running), and ② suspends only for the swap.
+                training = asyncio.create_task(self._train(batch, {}))                               # ⑥
+                pull = (time.perf_counter(), 0.0)
+                await self._unless_failed(self.weights.prefetch(), rollout)
+                pull = (pull[0], time.perf_counter())
                 await self.c.proxy.suspend()                                                         # ②
-                sync = await self.weights.update_workers()                                           # ③
+                extra.update(await self.weights.update_workers())                                    # ③
                 await self.c.proxy.resume()                                                          # ④ ⑤
-                training = asyncio.create_task(self._train(batch, {"system/get_batch_wait_s": wait_s,
-                                                                   **sync}))                         # ⑥
                 await self._maybe_evaluate(rollout)
             if training is not None:
-                await self._finish_train(await training)
+                await self._finish_train(_exposed_pull(await training, extra, pull))
                 await self._update_now()
         finally:
             rollout.cancel()
-            await asyncio.gather(rollout, return_exceptions=True)
+            if training is not None and not training.done():
+                training.cancel()
+            await asyncio.gather(rollout, *([training] if training is not None else []), return_exceptions=True)
 
     async def _run_sync(self) -> None:
         """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits."""
@@ -189,12 +200,13 @@ class Coordinator:
     async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
         t0 = time.perf_counter()
         metrics = await self.c.trainer.call("train_step", batch)
-        metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0}
+        metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
         return batch, metrics
 
     async def _finish_train(self, result: tuple[list[Trajectory], dict]) -> None:
         """Account a finished train step: new version published to the weight store, metrics logged."""
         batch, metrics = result
+        metrics.pop("_train_end", None)
         trained_at = self.version
         self.version += 1
         self.step += 1
@@ -294,6 +306,19 @@ class Coordinator:
         await asyncio.gather(task, return_exceptions=True)
         background.result()  # raises the rollout's error
         raise RuntimeError("rollout stopped unexpectedly")
+
+
+def _exposed_pull(result: tuple[list[Trajectory], dict], extra: dict,
+                  pull: tuple[float, float]) -> tuple[list[Trajectory], dict]:
+    """Overlapped modes: fold in ``extra`` (get_batch wait and weight-sync metrics, filled while training
+    ran) and count as *exposed* only the part of the pull wait ``pull=(start, end)`` that outlasted the
+    train step running beside it — rollout was never suspended for it, so only that part delays the run."""
+    batch, metrics = result
+    metrics = {**extra, **metrics}
+    if "system/weight_pull_accum_s" in metrics:
+        start, end = pull
+        metrics["system/weight_pull_exposed_s"] = max(0.0, end - max(start, metrics["_train_end"]))
+    return batch, metrics
 
 
 def _version_span(traj: Trajectory) -> int:

@@ -22,6 +22,7 @@ class WeightSync:
         self.puller = WeightPuller(store, link_bytes_per_s or None)  # a rate simulates a slower link
         self.published = -1
         self.pending: WeightSyncStats | None = None
+        self._fetched: tuple[list, WeightSyncStats] | None = None
 
     async def publish(self, version: int) -> WeightSyncStats:
         """Trainer -> store (once per version), then start pulling it in the background."""
@@ -35,12 +36,19 @@ class WeightSync:
         self.puller.start(version)
         return stats
 
+    async def prefetch(self) -> None:
+        """Finish pulling the pending version without suspending anything (rollout and training go on);
+        the next ``update_workers`` then only swaps. No-op when nothing is pending or it is fetched."""
+        if self.pending is not None and self._fetched is None:
+            self._fetched = await self.puller.take(self.published)
+
     async def update_workers(self) -> dict[str, float]:
         """Step ③: take the latest published version and update every inference worker to it."""
         if self.pending is None:
             return {}
         version, push = self.published, self.pending
-        named, pull = await self.puller.take(version)
+        named, pull = self._fetched if self._fetched is not None else await self.puller.take(version)
+        self._fetched = None
         t0 = time.perf_counter()
         await self.proxy.update_weights(named, version)
         self.pending = None
