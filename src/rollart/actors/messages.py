@@ -11,7 +11,8 @@ The payload is packed separately (and nested as bytes) so that a payload that fa
 a dataclass the receiver does not allow — is still attributable to its call id and answered with an
 error, not dropped. Two frames per small message, like a bare DEALER/ROUTER echo, keep the hot path
 short. Decoding validates the header, the body's field count and types; anything else raises
-``WireError`` with what was wrong. No pickle anywhere.
+``WireError`` with what was wrong. No pickle anywhere. How user values inside a payload are encoded
+(msgpack ext codes for arrays, tensors, tuples and allowed dataclasses) is declared in ``codec.py``.
 """
 from __future__ import annotations
 
