@@ -60,6 +60,9 @@ class ProxyConfig:
     any other class); map it to [] to forbid fallback."""
     sticky: bool = True
     """Send a trajectory's next turn to the worker that served its previous one (prefix-cache reuse)."""
+    max_sticky: int = 100_000
+    """Trajectories whose sticky worker is remembered (least recently served forgotten first; release()
+    forgets a finished one at once)."""
     max_worker_failures: int = 3
     """Deaths of one worker after which the proxy stops using it and reroutes its requests."""
     restart_timeout_s: float = 30.0
@@ -74,8 +77,8 @@ class ProxyConfig:
     """PD disaggregation: hardware class that runs decode."""
 
     def __post_init__(self) -> None:
-        if self.max_worker_failures < 1 or self.max_attempts < 1 or self.restart_timeout_s <= 0:
-            raise ValueError("max_worker_failures and max_attempts must be >= 1, restart_timeout_s > 0")
+        if self.max_worker_failures < 1 or self.max_attempts < 1 or self.restart_timeout_s <= 0 or self.max_sticky < 1:
+            raise ValueError("max_worker_failures, max_attempts and max_sticky must be >= 1, restart_timeout_s > 0")
         if bool(self.pd_prefill_class) != bool(self.pd_decode_class):
             raise ValueError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
                              f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
@@ -155,6 +158,8 @@ class LLMProxy:
         self._sticky: dict[tuple[str, str], str] = {}
         self._inflight: dict[str, dict[str, WorkerSlot]] = {}
         self._aborted: set[str] = set()
+        self._active: dict[str, int] = {}
+        """trajectory id -> generate() calls in progress (waiting, running or between retries)."""
         self._seq = itertools.count()
         self._dead_errors = _dead_error_types()
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, aborted=0, pd_reprefill_tokens=0)
@@ -187,10 +192,16 @@ class LLMProxy:
             return _abort_result(len(prompt))
         self.counters["requests"] += 1
         seq = next(self._seq)
-        if self.cfg.pd_prefill_class:
-            from rollart.inference.pd import generate_disaggregated
-            return await generate_disaggregated(self, trajectory_id, seq, prompt, params)
-        return await self.run_request(trajectory_id, f"{trajectory_id}#{seq}", prompt, params, hw_class)
+        self._active[trajectory_id] = self._active.get(trajectory_id, 0) + 1
+        try:
+            if self.cfg.pd_prefill_class:
+                from rollart.inference.pd import generate_disaggregated
+                return await generate_disaggregated(self, trajectory_id, seq, prompt, params)
+            return await self.run_request(trajectory_id, f"{trajectory_id}#{seq}", prompt, params, hw_class)
+        finally:
+            self._active[trajectory_id] -= 1
+            if not self._active[trajectory_id]:
+                del self._active[trajectory_id]
 
     def resolve_tag(self, tag: str) -> str | None:
         """The hardware class a tag maps to (None: any class). Unknown tag -> UnknownTagError."""
@@ -234,8 +245,8 @@ class LLMProxy:
             except self._dead_errors:
                 pass  # its worker died: the retry path sees the abort mark below
             n += 1
-        if n:
-            self._aborted.add(trajectory_id)
+        if n or trajectory_id in self._active:
+            self._aborted.add(trajectory_id)  # also stops a request that is between two attempts
         self.counters["aborted"] += n
         return n
 
@@ -280,6 +291,8 @@ class LLMProxy:
         """Issue one request on a worker of ``hw_class`` (or a fallback), re-issuing it after worker deaths."""
         cost = len(prompt) + params.max_tokens
         for attempt in range(self.cfg.max_attempts):
+            if attempt and trajectory_id in self._aborted:
+                return _abort_result(len(prompt))  # aborted while its worker was being recovered
             slot = self._pick(trajectory_id, hw_class, phase)
             rid = f"{request_key}{phase}.{attempt}"
             slot.outstanding += cost
@@ -310,7 +323,10 @@ class LLMProxy:
                     self._inflight.pop(trajectory_id, None)
             self._record_alive(slot)
             if self.cfg.sticky:
-                self._sticky[(trajectory_id, phase)] = slot.name
+                self._sticky.pop((trajectory_id, phase), None)
+                self._sticky[(trajectory_id, phase)] = slot.name  # most recent last
+                while len(self._sticky) > self.cfg.max_sticky:
+                    del self._sticky[next(iter(self._sticky))]  # forget the least recently served
             if isinstance(result, dict):
                 result = GenerationResult(**result)
             result.worker = slot.name  # the proxy's name for it (an actor's own default may differ)
