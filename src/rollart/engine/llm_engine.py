@@ -29,7 +29,7 @@ from rollart.engine.model_runner import ModelRunner, kv_bytes_per_block
 from rollart.engine.sampler import sample
 from rollart.engine.sampling import InvalidRequestError, SamplingParams
 from rollart.engine.scheduler import Scheduler
-from rollart.engine.sequence import Sequence, SequenceStatus
+from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, load_model, load_tokenizer
 
 
