@@ -80,3 +80,27 @@ def test_preemption_under_tight_kv_budget_gives_same_tokens(tiny_model, model):
 def test_kv_cache_too_small_for_max_model_len_is_refused(tiny_model):
     with pytest.raises(ValueError, match="num_kv_blocks"):
         _engine(tiny_model, num_kv_blocks=4, max_model_len=1024)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_other_architectures_with_gqa(arch, tmp_path):
+    """Llama / Qwen2 (q/k/v bias) with 4 query heads over 2 KV heads through the fused engine path."""
+    from rollart.tools.make_tiny_model import make_tiny_model
+    path = make_tiny_model(tmp_path / arch, arch=arch, hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32,
+                           intermediate=256, seed=5, init_std=0.2)
+    model = load_model(path)
+    if arch == "qwen2":  # random biases, so that a dropped bias would show
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if n.endswith("bias"):
+                    p.normal_(0, 0.3)
+    prompts = random_prompts([6, 23, 41], seed=6)
+    engine = LLMEngine(EngineConfig(model=str(path), num_kv_blocks=64),
+                       model=load_model(path) if arch == "llama" else _copy(model))
+    for p, o in zip(prompts, engine.generate(prompts, GREEDY)):
+        assert o.token_ids == greedy_reference(model, p, GREEDY.max_tokens)[0]
+
+
+def _copy(model):
+    import copy
+    return copy.deepcopy(model)
