@@ -112,9 +112,19 @@ def summarize(name: str, result) -> dict[str, float]:
     k = max(len(rewards) // 4, 1)
     first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
     success = result.final_success.get(name, result.final_success.get("mean", 0.0))
+    slope, p = trend(rewards)
     print(f"{name}: steps={result.steps} reward first-quarter={first:.3f} last-quarter={last:.3f} "
-          f"greedy success={success:.2f} wall_s={result.wall_s:.0f}")
-    return {"first": first, "last": last, "success": success, "steps": result.steps}
+          f"slope={slope:.4f}/step (one-sided p={p:.2g}) greedy success={success:.2f} wall_s={result.wall_s:.0f}")
+    return {"first": first, "last": last, "slope": slope, "p": p, "success": success, "steps": result.steps}
+
+
+def trend(values: list[float]) -> tuple[float, float]:
+    """Least-squares slope of reward per step and the one-sided p-value that it is > 0."""
+    if len(values) < 3:
+        return 0.0, 1.0
+    from scipy.stats import linregress
+    fit = linregress(range(len(values)), values)
+    return float(fit.slope), float(fit.pvalue / 2 if fit.slope > 0 else 1 - fit.pvalue / 2)
 
 
 async def run(r: MultiplexRecipe) -> dict[str, dict]:
@@ -150,7 +160,8 @@ def main() -> None:
     out = asyncio.run(run(r))
     print(f"mode={'alone' if r.alone else 'shared'} total_wall_s={out['wall_s']:.0f} "
           + " ".join(f"{j}_reward_first={out[j]['first']:.3f} {j}_reward_last={out[j]['last']:.3f} "
-                     f"{j}_success={out[j]['success']:.2f}" for j in ("lake", "game")))
+                     f"{j}_slope={out[j]['slope']:.4f} {j}_p={out[j]['p']:.2g} {j}_success={out[j]['success']:.2f}"
+                     for j in ("lake", "game")))
 
 
 if __name__ == "__main__":
