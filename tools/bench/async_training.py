@@ -123,8 +123,13 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
     fig, axes = plt.subplots(1, 3 if not quick else 1, figsize=(15 if not quick else 6, 4), squeeze=False)
     ax = axes[0][0]
     names = list(results)
-    ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange"])
-    ax.set_ylabel("s / step (CPU-real training, SIMULATED gen + env latency)")
+    ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange"],
+           label="step time")
+    ax.bar(names, [results[n]["train_s"] for n in names], width=0.3, color="black", alpha=0.6,
+           label="train_step (CPU-real)")
+    ax.set_ylabel("s / step")
+    ax.legend(fontsize=8)
+    ax.set_xlabel("gen + env latency SIMULATED, training CPU-real", fontsize=8)
     ax.set_title("step time by mode" + (" (--quick: few steps)" if quick else ""))
     if not quick:
         ax = axes[0][1]
@@ -145,6 +150,20 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
     fig.savefig(path, dpi=110)
 
 
+def plot_sweep(sweep: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r["alpha"] for r in sweep], [r["step_s"] for r in sweep], "o-")
+    ax.set_xlabel("α (asynchronous bound)")
+    ax.set_ylabel("s / step (SIMULATED gen + env latency, CPU-real training)")
+    ax.set_title("Fig. 13 analogue: ROLLART step time vs α")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")
@@ -152,6 +171,8 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.75, help="full run: greedy success target on every task")
     ap.add_argument("--mode-budget-s", type=float, default=600.0, help="full run: time limit per mode")
     ap.add_argument("--sweep-steps", type=int, default=12, help="full run: steps per α in the sweep")
+    ap.add_argument("--sweep-only", action="store_true",
+                    help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
                     help="actors as processes (disaggregated, default) or in this process (threads)")
@@ -165,6 +186,8 @@ def main() -> None:
         base = dataclasses.replace(base_config(model, tmp, args.seed), actor_mode=args.actor_mode)
         results, sweep = {}, []
         for name, over in MODES.items():
+            if args.sweep_only:
+                break
             if args.only and name not in args.only.split(","):
                 continue
             cfg = dataclasses.replace(base, run_name=name, total_steps=steps, **over)
@@ -172,11 +195,19 @@ def main() -> None:
                 cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
                                           time_limit_s=args.mode_budget_s)
             results[name] = run_mode(name, cfg)
-        if not args.quick:
+        if not args.quick or args.sweep_only:
             for alpha in range(1, 7):
                 cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
                                           **{**MODES["rollart"], "alpha": alpha})
                 sweep.append(run_mode(f"alpha={alpha}", cfg))
+    if args.sweep_only:
+        plot_sweep(sweep, Path(__file__).parent / "plots" / "async_training_alpha.png")
+        best = min(sweep, key=lambda r: r["step_s"])
+        print("SIMULATED generation + env latency + pull link as in the mode comparison; REAL tiny-model training")
+        print(" ".join(f"alpha{r['alpha']}_step_s={r['step_s']:.2f}" for r in sweep)
+              + f" alpha_best={best['alpha']} alpha_best_vs_1={sweep[0]['step_s'] / best['step_s']:.2f}"
+              + f" sweep_steps={args.sweep_steps}")
+        return
     if len(results) < len(MODES):
         return
     plot(results, sweep, Path(__file__).parent / "plots" / "async_training.png", args.quick)
