@@ -220,7 +220,8 @@ class _OpGuard:
 
 def _state_refs(tr: Any) -> tuple[dict, dict]:
     """Every state tensor of a trainer by name, with a setter that replaces it (None = release).
-    Returns ({name: (tensor, setter)}, {name: setter}); aliases (tied weights) share one setter."""
+    Returns ({name: (tensor, setter)}, {name: setter}); an aliased tensor (tied weights) appears under each
+    name and the StateManager stores it once, so restoring every name re-creates the alias."""
     tensors: dict[str, tuple[torch.Tensor, Any]] = {}
     setters: dict[str, Any] = {}
     modules = [("policy", tr.policy), ("ref", getattr(tr, "ref_model", None)), ("critic", getattr(tr, "critic", None))]
