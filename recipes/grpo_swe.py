@@ -60,13 +60,29 @@ def swe_task(cfg: SWEConfig) -> TaskSpec:
                     max_total_tokens=cfg.max_total_tokens)
 
 
+def env_latency_report(timings: list[dict]) -> str:
+    """Percentiles of per-trajectory env time and the share of trajectory time spent in env actions."""
+    if not timings:
+        return "no trained trajectories"
+
+    def pct(key: str, q: float) -> float:
+        values = sorted(t.get(key, 0.0) for t in timings)
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    total = sum(t.get("total", 0.0) for t in timings) or float("nan")
+    env = sum(t.get("env_reset", 0.0) + t.get("env_step", 0.0) for t in timings)
+    lines = [f"{len(timings)} trajectories; per trajectory, seconds (p50 / p90 / p99):"]
+    for key in ("env_reset", "env_step", "generate", "total"):
+        lines.append(f"  {key:9s} {pct(key, .5):7.2f} {pct(key, .9):7.2f} {pct(key, .99):7.2f}")
+    lines.append(f"share of trajectory time in env actions (reset + steps): {env / total:.1%}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
     result = asyncio.run(Coordinator(cfg, [swe_task(cfg)]).run())
-    last = result.history[-1] if result.history else {}
-    print(f"env reset mean {last.get('system/traj_env_reset_s_mean', float('nan')):.2f} s, "
-          f"env step mean {last.get('system/traj_env_step_s_mean', float('nan')):.2f} s per trajectory")
+    print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success['SWE']:.2f}")
 

@@ -60,6 +60,8 @@ class RunResult:
     run_dir: str = ""
     buffer: dict = field(default_factory=dict)
     """SampleBuffer counters at the end (accepted / trained / evicted by reason)."""
+    timings: list[dict] = field(default_factory=list)
+    """Per trained trajectory: seconds in env_reset, env_step, generate, reward and total."""
 
 
 def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
@@ -89,6 +91,7 @@ class Coordinator:
         self.run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
         self.history: list[dict] = []
         self.evals: list[tuple[int, dict]] = []
+        self.timings: list[dict[str, float]] = []
         self.step = 0
         self.version = 0
 
@@ -133,7 +136,7 @@ class Coordinator:
             self.logger.close()
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.version, final_success=final,
-                         history=self.history, evals=self.evals, wall_s=time.perf_counter() - started,
+                         history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
                          run_dir=str(self.run_dir), buffer=self.buffer.stats())
 
     # ------------------------------------------------------------------ the three loops
@@ -214,6 +217,9 @@ class Coordinator:
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
         metrics["rollout/version_span_max"] = float(max(_version_span(t) for t in batch))
+        self.timings.extend(dict(t.timings) for t in batch)
+        for key in ("env_reset", "env_step"):
+            self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
         elapsed = time.perf_counter() - self.train_started
         metrics["system/elapsed_s"] = elapsed
         tokens = sum(len(t.token_ids) for t in batch)
