@@ -76,6 +76,17 @@ MODES = {
 }
 
 
+def set_time_scale(scale: float) -> None:
+    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time together."""
+    global SIM_TIME_SCALE
+    if scale <= 0:
+        raise SystemExit(f"--env-scale must be > 0, got {scale}")
+    SIM_TIME_SCALE = scale
+    FAULTS.update(mean=10.0 * scale, std=5.0 * scale)
+    for i, t in enumerate(TRAIN_TASKS):
+        TRAIN_TASKS[i] = dataclasses.replace(t, faults=dict(FAULTS))
+
+
 def base_config(model: str, logdir: str, seed: int) -> PipelineConfig:
     return PipelineConfig(
         model=model, logdir=logdir, seed=seed, batch_groups=3, group_size=4, max_concurrency=24,
@@ -111,7 +122,7 @@ def run_mode(name: str, cfg: PipelineConfig) -> dict:
                time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"))
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
-          f"staleness max {out['staleness_max']:.0f}, time-to-score {reached}, wall {out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f})",
+          f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall {out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f})",
           flush=True)
     return out
 
@@ -173,12 +184,15 @@ def main() -> None:
     ap.add_argument("--sweep-steps", type=int, default=12, help="full run: steps per α in the sweep")
     ap.add_argument("--sweep-only", action="store_true",
                     help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
+    ap.add_argument("--env-scale", type=float, default=ENV_SCALE,
+                    help="paper env latency and simulated generation time x this (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
                     help="actors as processes (disaggregated, default) or in this process (threads)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
+    set_time_scale(args.env_scale)
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (3 if args.quick else 200)
     with tempfile.TemporaryDirectory() as tmp:
