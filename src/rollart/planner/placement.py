@@ -89,7 +89,8 @@ def resource_pools(plan: dict) -> dict[str, list[str]]:
 def place_on_resource_manager(plan: dict, rm=None):
     """Bind every GPU group of ``plan`` through a ``rollart.distributed.ResourceManager``.
 
-    Without ``rm``, one is built whose pools are the plan's own device ids per GPU type. Groups are
+    Without ``rm``, one is built with ``ResourceManager.from_plan`` (pools = the plan's own device ids per
+    GPU type, role defaults from the groups' roles). Groups are
     allocated in plan order, one ``allocate(role, hw=type, count=k)`` per GPU type in the group, so the
     manager hands out exactly the planned GPUs; a different binding (another owner took them, or the
     manager fell back to another type) is an error rather than a silently different placement. Tasks of
@@ -99,7 +100,7 @@ def place_on_resource_manager(plan: dict, rm=None):
 
     workers = worker_placements(plan)
     if rm is None:
-        rm = ResourceManager(resource_pools(plan))
+        rm = ResourceManager.from_plan(plan)
     bound: list[list] = []
     for gi, group in enumerate(plan["groups"]):
         by_type: dict[str, list[str]] = {}
