@@ -36,11 +36,12 @@ class SWEConfig(PipelineConfig):
     """'builtin' (the suite in envs/swe/tasks), a folder of <id>/task.json, or an SWE-bench JSONL file."""
     repos_root: str = ""
     """For a JSONL file: the folder with the local repository snapshots."""
-    env_max_turns: int = 6
+    env_max_turns: int = 4
     """Agent messages per episode (the last one submits automatically)."""
-    max_new_tokens: int = 128
-    """Tokens per agent message."""
-    observation_limit: int = 1500
+    max_new_tokens: int = 32
+    """Tokens per agent message (the CPU default keeps a tiny model's episodes inside its context so they
+    reach submission and grading; raise it with a real model)."""
+    observation_limit: int = 400
     """Characters of one tool observation (longer ones are cut with a visible marker)."""
     max_total_tokens: int = 2048
     """A trajectory is truncated once its tokens would exceed this (keep it within the model's context)."""
