@@ -129,7 +129,9 @@ class Coordinator:
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
             await loop()
             await self._checkpoint(final=True)
-            final = await self._evaluate()
+            # the weights of this step were already evaluated (e.g. the stop-at-success check): reuse it
+            fresh = self.evals and self.evals[-1][0] == self.step
+            final = self.evals[-1][1] if fresh else await self._evaluate()
         finally:
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
