@@ -42,7 +42,7 @@ class SmolConfig(PipelineConfig):
 def default_config() -> SmolConfig:
     return SmolConfig(mode="async", alpha=1, total_steps=60, batch_groups=4, group_size=8, max_concurrency=32,
                       engine=EngineSettings(kv_cache_memory_gb=1.0, max_num_batched_tokens=1024),
-                      trainer=TrainerConfig(lr=2e-6, num_threads=1, micro_batch_tokens=2048, kl_coef=0.0),
+                      trainer=TrainerConfig(lr=5e-6, num_threads=1, micro_batch_tokens=2048, kl_coef=0.0),
                       eval_at_start=True, eval_every=10, eval_episodes=32, time_limit_s=40 * 60,
                       run_name="grpo_smollm2", checkpoint_every=10)
 
