@@ -100,6 +100,10 @@ class Trainer:
 
     def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
         """Sum ``t`` over data-parallel ranks (identity with one process)."""
+        if self.cfg.world_size > 1:
+            import torch.distributed as dist
+            t = t.clone()
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t
 
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:

@@ -115,13 +115,6 @@ class DeepSpeedTrainer(Trainer):
             norm = float(got) if got is not None else float("nan")
         return norm
 
-    def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
-        if self.cfg.world_size > 1:
-            import torch.distributed as dist
-            t = t.clone()
-            dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
-
     # ------------------------------------------------------------------ weights and checkpoints
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         params = list(self.engine.module.named_parameters())

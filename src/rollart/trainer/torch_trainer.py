@@ -91,12 +91,6 @@ class TorchTrainer(Trainer):
         self.optimizer.step()
         return float(norm)
 
-    def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
-        if self.cfg.world_size > 1:
-            t = t.clone()
-            dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
-
     # ------------------------------------------------------------------ weights and checkpoints
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         return export_named_tensors(self.policy)
