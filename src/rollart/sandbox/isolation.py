@@ -4,8 +4,8 @@
             toolchain (/usr, /lib*, a few /etc files, the Python packages tests need) plus the
             workspace; no network, no /root, no /work, no /etc/shadow.
 ``unshare`` util-linux unshare: the same namespaces, but the host root stays mounted, with tmpfs laid
-            over the secret places (/root, /home, /work, ...) inside a nested user namespace so the
-            command cannot lift them.
+            over every top-level directory but the toolchain's (/usr, /lib*, /etc, ...) inside an
+            outer user namespace, the command run in a nested one so it cannot lift them.
 ``rlimit``  a plain child: rlimits, a dropped uid, a cgroup, its own process group. No network or
             filesystem isolation beyond file permissions; logged loudly.
 """
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-# Host paths laid over with an empty tmpfs (or /dev/null for files) in "unshare" mode.
-HIDDEN_DIRS = ("/root", "/home", "/work", "/srv", "/mnt", "/media", "/opt", "/var", "/run", "/boot")
+# The top-level host entries an "unshare" sandbox sees (/tmp becomes a private tmpfs); every other one
+# is laid over with an empty tmpfs (or /dev/null for files), as are the secret files of /etc.
+VISIBLE_TOP = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys",
+               "/tmp")
 HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
 # /etc entries the toolchain needs; nothing else of /etc is visible in "bwrap" mode.
 ETC_RO = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
@@ -110,23 +112,61 @@ def bwrap_argv(*, workspace: str, site: str, harness: str, etc_dir: str, tmp_byt
     return argv + ["--", *command]
 
 
-def unshare_argv(*, workspace: str, toolchain: str, tmp_bytes: int, command: list[str]) -> list[str]:
-    """Namespaces via unshare; a private size-limited /tmp (the workspace and toolchain, which live
-    under /tmp, are carried over through staging mounts); secrets hidden under tmpfs in an outer user
-    namespace, the command run in a nested one so those mounts are locked and cannot be lifted."""
+def _top(path: str) -> str:
+    return "/" + os.path.abspath(path).lstrip("/").split("/", 1)[0]
+
+
+def hidden_top_level() -> tuple[list[str], list[str]]:
+    """Every top-level directory and file of the host root except the toolchain's (``VISIBLE_TOP``):
+    the sandbox cannot know where projects, checkouts or secrets live, so it shows only what it needs."""
+    dirs, files = [], []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if path in VISIBLE_TOP or os.path.islink(path):
+            continue  # top-level symlinks point into /usr or into a directory hidden here
+        if os.path.isdir(path):
+            dirs.append(path)
+        elif os.path.isfile(path):
+            files.append(path)
+    return dirs, files
+
+
+def unshare_argv(*, carry: list[tuple[str, str, bool]], workdir: str, tmp_bytes: int,
+                 command: list[str]) -> list[str]:
+    """Namespaces via unshare; the host root stays mounted, but every top-level entry outside
+    ``VISIBLE_TOP`` is laid over with an empty read-only tmpfs (or /dev/null) and /tmp is a private size-limited
+    tmpfs. ``carry`` lists (host path, path inside, writable) for what must stay visible under those
+    overlays (the workspace, the toolchain, ...): each is bound onto a staging tmpfs at /mnt first and
+    moved into place afterwards. The overlays are made in an outer user namespace and the command runs
+    in a nested one, so it cannot lift them."""
     q = shlex.quote
-    steps: list[str] = []
-    if os.path.isdir("/run") and os.path.isdir("/mnt"):
-        steps += [f"mount -n --bind {q(workspace)} /run", f"mount -n --bind {q(toolchain)} /mnt",
-                  f"mount -n -t tmpfs -o size={tmp_bytes},mode=1777 none /tmp",
-                  f"mkdir -p {q(workspace)} {q(toolchain)}",
-                  f"mount -n --move /run {q(workspace)}", f"mount -n --move /mnt {q(toolchain)}",
-                  f"cd {q(workspace)}"]
-    steps += [f"mount -t tmpfs -o size=1m,mode=0755 none {d} 2>/dev/null" for d in HIDDEN_DIRS if os.path.isdir(d)]
-    steps += [f"mount --bind /dev/null {f} 2>/dev/null" for f in HIDDEN_FILES if os.path.exists(f)]
-    staging, hiding = steps[:7], steps[7:]
-    prologue = ("{ " + " && ".join(staging) + "; } || { echo 'sandbox: private /tmp setup failed' >&2; exit 125; }; "
-                if staging else "")
-    prologue += "; ".join(hiding + ['exec unshare --user --mount --map-user=1000 --map-group=1000 -- "$@"'])
+    dirs, files = hidden_top_level()
+    for src, dest, _ in carry:
+        if _top(dest) in VISIBLE_TOP and _top(dest) != "/tmp" and os.path.realpath(src) != os.path.realpath(dest):
+            raise ValueError(f"sandbox mode='unshare' cannot bind {src} at {dest}: {_top(dest)} is the host's own; "
+                             "pick a destination outside /usr, /etc, /lib*, ... or use mode='bwrap'")
+    carry = [(src, dest, rw) for src, dest, rw in carry if _top(dest) not in VISIBLE_TOP or _top(dest) == "/tmp"]
+    if carry and not dirs:
+        raise RuntimeError("sandbox mode='unshare' needs a top-level directory such as /mnt to stage mounts in")
+    stage = "/mnt" if "/mnt" in dirs else dirs[0] if dirs else ""
+    hide = "mount -n -t tmpfs -o size=1m,mode=0755 none "
+    setup: list[str] = []
+    if carry:
+        setup.append(hide + stage)
+        for i, (src, _, rw) in enumerate(carry):
+            setup += [f"mkdir {stage}/{i}", f"mount -n --bind {q(src)} {stage}/{i}"]
+            if not rw:
+                setup.append(f"mount -n -o remount,ro,bind {stage}/{i}")
+    setup.append(f"mount -n -t tmpfs -o size={tmp_bytes},mode=1777 none /tmp")
+    setup += [hide + d for d in dirs if d != stage or not carry]
+    setup += [f"mount -n --bind /dev/null {f}" for f in files + [f for f in HIDDEN_FILES if os.path.exists(f)]]
+    for i, (_, dest, _) in enumerate(carry):
+        setup += [f"mkdir -p {q(dest)}", f"mount -n --move {stage}/{i} {q(dest)}"]
+    setup += [f"mount -n -o remount,bind,ro {d}" for d in dirs if d != stage or not carry]
+    if carry:
+        setup.append(hide.replace("-o ", "-o ro,") + stage)  # over the (now empty) staging tmpfs
+    setup.append(f"cd {q(workdir)}")
+    prologue = ("{ " + " && ".join(setup) + "; } || { echo 'sandbox: hiding the host filesystem failed' >&2; "
+                "exit 125; }; exec unshare --user --mount --map-user=1000 --map-group=1000 -- \"$@\"")
     return ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--ipc", "--uts",
             "--fork", "--kill-child", "--mount-proc", "--", "/bin/sh", "-c", prologue, "sh", *command]

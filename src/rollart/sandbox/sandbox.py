@@ -175,7 +175,12 @@ class Sandbox:
                                         tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds, env=env,
                                         command=command)
         if self.mode == "unshare":
-            return isolation.unshare_argv(workspace=str(self.workspace), toolchain=str(self.toolchain),
+            ro = {**self.config.extra_ro_binds, **extra_ro_binds}
+            if self.config.python_home:
+                ro[self.config.python_home] = self.config.python_home
+            carry = [(str(self.workspace), str(self.workspace), True), (str(self.toolchain), str(self.toolchain), False)]
+            carry += [(str(src), str(dest), False) for src, dest in ro.items()]
+            return isolation.unshare_argv(carry=carry, workdir=str(self.workspace),
                                           tmp_bytes=self.config.tmp_mb << 20, command=command)
         return command
 
