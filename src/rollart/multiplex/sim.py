@@ -36,6 +36,31 @@ SHAPES = {
 SETUP_S = {"7B": 19.0 * 7 / 30, "30B": 19.0, "235B": 19.0}
 """Context-switch cost: §6.2 measures 19.0 s to load the 30B optimizer state; 7B scaled by size; 235B runs
 with ZeRO-offload (optimizer already on host), taken as the same 19.0 s."""
+TABLE1 = {
+    "7B": dict(dp=2, cp=4, ep=None, pp=1, dp_r=1, tp_r=2),
+    "30B": dict(dp=8, cp=8, ep=8, pp=1, dp_r=4, tp_r=2),
+    "235B": dict(dp=1, cp=8, ep=8, pp=12, dp_r=4, tp_r=8),
+}
+"""plexrl.txt §6.1 Tab. 1, the per-job GPU allocation of the §6.2 runs (the same for Split-Async and
+PlexRL; PlexRL's shared training pool is one such deployment time-sliced by two jobs). Our copy lost the
+header row; the six value columns are read as DP, CP, EP, PP (training) and DP_r, TP_r (rollout):
+§6.1 names the symbols in the order "DP, CP, EP, PP, TP" and says "subscript denotes rollout
+configuration"; §6.2 says Tab. 1 lists the *GPU allocations*, which needs a rollout DP and TP; column 3
+is NA exactly for the dense 7B (expert parallelism) and column 4 is > 1 only for 235B (pipeline stages).
+EP is carved out of DP x CP, so it adds no GPUs. The reading is ours — see ``table1_pools``."""
+
+
+def table1_pools(model: str) -> tuple[int, int]:
+    """(rollout GPUs, training GPUs) per job from Tab. 1: rollout DP_r x TP_r, training DP x CP x PP
+    (TP 1). 7B 2 / 8, 30B 8 / 64, 235B 32 / 96. Consistent with §6.1's ZeRO-offload for 235B: 96 GPUs
+    hold ~40 GB of model state each without it (the alternative reading, TP in column 5, would give 384
+    GPUs and ~10 GB, with no need to offload)."""
+    t = TABLE1[model]
+    return t["dp_r"] * t["tp_r"], t["dp"] * t["cp"] * t["pp"]
+
+
+PAPER_SAVED_PCT = {"7B": 31.36, "30B": 30.10, "235B": 37.58}
+"""plexrl.txt §6.2: measured GPU-hour reduction of two-job packing vs Split-Async, 100-step budgets."""
 SLOT_S = 5.0
 """Placement grid: 5 s slots; planning periods rounded to 300 s / 600 s (divisors of the horizon)."""
 HORIZON_SLOTS = 240
@@ -104,7 +129,8 @@ class ClusterSim:
             raise ValueError(f"unknown policy {policy!r}")
         self.jobs = [SimJob(j.id, j.model, j.steps, j.arrival, j.jitter) for j in jobs]
         self.groups, self.policy, self.runtime = groups, policy, runtime
-        self.rng = random.Random(seed)
+        # one jitter stream per job: a job sees the same rollout durations alone and when sharing
+        self.rng = {j.id: random.Random(f"{seed}:{j.id}") for j in self.jobs}
         self.now = 0.0
         self.events: list = []
         self.seq = 0
@@ -185,7 +211,7 @@ class ClusterSim:
         if job.rollout_busy or job.rolled >= job.steps or job.rolled > job.trained + 1:
             return
         job.rollout_busy = True
-        dur = job.cycle * (1 + self.rng.uniform(-job.jitter, job.jitter))
+        dur = job.cycle * (1 + self.rng[job.id].uniform(-job.jitter, job.jitter))
         self.at(self.now + dur, self._rollout_done, job)
 
     def _rollout_done(self, job: SimJob) -> None:
@@ -259,16 +285,26 @@ def replay(jobs: list[SimJob], groups: int, policy: str, runtime: str = "hrrs", 
     return ClusterSim(jobs, groups, policy, runtime, seed).run()
 
 
-def gpu_hours_two_jobs(model: str, steps: int = 100, rollout_gpus: int = 8, train_gpus: int = 8,
-                       seed: int = 0) -> dict[str, float]:
-    """§6.2: GPU-hours per effective training step, two identical jobs. Split-async: each job holds its own
-    rollout and training pools for its whole run. Packed: each job keeps its rollout pool, the two share
-    one training pool (reserved until both finish), time-sliced with context switches."""
-    alone = replay([SimJob("a", model, steps, 0.0)], 1, "isolated", seed=seed)
-    split = 2 * (rollout_gpus + train_gpus) * alone.drain_s / 3600
+def gpu_hours_two_jobs(model: str, steps: int = 100, rollout_gpus: int | None = None,
+                       train_gpus: int | None = None, seed: int = 0) -> dict[str, float]:
+    """§6.2: GPU-hours per effective training step — total GPU time (training + rollout) / completed
+    training steps — for two identical jobs with ``steps`` steps each (§6.2: 100-step budgets).
+    Split-async: each job holds its own rollout and training pools for its whole run. Packed: each job
+    keeps its rollout pool, the two share one training pool (reserved until both finish), time-sliced
+    with context switches. Pools default to Tab. 1 (``table1_pools``). Packing can save at most the
+    second training pool: T / (2 (R + T)), reached when the packed jobs are not slowed down."""
+    if rollout_gpus is None or train_gpus is None:
+        r, t = table1_pools(model)
+        rollout_gpus = r if rollout_gpus is None else rollout_gpus
+        train_gpus = t if train_gpus is None else train_gpus
+    if rollout_gpus < 1 or train_gpus < 1:
+        raise ValueError(f"rollout_gpus and train_gpus must be >= 1, got {rollout_gpus}, {train_gpus}")
+    alone = [replay([SimJob(j, model, steps, 0.0)], 1, "isolated", seed=seed).drain_s for j in ("a", "b")]
+    split = (rollout_gpus + train_gpus) * sum(alone) / 3600
     both = replay([SimJob("a", model, steps, 0.0), SimJob("b", model, steps, 0.0)], 1, "pack", seed=seed)
     ends = [j.end for j in both.jobs]
     packed = (rollout_gpus * sum(ends) + train_gpus * max(ends)) / 3600
     return {"split_gpu_h_per_step": split / (2 * steps), "packed_gpu_h_per_step": packed / (2 * steps),
-            "saved_pct": 100 * (1 - packed / split), "slowdown": max(ends) / alone.drain_s,
-            "switches": both.switches}
+            "saved_pct": 100 * (1 - packed / split), "slowdown": max(e / a for e, a in zip(ends, alone)),
+            "switches": both.switches, "bound_pct": 100 * train_gpus / (2 * (rollout_gpus + train_gpus)),
+            "rollout_gpus": rollout_gpus, "train_gpus": train_gpus}
