@@ -96,3 +96,16 @@ def test_random_load_never_overcommits(prefer):
         assert max(max(u) for u in used) <= 1
         for s in range(0, horizon, 7):
             assert p.capacity.min(s, s + 1) == nodes - sum(used[n][s] for n in range(nodes))
+
+
+def test_warm_start_restricted_to_candidate_nodes_and_refuses_a_second_placement():
+    p = Placer(num_nodes=3, horizon=40)
+    t = Trace(period=10, segments=[(0, 6)])
+    assert p.warm_start("a", t, nodes=[2]).nodes == [2]
+    assert p.warm_start("b", t, nodes=[2]) is None  # node 2 has only 4 free slots per period; 0 and 1 not allowed
+    assert p.warm_start("b", t, nodes=[1, 2]).nodes == [1]
+    with pytest.raises(ValueError, match="already placed"):
+        p.warm_start("a", t)
+    with pytest.raises(ValueError, match="nodes must lie"):
+        p.warm_start("c", t, nodes=[3])
+    assert p.free_share() == [1.0, 0.4, 0.4]

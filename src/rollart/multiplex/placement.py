@@ -158,13 +158,19 @@ class Placer:
             return None
         return self._commit(Placement(job, idle[:n], 0, [(0, self.horizon)], dedicated=True))
 
-    def warm_start(self, job: str, trace: Trace, n: int = 1) -> Placement | None:
-        """Fit the profiled trace on n nodes with the smallest micro-shift (Eq. 1–2); None if it fits nowhere."""
+    def warm_start(self, job: str, trace: Trace, n: int = 1, nodes: list[int] | None = None) -> Placement | None:
+        """Fit the profiled trace on n nodes with the smallest micro-shift (Eq. 1–2); None if it fits nowhere.
+        ``nodes`` restricts the candidates (e.g. deployments that are not full for other reasons)."""
+        if job in self.placed:
+            raise ValueError(f"job {job!r} is already placed on nodes {self.placed[job].nodes}; release it first")
+        allowed = range(self.num_nodes) if nodes is None else sorted(set(nodes))
+        if any(not 0 <= i < self.num_nodes for i in allowed):
+            raise ValueError(f"nodes must lie in [0, {self.num_nodes}), got {list(nodes or [])}")
         for shift in range(min(self.max_shift, trace.period) + 1):
             wins = self.windows(trace, shift)
             if any(self.capacity.min(a, b) < n for a, b in wins):  # gang-infeasible: pruned without node scans
                 continue
-            fitting = [i for i, node in enumerate(self.nodes) if all(node.fits(a, b) for a, b in wins)]
+            fitting = [i for i in allowed if all(self.nodes[i].fits(a, b) for a, b in wins)]
             if len(fitting) >= n:
                 load = {i: self.horizon - self.nodes[i].free_slots() for i in fitting}
                 fitting.sort(key=lambda i: (load[i] if self.prefer == "spread" else -load[i], i))
@@ -177,6 +183,10 @@ class Placer:
         old = self.release(job)
         placed = self.warm_start(job, trace, len(old.nodes))
         return placed if placed is not None else self._commit(old)
+
+    def free_share(self) -> list[float]:
+        """Per node, the share of the horizon still free."""
+        return [node.free_slots() / self.horizon for node in self.nodes]
 
     def release(self, job: str) -> Placement:
         p = self.placed.pop(job)

@@ -12,6 +12,13 @@ dispatcher admits it (switching the resident job if needed) and the Router execu
 alone. The narrow API: forward, forward_backward, optim_step, train_step, weight_buckets (sync to
 rollout), save_checkpoint / load_checkpoint, materialize. A job's failing request fails only that
 request; a job that goes away is completed and its queue dropped; the service and other jobs go on.
+
+Which deployment a job goes on is the Placer's decision (plexrl.txt §4.3): every deployment is a node of a
+cyclic horizon, a job brings a periodic demand trace (or gets ``default_duty`` of each period) and is
+fitted, with the smallest micro-shift, onto the least-loaded deployment with free windows for it; its
+windows stay reserved until ``complete_job``. A job that fits nowhere is refused (``PlacementError``)
+rather than over-committing a deployment. Placement is admission control: the order in which admitted
+operations run is still the Scheduler's (HRRS), the reserved windows are not enforced at run time.
 """
 from __future__ import annotations
 
@@ -21,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollart.actors import ActorSystem
+from rollart.multiplex.placement import Placement, Placer, Trace
 from rollart.multiplex.router import Router
-from rollart.multiplex.scheduler import JobState, Scheduler
+from rollart.multiplex.scheduler import JobState, Scheduler, SLOViolation
 
 API = ("forward", "forward_backward", "optim_step", "train_step", "weight_buckets", "save_checkpoint",
        "load_checkpoint", "materialize")
@@ -46,6 +54,13 @@ class ServiceConfig:
     """Where a switched-out job's state goes: 'host' (warm) or 'disk' (cold, prefetched before its turn)."""
     spill_dir: str = ""
     """Folder for the disk tier ('' = a temporary folder)."""
+    placement_horizon: int = 120
+    """Slots of the cyclic placement horizon (plexrl.txt §4.3); a job's demand trace period must divide it."""
+    default_duty: float = 0.25
+    """Share of each period reserved for a job registered without a demand trace (busy for the first
+    ``default_duty`` of every ``default_period`` slots; four such jobs fill a deployment)."""
+    default_period: int = 20
+    """Period in slots of the trace given to a job registered without one."""
 
     def __post_init__(self):
         if self.deployments < 1 or self.ranks_per_deployment < 1:
@@ -56,6 +71,18 @@ class ServiceConfig:
             raise ValueError(f"offload_tier must be 'host' or 'disk', got {self.offload_tier!r}")
         if self.max_jobs_per_deployment < 1:
             raise ValueError("max_jobs_per_deployment must be >= 1")
+        if not 0 < self.default_duty <= 1:
+            raise ValueError(f"default_duty must be in (0, 1], got {self.default_duty}")
+        if self.default_period < 1 or self.placement_horizon % self.default_period:
+            raise ValueError(f"default_period ({self.default_period}) must be >= 1 and divide placement_horizon "
+                             f"({self.placement_horizon})")
+        if round(self.default_duty * self.default_period) < 1:
+            raise ValueError(f"default_duty={self.default_duty} of default_period={self.default_period} slots is "
+                             "less than one slot; raise either")
+
+
+class PlacementError(RuntimeError):
+    """No deployment has free windows for the job's demand trace (it would over-commit one)."""
 
 
 class TrainingService:
@@ -67,6 +94,10 @@ class TrainingService:
         self.scheduler: Scheduler | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.placement: dict[str, str] = {}
+        """job -> deployment it was placed on."""
+        self.placer: Placer | None = None
+        self.names: list[str] = []
+        """Deployment ids; deployment ``names[i]`` is node i of the Placer."""
 
     async def start(self) -> "TrainingService":
         cfg = self.cfg
@@ -84,6 +115,8 @@ class TrainingService:
                                              rank=r, offload_tier=cfg.offload_tier, name=f"{name}-r{r}",
                                              mode=cfg.mode) for r in range(cfg.ranks_per_deployment)]
             self.router.add(name, ranks)
+            self.names.append(name)
+        self.placer = Placer(cfg.deployments, cfg.placement_horizon, prefer="spread")
         return self
 
     async def __aenter__(self) -> "TrainingService":
@@ -93,34 +126,64 @@ class TrainingService:
         await self.close()
 
     # ------------------------------------------------------------------ jobs
-    async def register_job(self, job: str, trainer_config: Any, deployment: str | None = None) -> str:
-        """Place ``job`` on a deployment (the least loaded one that admits it) and build its trainer there.
-        Returns the deployment id. Raises SLOViolation when no deployment may take it."""
+    async def register_job(self, job: str, trainer_config: Any, deployment: str | None = None,
+                           demand: Trace | dict | None = None) -> str:
+        """Place ``job`` (Placer: least-loaded deployment whose free windows fit its demand trace, smallest
+        micro-shift) and build its trainer there. ``demand``: a ``Trace`` or dict(period=, segments=) in
+        placement slots; None reserves ``default_duty``. ``deployment`` pins the job to one deployment.
+        Returns the deployment id. Raises PlacementError if it fits nowhere, SLOViolation if every
+        deployment that fits has a job over the waiting bound."""
         sched = self._sched()
+        trace = self._demand(job, demand)
+        if deployment is not None:
+            self.router.workers(deployment)  # UnknownDeploymentError names the known ones
+        j = sched.jobs.get(job)
+        if j is not None and j.state in (JobState.QUEUED, JobState.RUNNING):
+            raise ValueError(f"job {job!r} is already active on {j.deployment!r}")
         if dataclasses.is_dataclass(trainer_config):
             trainer_config = dataclasses.asdict(trainer_config)
-        candidates = [deployment] if deployment else sorted(
-            self.router.groups, key=lambda d: len(sched.active_jobs(d)))
+        self._reap()
+        excluded: set[int] = set()
         last: Exception | None = None
-        for d in candidates:
-            self.router.workers(d)
-            if len(sched.active_jobs(d)) >= self.cfg.max_jobs_per_deployment:
-                last = RuntimeError(f"deployment {d!r} already hosts max_jobs_per_deployment="
-                                    f"{self.cfg.max_jobs_per_deployment} jobs")
-                continue
+        while True:
+            allowed = [i for i, d in enumerate(self.names) if i not in excluded and deployment in (None, d)
+                       and len(sched.active_jobs(d)) < self.cfg.max_jobs_per_deployment]
+            if not allowed:
+                raise last if last else RuntimeError(
+                    f"every deployment{'' if deployment is None else ' ' + repr(deployment)} already hosts "
+                    f"max_jobs_per_deployment={self.cfg.max_jobs_per_deployment} jobs; complete a job first")
+            placed = self.placer.warm_start(job, trace, nodes=allowed)
+            if placed is None:
+                free = ", ".join(f"{self.names[i]} {self.placer.free_share()[i]:.0%} free" for i in allowed)
+                raise PlacementError(
+                    f"job {job!r} (demand: {trace.duty():.0%} of every {trace.period} slots) fits on no deployment "
+                    f"at any micro-shift ({free}); complete a job, lower its demand, or start more deployments")
+            d = self.names[placed.nodes[0]]
             try:
                 sched.add_job(job, d)
-            except Exception as e:  # noqa: BLE001 - try the next deployment
+            except SLOViolation as e:
+                self.placer.release(job)
+                excluded.add(placed.nodes[0])
                 last = e
                 continue
+            except BaseException:
+                self.placer.release(job)
+                raise
             self.placement[job] = d
             try:
                 await sched.submit(job, "add_job", trainer_config)
             except BaseException:
                 sched.close_job(job, JobState.FAILED, "trainer construction failed")
+                self._release(job)
                 raise
             return d
-        raise last if last else RuntimeError("no deployment available")
+
+    def placed(self, job: str) -> Placement:
+        """The job's reservation on the placement horizon (deployment index, micro-shift, windows)."""
+        try:
+            return self._placer().placed[job]
+        except KeyError:
+            raise KeyError(f"job {job!r} holds no placement (not registered, or completed)") from None
 
     async def call(self, job: str, op: str, *args: Any) -> Any:
         if op not in API:
@@ -136,11 +199,13 @@ class TrainingService:
         sched = self._sched()
         j = sched.jobs.get(job)
         if j is None or j.state in (JobState.COMPLETED, JobState.FAILED):
+            self._release(job)
             return
         try:
             await sched.submit(job, "remove_job")
         finally:
             sched.close_job(job)
+            self._release(job)
 
     def job_state(self, job: str) -> JobState:
         return self._sched().jobs[job].state
@@ -162,6 +227,39 @@ class TrainingService:
         if self.scheduler is None:
             raise RuntimeError("TrainingService is not started; await service.start() first")
         return self.scheduler
+
+    def _placer(self) -> Placer:
+        if self.placer is None:
+            raise RuntimeError("TrainingService is not started; await service.start() first")
+        return self.placer
+
+    def _demand(self, job: str, demand: Trace | dict | None) -> Trace:
+        if demand is None:
+            c = self.cfg
+            return Trace(c.default_period, [(0, round(c.default_duty * c.default_period))])
+        if isinstance(demand, dict):
+            try:
+                demand = Trace(int(demand["period"]), [tuple(seg) for seg in demand["segments"]])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"job {job!r}: demand must be a Trace or dict(period=slots, segments=[(offset, "
+                                 f"duration), ...]), got {demand!r} ({e})") from None
+        if not isinstance(demand, Trace):
+            raise TypeError(f"job {job!r}: demand must be a Trace, a dict or None, got {type(demand).__name__}")
+        if self.cfg.placement_horizon % demand.period:
+            raise ValueError(f"job {job!r}: demand period {demand.period} must divide placement_horizon="
+                             f"{self.cfg.placement_horizon} slots")
+        return demand
+
+    def _release(self, job: str) -> None:
+        if job in self._placer().placed:
+            self._placer().release(job)
+
+    def _reap(self) -> None:
+        """Give back the windows of jobs that failed (e.g. their worker group died) without complete_job."""
+        for job in list(self._placer().placed):
+            j = self._sched().jobs.get(job)
+            if j is None or j.state in (JobState.COMPLETED, JobState.FAILED):
+                self._placer().release(job)
 
     def _deployment(self, job: str) -> str:
         try:

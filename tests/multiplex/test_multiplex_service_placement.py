@@ -1,0 +1,115 @@
+"""The live TrainingService places jobs with the Placer: random registrations and completions on three real
+deployments never over-commit a deployment slot (independent recount), each job's trainer lives where its
+placement says, a refusal happens only when no deployment fits at any shift, and windows come back on completion."""
+import random
+
+import pytest
+
+from rollart.multiplex.placement import Trace
+from rollart.multiplex.scheduler import JobState
+from rollart.multiplex.service import PlacementError, ServiceConfig, TrainingService
+
+from mx_fixtures import save_tiny_policy, trainer_config, trajectories
+
+H = 120
+
+
+def projection(trace: Trace, shift: int) -> set[int]:
+    """Slots the trace occupies on the ring at this shift, computed slot by slot (independent of the Placer)."""
+    return {(k * trace.period + off + shift + x) % H
+            for k in range(H // trace.period) for off, dur in trace.segments for x in range(dur)}
+
+
+def random_trace(rng: random.Random) -> Trace:
+    period = rng.choice([10, 20, 30, 40, 60])
+    segs, t = [], 0
+    for _ in range(rng.randint(1, 2)):
+        t += rng.randrange(0, 4)
+        d = rng.randint(1, max(1, period // 3))
+        if t + d > period:
+            break
+        segs.append((t, d))
+        t += d
+    return Trace(period, segs or [(0, 1)])
+
+
+async def test_random_registrations_never_overcommit_and_follow_the_placer(tmp_path):
+    model = save_tiny_policy(tmp_path / "m", 0)
+    rng = random.Random(7)
+    cfg = ServiceConfig(deployments=3, mode="inprocess", placement_horizon=H, max_jobs_per_deployment=50)
+    async with TrainingService(cfg) as s:
+        live: dict[str, Trace] = {}
+        refused = 0
+        for step in range(36):
+            if live and rng.random() < 0.3:
+                job = rng.choice(sorted(live))
+                await s.complete_job(job)
+                del live[job]
+                assert s.job_state(job) == JobState.COMPLETED
+            else:
+                job, trace = f"j{step}", random_trace(rng)
+                occupied = {d: set() for d in s.names}
+                for other, t in live.items():
+                    occupied[s.placement[other]] |= projection(t, s.placed(other).shift)
+                try:
+                    d = await s.register_job(job, trainer_config(model), demand=trace)
+                except PlacementError as e:
+                    refused += 1
+                    assert job in str(e) and "fits on no deployment" in str(e)
+                    # a refusal is real: at every shift the trace collides on every deployment
+                    assert all(projection(trace, sh) & occupied[dd] for dd in s.names for sh in range(trace.period))
+                    assert job not in s.placer.placed and job not in s.scheduler.jobs
+                    continue
+                live[job] = trace
+                p = s.placed(job)
+                assert d == s.names[p.nodes[0]] == s.scheduler.jobs[job].deployment
+                assert projection(trace, p.shift) == {x for a, b in p.windows for x in range(a, b)}
+                assert not projection(trace, p.shift) & occupied[d]
+            # independent recount after every change: no slot of any deployment reserved twice
+            used = {d: [0] * H for d in s.names}
+            for other, t in live.items():
+                for x in projection(t, s.placed(other).shift):
+                    used[s.placement[other]][x] += 1
+            assert max(max(u) for u in used.values()) <= 1
+            assert set(s.placer.placed) == set(live)
+            for x in range(0, H, 11):
+                assert s.placer.capacity.min(x, x + 1) == sum(used[d][x] == 0 for d in s.names)
+        assert refused > 0 and len(live) >= 3  # the load was high enough to refuse, and jobs were spread out
+        # the workers hold exactly the trainers the placements say, and those jobs still train
+        stats = await s.worker_stats()
+        for d in s.names:
+            assert stats[d][0]["jobs"] == sorted(j for j in live if s.placement[j] == d)
+        busiest = max(s.names, key=lambda d: len(stats[d][0]["jobs"]))
+        for job in stats[busiest][0]["jobs"][:2]:
+            m = await s.call(job, "train_step", trajectories(seed=1))
+            assert m["charts/version"] == 1.0
+
+
+async def test_default_demand_fills_a_deployment_then_refuses_and_pinning_is_respected(tmp_path):
+    model = save_tiny_policy(tmp_path / "m", 1)
+    async with TrainingService(ServiceConfig(deployments=2, mode="inprocess", default_duty=0.5,
+                                             max_jobs_per_deployment=8)) as s:
+        assert await s.register_job("a", trainer_config(model)) == "train0"
+        assert await s.register_job("b", trainer_config(model)) == "train1"  # least loaded first (spread)
+        assert await s.register_job("c", trainer_config(model), deployment="train0") == "train0"
+        assert s.placed("c").shift == s.placed("a").shift + 10  # micro-shifted into a's idle half
+        with pytest.raises(PlacementError, match="fits on no deployment"):
+            await s.register_job("d", trainer_config(model), deployment="train0")
+        assert "d" not in s.scheduler.jobs and "d" not in s.placer.placed
+        assert await s.register_job("d", trainer_config(model)) == "train1"
+        with pytest.raises(PlacementError):
+            await s.register_job("e", trainer_config(model))
+        with pytest.raises(ValueError, match="divide placement_horizon"):
+            await s.register_job("e", trainer_config(model), demand={"period": 7, "segments": [(0, 1)]})
+        with pytest.raises(ValueError, match="demand must be"):
+            await s.register_job("e", trainer_config(model), demand={"period": 20})
+        with pytest.raises(ValueError, match="already active"):
+            await s.register_job("a", trainer_config(model))
+        await s.complete_job("a")  # its windows come back: e fits now, on train0
+        assert await s.register_job("e", trainer_config(model)) == "train0"
+        # a job whose trainer cannot be built gives its windows back too
+        await s.complete_job("e")
+        with pytest.raises(Exception, match="model"):
+            await s.register_job("bad", trainer_config(str(tmp_path / "missing")))
+        assert "bad" not in s.placer.placed
+        assert await s.register_job("f", trainer_config(model)) == "train0"
