@@ -1,13 +1,13 @@
-"""The live TrainingService places jobs with the Placer: random registrations and completions on three real
-deployments never over-commit a deployment slot (independent recount), each job's trainer lives where its
-placement says, a refusal happens only when no deployment fits at any shift, and windows come back on completion."""
+"""Live TrainingService placement via the Placer: never over-commits, refuses only real misfits, releases, cold start -> repack."""
+import asyncio
 import random
 
 import pytest
 
 from rollart.multiplex.placement import Trace
+from rollart.multiplex.router import OpRecord
 from rollart.multiplex.scheduler import JobState
-from rollart.multiplex.service import PlacementError, ServiceConfig, TrainingService
+from rollart.multiplex.service import PlacementError, ServiceConfig, TrainingService, profiled_trace
 
 from mx_fixtures import save_tiny_policy, trainer_config, trajectories
 
@@ -113,3 +113,49 @@ async def test_default_demand_fills_a_deployment_then_refuses_and_pinning_is_res
             await s.register_job("bad", trainer_config(str(tmp_path / "missing")))
         assert "bad" not in s.placer.placed
         assert await s.register_job("f", trainer_config(model)) == "train0"
+
+
+def test_profiled_trace_measures_duty_from_the_router_log():
+    log = [OpRecord(1, "p", "add_job", 0.0, 5.0), OpRecord(2, "p", "train_step", 10.0, 12.0),
+           OpRecord(3, "q", "train_step", 12.0, 30.0), OpRecord(4, "p", "offload", 30.0, 31.0),
+           OpRecord(5, "p", "train_step", 40.0, 43.0), OpRecord(6, "p", "forward", 43.0, 45.0)]
+    duty, trace = profiled_trace(log, "p", period=20)
+    assert duty == pytest.approx((2 + 3 + 2) / (45 - 10))  # add_job and the switch are not its demand
+    assert trace == Trace(20, [(0, 4)])  # 0.2 of 20 slots
+    with pytest.raises(ValueError, match="at least two"):
+        profiled_trace(log, "q", period=20)
+    _, full = profiled_trace([OpRecord(1, "p", "forward", 0, 1), OpRecord(2, "p", "forward", 1, 2)], "p", 20)
+    assert full == Trace(20, [(0, 20)])  # back to back: the whole period
+
+
+async def test_cold_start_profile_then_repack_in_place(tmp_path):
+    model = save_tiny_policy(tmp_path / "m", 2)
+    async with TrainingService(ServiceConfig(deployments=2, mode="inprocess")) as s:
+        assert await s.register_job("p", trainer_config(model), demand="profile") == "train0"
+        assert s.placed("p").dedicated
+        assert await s.register_job("a", trainer_config(model)) == "train1"  # train0 is taken whole
+        with pytest.raises(PlacementError, match="none is idle"):
+            await s.register_job("p2", trainer_config(model), demand="profile")
+        with pytest.raises(PlacementError):
+            await s.register_job("b", trainer_config(model), deployment="train0")
+        with pytest.raises(ValueError, match="at least two"):
+            s.repack("p")
+        for k in range(3):  # steps with a pause between them, as if the job's rollout were running
+            await s.call("p", "train_step", trajectories(seed=k))
+            await asyncio.sleep(0.1)
+        with pytest.raises(ValueError, match="not being profiled"):
+            s.repack("a")
+        placed = s.repack("p")
+        duty, trace = profiled_trace(s.router.log["train0"], "p", s.cfg.default_period)
+        assert not placed.dedicated and placed.nodes == [0] and 0 < duty <= 1
+        assert sum(b - a for a, b in placed.windows) == trace.segments[0][1] * (s.cfg.placement_horizon // trace.period)
+        # the rest of train0 is open again: a job needing one slot per period fits iff one is left
+        if trace.segments[0][1] < trace.period:
+            assert await s.register_job("b", trainer_config(model), deployment="train0",
+                                        demand={"period": 20, "segments": [(0, 1)]}) == "train0"
+        else:
+            with pytest.raises(PlacementError):
+                await s.register_job("b", trainer_config(model), deployment="train0",
+                                     demand={"period": 20, "segments": [(0, 1)]})
+        m = await s.call("p", "train_step", trajectories(seed=9))
+        assert m["charts/version"] == 4.0

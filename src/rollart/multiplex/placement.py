@@ -151,9 +151,13 @@ class Placer:
         return sorted(out)
 
     # ------------------------------------------------------------------ policies
-    def cold_start(self, job: str, n: int) -> Placement | None:
-        """Dedicated nodes (whole horizon) while the job is profiled; None if not enough idle nodes."""
-        idle = [i for i, node in enumerate(self.nodes) if node.free_slots() == self.horizon]
+    def cold_start(self, job: str, n: int, nodes: list[int] | None = None) -> Placement | None:
+        """Dedicated nodes (whole horizon) while the job is profiled; None if not enough idle nodes.
+        ``nodes`` restricts the candidates."""
+        if job in self.placed:
+            raise ValueError(f"job {job!r} is already placed on nodes {self.placed[job].nodes}; release it first")
+        allowed = range(self.num_nodes) if nodes is None else sorted(set(nodes))
+        idle = [i for i in allowed if 0 <= i < self.num_nodes and self.nodes[i].free_slots() == self.horizon]
         if len(idle) < n or self.capacity.min(0, self.horizon) < n:
             return None
         return self._commit(Placement(job, idle[:n], 0, [(0, self.horizon)], dedicated=True))
@@ -177,11 +181,11 @@ class Placer:
                 return self._commit(Placement(job, fitting[:n], shift, wins))
         return None
 
-    def repack(self, job: str, trace: Trace) -> Placement | None:
-        """After profiling: give back the dedicated nodes and fit the measured trace; keeps the old placement
-        if the trace fits nowhere."""
+    def repack(self, job: str, trace: Trace, nodes: list[int] | None = None) -> Placement:
+        """After profiling: give back the dedicated nodes and fit the measured trace (on ``nodes`` only, if
+        given — e.g. the ones already holding the job's state); keeps the old placement if it fits nowhere."""
         old = self.release(job)
-        placed = self.warm_start(job, trace, len(old.nodes))
+        placed = self.warm_start(job, trace, len(old.nodes), nodes=nodes)
         return placed if placed is not None else self._commit(old)
 
     def free_share(self) -> list[float]:

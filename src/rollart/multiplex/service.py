@@ -16,20 +16,23 @@ request; a job that goes away is completed and its queue dropped; the service an
 Which deployment a job goes on is the Placer's decision (plexrl.txt §4.3): every deployment is a node of a
 cyclic horizon, a job brings a periodic demand trace (or gets ``default_duty`` of each period) and is
 fitted, with the smallest micro-shift, onto the least-loaded deployment with free windows for it; its
-windows stay reserved until ``complete_job``. A job that fits nowhere is refused (``PlacementError``)
+windows stay reserved until ``complete_job``. ``demand="profile"`` is the cold start: the job gets an idle
+deployment to itself; ``repack(job)`` then measures its duty from the Router's log and fits that trace in
+place, opening the rest of the deployment to other jobs (the state stays where it is: no migration). A job that fits nowhere is refused (``PlacementError``)
 rather than over-committing a deployment. Placement is admission control: the order in which admitted
 operations run is still the Scheduler's (HRRS), the reserved windows are not enforced at run time.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from rollart.actors import ActorSystem
 from rollart.multiplex.placement import Placement, Placer, Trace
-from rollart.multiplex.router import Router
+from rollart.multiplex.router import OpRecord, Router
 from rollart.multiplex.scheduler import JobState, Scheduler, SLOViolation
 
 API = ("forward", "forward_backward", "optim_step", "train_step", "weight_buckets", "save_checkpoint",
@@ -127,10 +130,11 @@ class TrainingService:
 
     # ------------------------------------------------------------------ jobs
     async def register_job(self, job: str, trainer_config: Any, deployment: str | None = None,
-                           demand: Trace | dict | None = None) -> str:
+                           demand: Trace | dict | str | None = None) -> str:
         """Place ``job`` (Placer: least-loaded deployment whose free windows fit its demand trace, smallest
         micro-shift) and build its trainer there. ``demand``: a ``Trace`` or dict(period=, segments=) in
-        placement slots; None reserves ``default_duty``. ``deployment`` pins the job to one deployment.
+        placement slots; None reserves ``default_duty``; "profile" takes an idle deployment whole until
+        ``repack``. ``deployment`` pins the job to one deployment.
         Returns the deployment id. Raises PlacementError if it fits nowhere, SLOViolation if every
         deployment that fits has a job over the waiting bound."""
         sched = self._sched()
@@ -152,7 +156,11 @@ class TrainingService:
                 raise last if last else RuntimeError(
                     f"every deployment{'' if deployment is None else ' ' + repr(deployment)} already hosts "
                     f"max_jobs_per_deployment={self.cfg.max_jobs_per_deployment} jobs; complete a job first")
-            placed = self.placer.warm_start(job, trace, nodes=allowed)
+            placed = (self.placer.cold_start(job, 1, nodes=allowed) if trace is None
+                      else self.placer.warm_start(job, trace, nodes=allowed))
+            if placed is None and trace is None:
+                raise PlacementError(f"job {job!r} wants a deployment to itself while it is profiled, but none is "
+                                     "idle; give it a demand trace or complete a job")
             if placed is None:
                 free = ", ".join(f"{self.names[i]} {self.placer.free_share()[i]:.0%} free" for i in allowed)
                 raise PlacementError(
@@ -177,6 +185,18 @@ class TrainingService:
                 self._release(job)
                 raise
             return d
+
+    def repack(self, job: str) -> Placement:
+        """End the cold start of a job registered with demand="profile": measure its duty on its deployment
+        (``profiled_trace`` over the Router's log) and keep only that share of every ``default_period``
+        reserved, on the same deployment. Raises ValueError if the job is not being profiled or has run
+        fewer than two operations."""
+        p = self.placed(job)
+        if not p.dedicated:
+            raise ValueError(f"job {job!r} is not being profiled (it was placed with a demand trace)")
+        d = self.names[p.nodes[0]]
+        _, trace = profiled_trace(self.router.log[d], job, self.cfg.default_period)
+        return self._placer().repack(job, trace, nodes=p.nodes)
 
     def placed(self, job: str) -> Placement:
         """The job's reservation on the placement horizon (deployment index, micro-shift, windows)."""
@@ -233,7 +253,11 @@ class TrainingService:
             raise RuntimeError("TrainingService is not started; await service.start() first")
         return self.placer
 
-    def _demand(self, job: str, demand: Trace | dict | None) -> Trace:
+    def _demand(self, job: str, demand: Trace | dict | str | None) -> Trace | None:
+        if demand == "profile":
+            return None
+        if isinstance(demand, str):
+            raise ValueError(f"job {job!r}: demand must be a Trace, a dict, None or 'profile', got {demand!r}")
         if demand is None:
             c = self.cfg
             return Trace(c.default_period, [(0, round(c.default_duty * c.default_period))])
@@ -266,3 +290,21 @@ class TrainingService:
             return self.placement[job]
         except KeyError:
             raise KeyError(f"job {job!r} is not registered with this service") from None
+
+
+PROFILE_SKIP = frozenset({"add_job", "remove_job", "offload", "load"})
+
+
+def profiled_trace(log: list[OpRecord], job: str, period: int) -> tuple[float, Trace]:
+    """The job's measured duty on a deployment — the time its operations ran over the span from its first
+    operation's start to its last one's end (trainer construction and switches excluded) — and the trace
+    that reserves that share, rounded up to whole slots, at the start of every ``period`` slots."""
+    recs = [r for r in log if r.job == job and r.op not in PROFILE_SKIP and r.end == r.end]  # end is NaN while running
+    if len(recs) < 2:
+        raise ValueError(f"job {job!r} has run {len(recs)} operation(s) on its deployment; profile at least two "
+                         "before repacking")
+    busy = sum(r.end - r.start for r in recs)
+    span = max(r.end for r in recs) - min(r.start for r in recs)
+    duty = min(1.0, busy / span) if span > 0 else 1.0
+    slots = min(period, max(1, math.ceil(duty * period - 1e-9)))
+    return duty, Trace(period, [(0, slots)])
