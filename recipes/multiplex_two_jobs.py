@@ -7,7 +7,8 @@
 Each job keeps its own rollout (inference worker, envs, weight store, coordinator); only training is
 shared: a single DeploymentWorker process time-slices the two jobs' trainers, switching the resident
 job's model and optimizer state out to the StateManager (host or disk tier) when the other job's
-operation is admitted (HRRS order). Each job prints its reward curve summary and greedy success; the
+operation is admitted (HRRS order). The deployment each job goes on is chosen by the service's Placer
+(its default demand: a quarter of every period, micro-shifted next to the other job's). Each job prints its reward curve summary and greedy success; the
 last line gives both as key=value pairs. Watch in tensorboard (`tensorboard --logdir runs/multiplex`):
 rollout/reward_mean and charts/eval_success/* per job run folder.
 """
@@ -138,8 +139,11 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
     else:
         async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
                                                  offload_tier=r.offload_tier)) as service:
-            for job, (cfg, _) in jobs.items():
-                await service.register_job(job, shared_trainer_config(cfg))
+            for job, (cfg, _) in jobs.items():  # the service's Placer picks the deployment and micro-shift
+                d = await service.register_job(job, shared_trainer_config(cfg))
+                p = service.placed(job)
+                print(f"placement: {job} -> {d} shift={p.shift} slots, reserving "
+                      f"{sum(b - a for a, b in p.windows) / service.cfg.placement_horizon:.0%} of it")
             results = await asyncio.gather(*(Coordinator(cfg, [task], reward_fn=rewards[job],
                                                          trainer=SharedTrainerClient(service, job)).run()
                                              for job, (cfg, task) in jobs.items()))

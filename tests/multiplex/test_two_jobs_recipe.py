@@ -25,6 +25,7 @@ def test_smoke_two_jobs_share_one_service(tmp_path):
     out, kv = run(tmp_path, "total_steps=2", "eval_episodes=1", timeout=900)
     assert kv["mode"] == "shared"
     assert "service: switches=" in out
+    assert "placement: lake -> train0 shift=0" in out and "placement: game -> train0 shift=5" in out  # Placer
     assert {"lake_success", "game_success"} <= set(kv)
 
 
