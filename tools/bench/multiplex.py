@@ -52,7 +52,7 @@ def gpu_hours(steps: int) -> tuple[dict, dict]:
         print(f"           the paper's {PAPER_SAVED_PCT[m]:.2f}% at these pools implies packed jobs ran "
               f"x{(1 - PAPER_SAVED_PCT[m] / 100) * 2 * (R + T) / (2 * R + T):.3f} their split-async time")
     rows = {}
-    for ratio in (0.25, 0.5, 1.0):
+    for ratio in (0.125, 0.25, 0.5, 1.0):
         rows[ratio] = {m: gpu_hours_two_jobs(m, steps=steps, rollout_gpus=int(8 * ratio), train_gpus=8)
                        for m in SHAPES}
     for ratio, per in rows.items():
@@ -118,6 +118,8 @@ def plot(trace: dict, table1: dict, rows: dict, path: Path) -> None:
     ax[1].set_ylabel("drain time / isolated"); ax[1].set_title("SIMULATED time to drain the trace")
     for m in SHAPES:
         ax[2].plot(list(rows), [rows[r][m]["saved_pct"] for r in rows], marker="o", label=m)
+    xs = [x / 100 for x in range(10, 101)]
+    ax[2].plot(xs, [100 / (2 * (1 + x)) for x in xs], "k:", label="bound T/(2(R+T)), no slowdown")
     for i, m in enumerate(SHAPES):
         r, t = table1_pools(m)
         ax[2].plot([r / t], [table1[m]["saved_pct"]], marker="*", ms=14, ls="", color=f"C{i}",
