@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from rollart.actions.action import amdahl
-from rollart.actions.cpu import CGROUP_ROOT, CpuManager
+from rollart.actions.cpu import CGROUP_ROOT, CpuManager, expand
 
 SHOW = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0))); "
         "print(open('/proc/self/cgroup').read())"]
@@ -60,6 +60,11 @@ def busy(seconds):
 """
 
 
+def test_xdist_placeholder_runs_in_process_on_one_core():
+    assert expand("-n{dop}", 1) == "-n1" and expand("{xdist}", 1) == "0"
+    assert expand("{xdist}", 4) == "4" and expand("{dop}/{xdist}", 2) == "2/2"
+
+
 async def test_elastic_test_run_uses_pytest_xdist_with_granted_cores():
     mgr = CpuManager([[0, 1]], memory_per_node=4)
     try:
@@ -67,7 +72,7 @@ async def test_elastic_test_run_uses_pytest_xdist_with_granted_cores():
         make = [sys.executable, "-c", f"open('test_gen.py','w').write({SUITE.format(tests=tests)!r})"]
         await mgr.submit(mgr.command("t", make))
         run = mgr.command("t", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "-n", "{dop}", "test_gen.py"], units=(1, 2),
+                                "-n", "{xdist}", "test_gen.py"], units=(1, 2),
                           elasticity=amdahl(0.9), t_ori=2.0, kind="reward_test")
         result = await mgr.submit(run)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -6,7 +6,7 @@ from rollart.actions.baselines import (OffloadConfig, simulate_gpu_dedicated, si
                                        simulate_static)
 from rollart.actions.sim import (CodingTraceConfig, GpuRequest, MopdTraceConfig, ServiceSpec, Step,
                                  action_time_ratio, coding_trace, mopd_trace, simulate_coding,
-                                 simulate_gpu_pool)
+                                 node_sizes, simulate_gpu_pool)
 
 
 def tiny_trace():
@@ -77,6 +77,25 @@ def test_gpu_pool_restores_once_then_hits():
     assert res.traj_act[0] == pytest.approx(3.0)
     assert res.traj_act[1] == pytest.approx(1.0)
     assert res.units["restores"] == [1]
+
+
+def test_pool_sizes_are_full_nodes_plus_buddy_partial_nodes():
+    assert node_sizes(40) == [8] * 5
+    assert node_sizes(12) == [8, 4]
+    assert node_sizes(11) == [8, 2, 1]
+    assert node_sizes(3) == [2, 1]
+    with pytest.raises(ValueError, match="at least one GPU"):
+        node_sizes(0)
+
+
+def test_gpu_pool_rejects_a_pool_whose_nodes_are_too_small_for_a_service():
+    cfg = MopdTraceConfig()
+    services = [ServiceSpec("big", 140e9, 4)]
+    with pytest.raises(ValueError, match="largest node"):
+        simulate_gpu_pool(services, [GpuRequest(0.0, "big", 1.0, 0.9)], 3, cfg)
+    # 11 GPUs = nodes of 8, 2, 1: a 4-GPU service only ever runs on the 8-GPU node
+    res = simulate_gpu_pool(services, [GpuRequest(0.0, "big", 8.0, 1.0)] * 3, 11, cfg, charge_latency=False)
+    assert all(u in (4, 8) for u in res.units["logprob"])
 
 
 def test_mopd_trace_has_ten_services_and_skewed_load():

@@ -223,11 +223,13 @@ class StaticSlotRunner:
         import os
         import time as _time
 
+        from rollart.actions.cpu import expand
+
         cores = self.slot(trajectory)
         name = f"static-{os.getpid()}-{_time.monotonic_ns()}"
         t0 = _time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            *[a.replace("{dop}", "0") for a in argv], cwd=cwd, stdout=asyncio.subprocess.PIPE,
+            *[expand(a, 1) for a in argv], cwd=cwd, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, preexec_fn=self.pinner.prepare(name, cores))
         out, _ = await proc.communicate()
         self.pinner.cleanup(name)

@@ -6,7 +6,9 @@ directory there until :meth:`CpuManager.end_trajectory`: state stays put between
 not. Each action runs as a real process pinned to exactly the cores the scheduler gave it — a cgroup
 v1 cpuset under ``/sys/fs/cgroup/cpuset/rollart`` when writable, else ``os.sched_setaffinity`` — and
 its cores return to the pool when the process exits. Test runs are elastic: ``{dop}`` in the command
-becomes the core count, so ``pytest -n {dop}`` (pytest-xdist) uses every core it was given. Each node
+becomes the core count, so ``pytest -n {dop}`` (pytest-xdist) uses every core it was given; ``{xdist}``
+is the same except that one core gives ``0`` (``pytest -n 0`` runs in-process, as the dataset's
+single-process command does, instead of paying for one xdist worker process). Each node
 runs its own scheduler, as in the paper.
 """
 from __future__ import annotations
@@ -24,6 +26,11 @@ from rollart.actions.basic import CountPool
 from rollart.actions.runtime import ActionScheduler
 
 CGROUP_ROOT = "/sys/fs/cgroup/cpuset"
+
+
+def expand(arg: str, dop: int) -> str:
+    """Fill ``{dop}`` (cores granted) and ``{xdist}`` (pytest-xdist workers: 0 = in-process on one core)."""
+    return arg.replace("{dop}", str(dop)).replace("{xdist}", str(dop if dop > 1 else 0))
 
 
 class CorePool(CountPool):
@@ -170,7 +177,8 @@ class CpuManager:
     def command(self, trajectory: Any, argv: Sequence[str], *, units: Sequence[int] = (1,),
                 elasticity=None, t_ori: Optional[float] = None, kind: str = "tool",
                 timeout: float = 600.0, env: Optional[dict] = None) -> Action:
-        """An action running ``argv`` (``{dop}`` -> core count) in the trajectory's workspace."""
+        """An action running ``argv`` (``{dop}`` -> core count, ``{xdist}`` -> core count or 0 for one
+        core) in the trajectory's workspace."""
         async def payload(grant: dict) -> CommandResult:
             cores = grant["cpu"]
             return await self._run(trajectory, argv, cores, timeout, env)
@@ -187,7 +195,7 @@ class CpuManager:
                    timeout: float, env: Optional[dict]) -> CommandResult:
         state = self.trajectories[trajectory]
         dop = len(cores)
-        args = [a.replace("{dop}", str(dop)) for a in argv]
+        args = [expand(a, dop) for a in argv]
         name = f"act-{os.getpid()}-{id(args)}-{time.monotonic_ns()}"
         t0 = time.monotonic()
         proc = await asyncio.create_subprocess_exec(

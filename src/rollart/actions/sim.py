@@ -47,6 +47,10 @@ class EventLoop:
             self.now, _, fn = heapq.heappop(self._heap)
             fn()
 
+    def stop(self) -> None:
+        """Drop every pending event (run() returns)."""
+        self._heap.clear()
+
 
 # -- traces -----------------------------------------------------------------------------------
 @dataclasses.dataclass
@@ -113,6 +117,8 @@ class SimResult:
     traj_act: list[float]  # per trajectory: summed ACT of its actions
     acts: dict[str, list[float]]  # per action kind: ACTs
     exec_seconds: float = 0.0  # summed execution time of all actions
+    restore_seconds: float = 0.0  # part of exec_seconds spent restoring GPU services (EOE)
+    aborted: bool = False  # stopped early: the mean ACT was already known to exceed ``act_limit``
     decision_seconds: float = 0.0  # summed real decision latency
     decisions: int = 0
     makespan: float = 0.0
@@ -221,8 +227,11 @@ class MopdTraceConfig:
     """Teacher/judge services (paper: 10)."""
     window: float = 1200.0
     """Rollout seconds over which trajectories finish (long-tailed per task)."""
-    logprob_median: float = 6.0
-    """Median single-GPU seconds of one log-prob pass (lognormal, sigma 0.5)."""
+    logprob_median: float = 2.0
+    """Median single-GPU seconds of one log-prob pass of a 14B teacher (lognormal, sigma 0.5; scaled
+    by teacher size). Not given by the paper; calibrated to its Fig. 8(b) left on the same 40 GPUs:
+    with 2.0 the median over trace seeds 0-4 of dedicated / pooled mean ACT is 3.8x at batch 1024 and
+    18.5x at batch 2048 (paper: 3.4x and 18.1x); 6.0 gave 17.9x and 58.7x (far more overloaded)."""
     gpu_memory: float = 80e9
     """Bytes of memory per GPU."""
     restore_bandwidth: float = 25e9
@@ -257,13 +266,32 @@ def mopd_trace(cfg: MopdTraceConfig) -> tuple[list[ServiceSpec], list[GpuRequest
     return services, reqs
 
 
+def node_sizes(gpus: int) -> list[int]:
+    """``gpus`` GPUs as full 8-GPU nodes plus the remainder as buddy-sized partial nodes (4/2/1):
+    e.g. 12 -> [8, 4], 11 -> [8, 2, 1]. A chunk never spans nodes."""
+    if gpus < 1:
+        raise ValueError(f"gpus={gpus}: need at least one GPU")
+    sizes = [8] * (gpus // 8)
+    rest = gpus % 8
+    for size in (4, 2, 1):
+        if rest >= size:
+            sizes.append(size)
+            rest -= size
+    return sizes
+
+
 def simulate_gpu_pool(services: list[ServiceSpec], reqs: list[GpuRequest], gpus: int,
-                      cfg: MopdTraceConfig, depth: int = 2, charge_latency: bool = True) -> SimResult:
-    """Tangram GPU manager: one pooled buddy-chunk cluster, EOE restore/evict, elastic DoP."""
-    if gpus < 1 or gpus % 4 and gpus > 4:
-        raise ValueError(f"gpus={gpus}: use 1, 2, 4 or a multiple of 4 (8-GPU nodes + a 4-GPU node)")
+                      cfg: MopdTraceConfig, depth: int = 2, charge_latency: bool = True,
+                      act_limit: Optional[float] = None) -> SimResult:
+    """Tangram GPU manager: one pooled buddy-chunk cluster, EOE restore/evict, elastic DoP.
+    With ``act_limit``, stop as soon as the completed ACTs alone put the mean over all requests above
+    it, counting what queued and running requests have already waited (``aborted``; the answer to
+    "is the mean ACT <= act_limit?" is then certainly no)."""
     loop = EventLoop()
-    pool = GpuPool("gpu", node_sizes=[8] * (gpus // 8) + ([gpus % 8] if gpus % 8 else []))
+    pool = GpuPool("gpu", node_sizes=node_sizes(gpus))
+    too_big = [s.name for s in services if s.min_units > pool.per_node]
+    if too_big:
+        raise ValueError(f"gpus={gpus}: services {too_big} need more GPUs than the largest node has")
     cache = DeviceCache(pool, cfg.gpu_memory, {s.name: s.bytes for s in services})
     sched = ElasticScheduler({"gpu": pool}, depth=depth, clock=loop)
     spec = {s.name: s for s in services}
@@ -280,6 +308,7 @@ def simulate_gpu_pool(services: list[ServiceSpec], reqs: list[GpuRequest], gpus:
             _, restored = cache.ensure(req.service, run.grant["gpu"])
             k = run.units
             restore = (cfg.restore_fixed + spec[req.service].bytes / (k * cfg.restore_bandwidth)) if restored else 0.0
+            res.restore_seconds += restore
             seconds = run.action.duration(k)
             loop.at(loop.now + latency + restore + seconds, lambda r=run, s=seconds + restore: done(r, s))
 
@@ -289,11 +318,18 @@ def simulate_gpu_pool(services: list[ServiceSpec], reqs: list[GpuRequest], gpus:
         res.traj_act.append(act)
         _record(res, "logprob", act, seconds, run.units)
         res.makespan = max(res.makespan, loop.now)
+        # lower bound on the summed ACT: completed ones + what queued / running ones have waited so far
+        if act_limit is not None and sum(res.traj_act) + sum(
+                loop.now - a.submit_time for a in itertools.chain(sched.queue, (r.action for r in sched.running.values()))
+        ) > act_limit * len(reqs):
+            res.aborted = True
+            loop.stop()
+            return
         pump()
 
     def arrive(req: GpuRequest) -> None:
         s = spec[req.service]
-        units = tuple(u for u in (1, 2, 4, 8) if u >= s.min_units and u <= gpus)
+        units = tuple(u for u in (1, 2, 4, 8) if u >= s.min_units and u <= pool.per_node)
         a = Action({}, key="gpu", units=units, elasticity=amdahl(req.parallel_fraction),
                    t_ori=req.t_ori, kind="logprob", service=req.service)
         truth[a.id] = req
