@@ -84,3 +84,35 @@ def test_process_actors_and_tensorboard(tmp_path, tiny_model):
     for needed in ("losses/policy", "rollout/reward_mean", "system/train_s", "system/get_batch_wait_s",
                    "system/weight_push_s", "charts/eval_success/FrozenLake"):
         assert needed in tags, (needed, tags)
+
+
+def test_split_cores_pins_trainer_and_rollout(tmp_path, tiny_model):
+    """trainer_cpus/rollout_cpus: the trainer process on one core, this process on the other while it runs."""
+    import os
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    before = os.sched_getaffinity(0)
+    seen = {}
+
+    class Probe(Coordinator):
+        async def _train(self, batch, extra):
+            seen["rollout"] = os.sched_getaffinity(0)
+            seen["trainer"] = await self.c.trainer.call("placement")
+            return await super()._train(batch, extra)
+
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, trainer_actor_mode="process",
+                 trainer_cpus=(cores[0],), rollout_cpus=(cores[1],))
+    result = asyncio.run(Probe(cfg, [FROZEN]).run())
+    assert result.version == 1
+    assert seen["rollout"] == {cores[1]}
+    assert seen["trainer"]["cpus"] == [cores[0]] and seen["trainer"]["pid"] != os.getpid()
+    assert os.sched_getaffinity(0) == before  # restored after the run
+
+
+def test_split_cores_config_errors(tmp_path, tiny_model):
+    from rollart.config import ConfigError
+    with pytest.raises(ConfigError, match="trainer_actor_mode=process"):
+        config(tmp_path, tiny_model, trainer_cpus=(0,))
+    with pytest.raises(ConfigError, match="overlap"):
+        config(tmp_path, tiny_model, trainer_actor_mode="process", trainer_cpus=(0,), rollout_cpus=(0, 1))

@@ -23,6 +23,7 @@ import sys
 import zmq
 
 from rollart.actors.heartbeat import HeartbeatThread
+from rollart.actors.cpus import pin_from_env
 from rollart.actors.server import ActorServer, set_torch_threads
 
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format=f"%(asctime)s {args.name} %(levelname)s %(message)s")
     if args.parent_pid:
         _die_with_parent(args.parent_pid)
+    pin_from_env()  # before torch starts its thread pool
     if args.torch_threads > 0:  # read by torch when it is first imported (by the actor class or a tensor)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, str(args.torch_threads))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollart.actors import ActorSystem, RestartPolicy
+from rollart.actors.cpus import ENV_VAR, format_cpus
 from rollart.pipeline.config import PipelineConfig
 from rollart.rollout.proxy import LLMProxy, ProxyConfig
 
@@ -72,12 +73,16 @@ async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Compone
                          spawn_timeout=cfg.spawn_timeout_s)
     await system.start()
     mode = cfg.actor_mode
+    trainer_env = {ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {}
+    rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
     try:
         trainer_cfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed)
         private = system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(trainer_cfg),
-                               name="trainer", mode=mode) if trainer is None else _ready(trainer)
+                               name="trainer", mode=cfg.trainer_actor_mode or mode,
+                               env=trainer_env) if trainer is None else _ready(trainer)
         spawns = [private,
-                  system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode)]
+                  system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode,
+                               env=rollout_env)]
         names = []
         for i in range(cfg.num_inference_workers):
             hw = cfg.worker_classes[i % len(cfg.worker_classes)]
@@ -86,7 +91,7 @@ async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Compone
             names.append((name, hw))
             spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", engine_config(cfg, model),
                                        backend=cfg.engine.backend, name=name, hw_class=hw, speed=speed,
-                                       mode=mode, restart=RestartPolicy(max_restarts=2)))
+                                       mode=mode, env=rollout_env, restart=RestartPolicy(max_restarts=2)))
         trainer_handle, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
         workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
         proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity)))

@@ -63,6 +63,13 @@ class PipelineConfig:
     """Scale of simulated hardware time (e.g. 0.01 runs 100x faster than the simulated hardware)."""
     actor_mode: Literal["process", "inprocess"] = "process"
     """Run inference workers, trainer and weight store as separate processes or in this process."""
+    trainer_actor_mode: Literal["", "process", "inprocess"] = ""
+    """Where the trainer runs, if not as ``actor_mode`` says ("": the same)."""
+    trainer_cpus: tuple[int, ...] = ()
+    """Cores for the trainer process (empty: no pinning). With ``rollout_cpus`` it splits one machine into
+    a training and a rollout side, as separate clusters would be (benchmarks)."""
+    rollout_cpus: tuple[int, ...] = ()
+    """Cores for this coordinator (envs, rollout) and the inference worker processes (empty: no pinning)."""
     heartbeat_timeout_s: float = 30.0
     """An actor process silent this long is declared dead (its calls fail; workers are restarted)."""
     spawn_timeout_s: float = 300.0
@@ -110,6 +117,11 @@ class PipelineConfig:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         if self.weight_link_bytes_per_s < 0:
             raise ConfigError(f"weight_link_bytes_per_s={self.weight_link_bytes_per_s} must be >= 0 (0 disables)")
+        if self.trainer_cpus and (self.trainer_actor_mode or self.actor_mode) != "process":
+            raise ConfigError("trainer_cpus pins the trainer's own process: set trainer_actor_mode=process")
+        if set(self.trainer_cpus) & set(self.rollout_cpus):
+            raise ConfigError(f"trainer_cpus={self.trainer_cpus} and rollout_cpus={self.rollout_cpus} overlap; "
+                              "give each side its own cores")
         if not self.worker_classes:
             raise ConfigError("worker_classes must name at least one hardware class (e.g. H20)")
         if self.max_concurrency < self.group_size + self.extra_envs_per_group:

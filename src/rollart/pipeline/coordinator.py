@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, staleness_values, trajectory_metrics
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
@@ -97,6 +98,10 @@ class Coordinator:
 
     # ------------------------------------------------------------------ entry point
     async def run(self) -> RunResult:
+        with pinned(self.cfg.rollout_cpus):  # this process is the rollout side (envs, scheduler, proxy)
+            return await self._run()
+
+    async def _run(self) -> RunResult:
         cfg = self.cfg
         started = time.perf_counter()
         self.run_dir.mkdir(parents=True, exist_ok=True)

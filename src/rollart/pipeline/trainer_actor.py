@@ -4,6 +4,7 @@ Long methods are ``@blocking`` so the actor keeps answering (heartbeats, cancels
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rollart.actors import blocking
@@ -16,6 +17,10 @@ class TrainerActor:
 
     def version(self) -> int:
         return self.trainer.version
+
+    def placement(self) -> dict:
+        """Where this trainer runs: its process id and the cores it may use."""
+        return {"pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}
 
     @blocking
     def train_step(self, trajectories: list) -> dict:
