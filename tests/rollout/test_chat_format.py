@@ -42,3 +42,15 @@ def test_real_tokenizer_from_make_tiny_model_is_extended_token_in_token_out(tiny
     full = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert tok.decode(ids) == full
     assert tok.convert_ids_to_tokens(chat.stop_token_ids[:1]) == ["<|im_end|>"]
+
+
+def test_byte_tokenizer_round_trips_with_and_without_special_tokens():
+    tok = ByteTokenizer()
+    plain = "grid é\nPFFF"
+    assert tok.encode(plain) == list(plain.encode()) and tok.decode(tok.encode(plain)) == plain
+    text = "<|im_start|>user\nobs <| not special<|im_end|>\n"
+    ids = tok.encode(text)
+    assert ids[0] == tok.special_ids["<|im_start|>"] and tok.special_ids["<|im_end|>"] in ids
+    assert tok.decode(ids) == text
+    assert tok.decode(ids, skip_special_tokens=True) == "user\nobs <| not special\n"
+    assert tok.decode([]) == ""

@@ -47,6 +47,13 @@ class ChatFormat:
         self.user_prefix, self.user_suffix = before, after
         self.stop_token_ids = self._stop_ids()
         """Token ids that end a model turn (the closing's first special token and the eos token)."""
+        self._stop_set = frozenset(self.stop_token_ids)
+        self._closing_after = {}
+        """What of the closing is left to append after each stop token (decoded once, not per turn)."""
+        for stop in self.stop_token_ids:
+            stop_text = tokenizer.decode([stop], skip_special_tokens=False)
+            self._closing_after[stop] = (self.closing[len(stop_text):] if self.closing.startswith(stop_text)
+                                         else self.closing)
 
     # ------------------------------------------------------------------ building
     def first_prompt(self, observation: str) -> list[int]:
@@ -56,16 +63,13 @@ class ChatFormat:
 
     def next_turn(self, observation: str, output_ids: list[int]) -> list[int]:
         """Token ids to append after a model output so that the next assistant turn can start."""
-        closing = self.closing
-        if output_ids and output_ids[-1] in self.stop_token_ids:
-            stop_text = self.tokenizer.decode([output_ids[-1]], skip_special_tokens=False)
-            if closing.startswith(stop_text):
-                closing = closing[len(stop_text):]
+        closing = self._closing_after.get(output_ids[-1], self.closing) if output_ids else self.closing
         return self.encode(closing + self.user_prefix + observation + self.user_suffix)
 
     def action_text(self, output_ids: list[int]) -> str:
         """The model output as an action string (stop tokens and special tokens dropped)."""
-        ids = [t for t in output_ids if t not in self.stop_token_ids]
+        stops = self._stop_set
+        ids = [t for t in output_ids if t not in stops]
         return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
 
     def encode(self, text: str) -> list[int]:

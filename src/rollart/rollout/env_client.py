@@ -57,8 +57,11 @@ class EnvSession:
             return
         self.closed = True
         try:
-            async with asyncio.timeout(self.grace_s):
+            if self.inprocess:  # an in-process close never waits on anything
                 await self._call("close", self.key)
+            else:
+                async with asyncio.timeout(self.grace_s):
+                    await self._call("close", self.key)
         except Exception:  # noqa: BLE001 - the host is gone or stuck: nothing left to release
             pass
 
@@ -132,9 +135,13 @@ class EnvPool:
         errors = []
         for i in order:  # a host that is down or full: try the next one
             name, call = self.hosts[i]
+            inprocess = isinstance(self.host_objects[i], EnvHost)
             try:
-                async with asyncio.timeout(self.grace_s):
+                if inprocess:  # the host's create_timeout_s bounds it; no transport can stall
                     r = await call("create", env_id, kwargs or {}, faults)
+                else:
+                    async with asyncio.timeout(self.grace_s):
+                        r = await call("create", env_id, kwargs or {}, faults)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -146,7 +153,7 @@ class EnvPool:
                 session = EnvSession(call, r["key"], r["system_prompt"], r["max_new_tokens"], name,
                                      self.grace_s)
                 session._pool_index = i
-                session.inprocess = isinstance(self.host_objects[i], EnvHost)
+                session.inprocess = inprocess
                 return session
             errors.append(f"{name}: {r.get('error')}")
         self.counters["open_failures"] += 1

@@ -34,6 +34,8 @@ class ByteTokenizer:
         self.vocab_size = 256 + len(SPECIALS)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        if "<|" not in text:  # no special token can occur: plain UTF-8 bytes
+            return list(text.encode())
         ids: list[int] = []
         for piece in _SPECIAL_SPLIT.split(text):
             special = self.special_ids.get(piece)
@@ -44,13 +46,14 @@ class ByteTokenizer:
         return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        if not ids or max(ids) < 256:  # no special token: one bytes() call instead of a loop
+            return bytes(ids).decode(errors="replace")
         out, start = [], 0
-        for i, t in enumerate(ids):
-            if t >= 256:
-                out.append(bytes(ids[start:i]).decode(errors="replace"))
-                if not skip_special_tokens:
-                    out.append(self.id_to_special[t])
-                start = i + 1
+        for i in [i for i, t in enumerate(ids) if t >= 256]:  # only the special tokens' positions
+            out.append(bytes(ids[start:i]).decode(errors="replace"))
+            if not skip_special_tokens:
+                out.append(self.id_to_special[ids[i]])
+            start = i + 1
         out.append(bytes(ids[start:]).decode(errors="replace"))
         return "".join(out)
 
