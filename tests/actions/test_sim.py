@@ -55,10 +55,13 @@ def test_fixed_dop_uses_exactly_that_dop():
 
 
 def test_coding_trace_shape():
-    trace = coding_trace(CodingTraceConfig(batch=300, tool_median=1.0))
-    assert len(trace) == 300
+    trace = coding_trace(CodingTraceConfig(batch=1280))
+    assert len(trace) == 1280
     assert all(steps[-1].kind == "reward_test" and steps[0].kind == "tool" for steps in trace)
-    assert 0.35 < action_time_ratio(trace) < 0.55  # ARL-Tangram Fig. 3c: ~47% of trajectory time
+    assert 0.42 < action_time_ratio(trace) < 0.52  # ARL-Tangram Fig. 3c: ~47% of trajectory time
+    tools = sum(s.seconds for t in trace for s in t if s.kind == "tool")
+    tests = sum(s.seconds for t in trace for s in t if s.kind == "reward_test")
+    assert 7 < tests / tools < 11  # §6.2 + Table 1: tool time ~ test time / 8.8
 
 
 def test_dedicated_gpu_services_queue_fcfs():
