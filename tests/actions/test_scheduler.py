@@ -194,3 +194,21 @@ def test_explore_spread_can_wait_for_more_units(explore, expect_start):
         assert started[0].units == 2
     assert sched._first_choices(Action({}, key="cpu", units=range(1, 33), elasticity=amdahl(1.0),
                                        t_ori=1.0)) == ([1, 2] if explore == "smallest" else [1, 32])
+
+
+@pytest.mark.parametrize("explore_depth", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(30))
+def test_estimate_equals_the_plain_reference(seed, explore_depth):
+    """ESTIMATE's fast path (one-unit actions in one heap sift) gives the reference's exact value."""
+    rng = random.Random(100 + seed)
+    sched = ElasticScheduler({"cpu": CountPool("cpu", 16)}, depth=explore_depth, clock=Clock())
+    heap = [rng.choice([0.0, rng.uniform(0, 50)]) for _ in range(rng.randint(1, 12))]
+    remaining = []
+    for _ in range(rng.randint(1, 8)):
+        if rng.random() < 0.6:  # single-core, profiled tool call
+            remaining.append(Action({}, key="cpu", units=(1,), t_ori=rng.uniform(0.1, 5), kind="tool"))
+        else:
+            remaining.append(random_action(rng, 4))
+    got = sched._estimate(list(heap), remaining, 0.0)
+    want = ref_estimate(heap, remaining, 0.0, explore_depth)
+    assert got == pytest.approx(want) or (math.isinf(got) and math.isinf(want))

@@ -222,18 +222,30 @@ class ElasticScheduler:
             return 0.0
         heapq.heapify(heap)
         first = remaining[0]
+        # the rest go in at minimum units whatever the first one does: their durations once
+        rest = [(max(1, a.min_units), self.expected(a, max(1, a.min_units) if a.key else None))
+                for a in remaining[1:]]
         best = math.inf
         for choice in self._first_choices(first):
-            h, total = list(heap), 0.0
-            for idx, a in enumerate(remaining):
-                u = choice if idx == 0 else max(1, a.min_units)
-                if u > len(h):
-                    total = math.inf
-                    break
-                start = max(heapq.heappop(h) for _ in range(u))
-                end = start + self.expected(a, u if a.key else None)
-                for _ in range(u):
-                    heapq.heappush(h, end)
+            if choice > len(heap):
+                continue
+            h = list(heap)
+            start = max(heapq.heappop(h) for _ in range(choice))
+            end = start + self.expected(first, choice if first.key else None)
+            for _ in range(choice):
+                heapq.heappush(h, end)
+            total = end - now
+            for u, duration in rest:
+                if u == 1 and h:  # the common case: one unit, pop + push in one sift
+                    end = h[0] + duration
+                    heapq.heapreplace(h, end)
+                else:
+                    if u > len(h):
+                        total = math.inf
+                        break
+                    end = max(heapq.heappop(h) for _ in range(u)) + duration
+                    for _ in range(u):
+                        heapq.heappush(h, end)
                 total += end - now
             best = min(best, total)
         return best
