@@ -107,3 +107,16 @@ async def test_reuse_keeps_healthy_envs_per_kind_and_never_a_failed_one():
     assert await host.close_idle() == 2 and host.stats()["idle_envs"] == 0
     with pytest.raises(ValueError, match="reuse_envs"):
         await EnvHost().prewarm("rollart/GuessNumber-v0")
+
+
+def test_gc_freeze_moves_the_objects_alive_at_host_start_out_of_the_collector():
+    import subprocess
+    import sys
+
+    code = ("import gc; from rollart.rollout.env_host import EnvHost, EnvHostConfig; "
+            "before = gc.get_freeze_count(); EnvHost(EnvHostConfig(gc_freeze={})); "
+            "print(before, gc.get_freeze_count())")
+    for flag, frozen in ((False, False), (True, True)):  # a subprocess: freezing is process-wide
+        out = subprocess.run([sys.executable, "-c", code.format(flag)], capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split()
+        assert int(out[0]) == 0 and (int(out[1]) > 1000) == frozen, out

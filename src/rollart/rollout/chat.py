@@ -73,7 +73,8 @@ class ChatFormat:
         return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        return ids if type(ids) is list else list(ids)
 
     # ------------------------------------------------------------------ helpers
     def _messages(self, observation: str) -> list[dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import importlib
 import itertools
 import json
@@ -42,6 +43,11 @@ class EnvHostConfig:
     gil_switch_interval_s: float = 0.0
     """If > 0, sys.setswitchinterval(value) when the host starts. Process-wide: meant for env-host
     processes, where many env threads wake often and the default 5 ms GIL hand-off delays the loop."""
+    gc_freeze: bool = False
+    """If True, gc.freeze() when the host starts: every object alive then (imported modules — torch
+    alone is ~200k objects) moves out of the cyclic collector's sight, so its full collections stop
+    walking them (~100 ms per collection with torch imported, stalling every env call in flight).
+    Process-wide and never undone: for env-host and rollout processes, after their imports."""
     max_envs: int = 4096
     """Envs one host holds at once; create() beyond this is refused."""
     reuse_envs: bool = False
@@ -302,6 +308,8 @@ class EnvHost:
             importlib.import_module(module)
         if self.config.gil_switch_interval_s > 0:
             sys.setswitchinterval(self.config.gil_switch_interval_s)
+        if self.config.gc_freeze:
+            gc.freeze()
         self.pool = DaemonThreadPool(self.config.max_threads)
         self.pool.prestart(self.config.min_threads)
         self._watchdog = _Watchdog()
@@ -340,8 +348,7 @@ class EnvHost:
                 "max_new_tokens": int(getattr(base, "max_new_tokens", 0) or 0)}
 
     async def reset(self, key: str, seed: int | None = None, options: dict | None = None) -> dict:
-        result = await self._run(key, "reset", lambda env: env.reset(seed=seed, options=options),
-                                 timeout=self.config.reset_timeout_s)
+        result = await self._run(key, "reset", _env_reset, seed, options, timeout=self.config.reset_timeout_s)
         if result["ok"]:
             obs, info = result.pop("value")
             result.update(observation=to_plain(obs), info=to_plain(info))
@@ -349,8 +356,7 @@ class EnvHost:
 
     async def step(self, key: str, action: str) -> dict:
         self.counters["steps"] += 1
-        result = await self._run(key, "step", lambda env: env.step(action),
-                                 timeout=self.config.step_timeout_s)
+        result = await self._run(key, "step", _env_step, action, timeout=self.config.step_timeout_s)
         if result["ok"]:
             obs, reward, terminated, truncated, info = result.pop("value")
             result.update(observation=to_plain(obs), reward=float(reward), terminated=bool(terminated),
@@ -449,6 +455,14 @@ class EnvHost:
 def _kind(env_id: str, kwargs: dict | None, faults: dict | None) -> str:
     """Envs made from equal arguments are interchangeable after reset()."""
     return json.dumps([env_id, kwargs or {}, faults or {}], sort_keys=True, default=str)
+
+
+def _env_reset(env: Any, seed: int | None, options: dict | None) -> Any:
+    return env.reset(seed=seed, options=options)
+
+
+def _env_step(env: Any, action: str) -> Any:
+    return env.step(action)
 
 
 def _quiet_close(env: Any) -> None:

@@ -93,6 +93,7 @@ class ScriptedPolicy:
         self.version = version
         self.logprob = logprob
         self.stop_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.start_id = tokenizer.convert_tokens_to_ids("<|im_start|>")
         self.counters: Counter = Counter()
         self.inflight: set[str] = set()
         self.tags: Counter = Counter()
@@ -122,12 +123,11 @@ class ScriptedPolicy:
     def last_user_message(self, prompt_token_ids: list[int]) -> str:
         """Decode only the prompt's tail: from the second-to-last '<|im_start|>' (the last opens
         the assistant turn being generated, the one before it the user message)."""
-        start_id = self.tokenizer.convert_tokens_to_ids("<|im_start|>")
         tail = prompt_token_ids[-4096:]
         reversed_ids = tail[::-1]
         try:
-            last = reversed_ids.index(start_id)
-            before = reversed_ids.index(start_id, last + 1)
+            last = reversed_ids.index(self.start_id)
+            before = reversed_ids.index(self.start_id, last + 1)
         except ValueError:
             before = len(tail) - 1
         return last_user_message(self.tokenizer.decode(tail[len(tail) - 1 - before:]))
