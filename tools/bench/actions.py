@@ -107,6 +107,16 @@ def sim_coding(quick: bool) -> dict:
                 f"{k}: traj_act={r.mean():.1f}s tool={r.mean('tool'):.2f}s test={r.mean('reward_test'):.1f}s"
                 for k, r in runs.items()) +
             f"; elastic test runs started on <= 4 cores: {100 * frac:.0f}%, {100 * share:.0f}% of test-run ACT")
+    if not quick:  # Fig. 8(a) left: batch sweep on the same 1280 cores (paper: 3.1x at 128 ... 27.7x)
+        sweep = {}
+        for batch in (128, 512, 1536):
+            trace = coding_trace(CodingTraceConfig(batch=batch))
+            sweep[batch] = simulate_static(trace, nodes, cores).mean() / coding_run(trace, nodes, cores).mean()
+        sweep[256] = out[256]["static"].mean() / out[256]["elastic"].mean()
+        sweep[1280] = out[1280]["static"].mean() / out[1280]["elastic"].mean()
+        out["batch_sweep"] = dict(sorted(sweep.items()))
+        log("[sim coding] act_speedup by batch on 1280 cores (paper Fig. 8a left: 3.1x .. 27.7x, growing "
+            "with batch): " + ", ".join(f"{b}: {v:.2f}x" for b, v in out["batch_sweep"].items()))
     if not quick:  # sensitivity: the previous, unsourced trace (6x more tool time, longer generation)
         trace = coding_trace(CodingTraceConfig(batch=1280, tool_median=1.0, gen_median=8.0))
         runs = {"elastic": coding_run(trace, nodes, cores),
