@@ -1,6 +1,6 @@
 """ARL-Tangram action-level scheduling and serverless reward: simulated at paper scale + real runs here.
 
-    python tools/bench/actions.py            # full: paper-scale simulations + real runs (~3-5 min)
+    python tools/bench/actions.py            # full: paper-scale simulations + real runs (~2 min)
     python tools/bench/actions.py --quick    # QUICK SCALE: the coding simulations on 1 node of 256 cores
                                              # with batch 51 / 256 (paper batch / 5), short real runs, the
                                              # torch-free rule reward in the real reward run
