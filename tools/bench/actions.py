@@ -248,7 +248,7 @@ async def real_cpu(quick: bool) -> dict:
     batch, turns = (2, 1) if quick else (6, 3)
     trajs = [{"gen": [rng.lognormvariate(math.log(0.4), 0.5) for _ in range(turns + 1)],
               "tests": rng.randint(6, 12)} for _ in range(batch)]
-    test_seconds = 0.1
+    test_seconds = 0.05 if quick else 0.1  # CPU seconds per generated test
 
     # profile the test-run elasticity once (what ARL-Tangram profiles in advance)
     mgr = CpuManager([[0, 1]], memory_per_node=64, elastic=True)
