@@ -93,3 +93,13 @@ def test_host_reused_under_a_new_event_loop_still_enforces_timeouts():
         result = asyncio.run(one_hang())
         assert not result["ok"] and "timed out" in result["error"]
     assert host.stats()["timeouts"] == 2
+
+
+async def test_prewarm_replaces_written_off_threads_before_the_step():
+    host = EnvHost(EnvHostConfig(step_timeout_s=0.2, min_threads=2, max_threads=8, reuse_envs=True))
+    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
+    await host.reset(hung["key"], 1)
+    assert not (await host.step(hung["key"], "50"))["ok"]  # timed out: its thread is written off
+    assert host.stats()["threads"] == 1
+    assert await host.prewarm("rollart/GuessNumber-v0", None, None, 3) == 3
+    assert host.stats()["threads"] == 3  # max(min_threads, count) live again, before any call needs them

@@ -379,9 +379,13 @@ class EnvHost:
 
     async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,
                       count: int = 1) -> int:
-        """Create ``count`` envs ahead of time into the reuse pool (needs reuse_envs); returns how many."""
+        """Create ``count`` envs ahead of time into the reuse pool (needs reuse_envs), and top the thread
+        pool up to max(min_threads, count) threads; returns how many envs were made."""
         if not self.config.reuse_envs:
             raise ValueError("prewarm needs EnvHostConfig(reuse_envs=True)")
+        # threads written off for hung or cancelled calls are replaced now, not by the step's first
+        # calls (starting a thread blocks the loop until the thread runs)
+        self.pool.prestart(max(self.config.min_threads, min(count, self.config.max_threads)))
         made = [await self.create(env_id, kwargs, faults) for _ in range(count)]
         for r in made:
             if r["ok"]:
