@@ -17,7 +17,8 @@ the papers; each parameter's source is in its config docstring (rollart.actions.
      same ratio as §6.3's total ACT per trajectory), elastic DoP 1..32 vs fixed DoP 4 (batch 256) and
      16 (batch 1280), §6.4 / Fig. 9                                            -> elastic_vs_fixed
      (the same over the reward test runs only                               -> elastic_vs_fixed_tests;
-     share of elastic test runs started on <= 4 cores                        -> low_dop_test_frac)
+     share of elastic test runs started on <= 4 cores                        -> low_dop_test_frac;
+     elastic queueing / execution time, paper Table 1: 1.5 %                 -> queue_pct)
   3. scheduler decision time / action execution time                           -> overhead_pct
   4. MOPD-like: 10 services, batch 1024 (§6.1 "MOPD+Search", Fig. 8b right); per trace seed 0-4 the
      fewest pooled GPUs whose mean ACT <= the dedicated baseline (4 GPUs per service, 40 GPUs);
@@ -76,6 +77,13 @@ def low_dop_share(res, limit: int = 4) -> tuple[float, float]:
     return len(low) / len(units), sum(low) / sum(acts)
 
 
+def queue_pct(res) -> float:
+    """Summed queueing time / summed execution time of all actions, in % (paper Table 1: 1.5 % for
+    Tangram on AI coding at batch 1280)."""
+    total = sum(sum(v) for v in res.acts.values())
+    return max(0.0, 100.0 * (total - res.exec_seconds) / res.exec_seconds)  # no -0.0 from rounding
+
+
 def sim_coding(quick: bool) -> dict:
     """Keys are the paper's batch sizes (256, 1280). Full mode: the paper's 1280 cores over 5 nodes.
     --quick: ONE node of 256 cores with batch 256 / 5 = 51 and 1280 / 5 = 256 (same cores per
@@ -107,7 +115,8 @@ def sim_coding(quick: bool) -> dict:
             f"time 1:{tests / tools:.1f} " + " ".join(
                 f"{k}: traj_act={r.mean():.1f}s tool={r.mean('tool'):.2f}s test={r.mean('reward_test'):.1f}s"
                 for k, r in runs.items()) +
-            f"; elastic test runs started on <= 4 cores: {100 * frac:.0f}%, {100 * share:.0f}% of test-run ACT")
+            f"; elastic test runs started on <= 4 cores: {100 * frac:.0f}%, {100 * share:.0f}% of test-run ACT"
+            f"; elastic queueing {queue_pct(runs['elastic']):.1f}% of execution")
     if not quick:  # Fig. 8(a) left: batch sweep on the same 1280 cores (paper: 3.1x at 128 ... 27.7x)
         sweep = {}
         for batch in (128, 512, 1536):
@@ -545,6 +554,7 @@ def main() -> None:
         "elastic_vs_dop4_tests": vs4_tests,
         "elastic_vs_dop16_tests": vs16_tests,
         "low_dop_test_frac": low_dop_share(c["elastic"])[0],
+        "queue_pct": queue_pct(c["elastic"]),
         "overhead_pct": 100 * decision / execution,
         "gpu_units_frac": gpu["frac"],
         "gpu_ded_vs_pool40": gpu["vs40_1024"],
