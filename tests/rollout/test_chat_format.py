@@ -54,3 +54,17 @@ def test_byte_tokenizer_round_trips_with_and_without_special_tokens():
     assert tok.decode(ids) == text
     assert tok.decode(ids, skip_special_tokens=True) == "user\nobs <| not special\n"
     assert tok.decode([]) == ""
+
+
+def test_scripted_policy_reads_the_last_user_message_like_the_text_rule():
+    from rollart.rollout.scripted import ScriptedPolicy, last_user_message
+
+    tok = ByteTokenizer()
+    policy = ScriptedPolicy(tok, lambda tid, obs: "D")
+    for system in ("", "sys prompt"):
+        chat = ChatFormat(tok, system)
+        ids = chat.first_prompt("grid 1\nPFFF")
+        assert policy.last_user_message(ids) == "grid 1\nPFFF"
+        for obs in ("grid é 2", "has <|endoftext|> inside", ""):  # a special token inside: the text way
+            ids = ids + [68, tok.eos_token_id] + chat.next_turn(obs, [68, tok.eos_token_id])
+            assert policy.last_user_message(ids) == last_user_message(tok.decode(ids)) == obs

@@ -74,6 +74,8 @@ def last_user_message(prompt_text: str) -> str:
     return tail.split("<|im_end|>", 1)[0]
 
 
+_USER_HEADER = list(b"user\n")
+
 Chooser = Callable[[str, str], str]
 
 
@@ -121,8 +123,8 @@ class ScriptedPolicy:
                                 text=action, num_prompt_tokens=len(prompt_token_ids))
 
     def last_user_message(self, prompt_token_ids: list[int]) -> str:
-        """Decode only the prompt's tail: from the second-to-last '<|im_start|>' (the last opens
-        the assistant turn being generated, the one before it the user message)."""
+        """Decode only the last user message: the ids between the second-to-last '<|im_start|>' (the
+        last opens the assistant turn being generated) and the '<|im_end|>' after it."""
         tail = prompt_token_ids[-4096:]
         reversed_ids = tail[::-1]
         try:
@@ -130,7 +132,15 @@ class ScriptedPolicy:
             before = reversed_ids.index(self.start_id, last + 1)
         except ValueError:
             before = len(tail) - 1
-        return last_user_message(self.tokenizer.decode(tail[len(tail) - 1 - before:]))
+        start = len(tail) - 1 - before
+        try:
+            end = tail.index(self.stop_id, start + 1)
+        except ValueError:
+            end = len(tail)
+        message = tail[start + 1:end]  # "user\n" + content, as bytes when no special token is inside
+        if message[:5] == _USER_HEADER and (not message or max(message) < 256):
+            return bytes(message[5:]).decode(errors="replace")
+        return last_user_message(self.tokenizer.decode(tail[start:]))  # anything unusual: the text way
 
     async def abort(self, trajectory_id: str) -> int:
         self.counters["abort_calls"] += 1
