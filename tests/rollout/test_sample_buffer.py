@@ -177,3 +177,45 @@ async def test_closing_the_buffer_stops_waiters_and_the_producer(tokenizer):
         async with asyncio.timeout(10):
             await producer
     assert manager.pool.live == 0
+
+
+async def test_retire_before_next_aborts_and_evicts_what_no_later_batch_can_take(tokenizer):
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4))
+    policy = Blocking(tokenizer)  # its weights are version 0: the trajectory starts at version 0
+    manager = make_manager(policy, tokenizer, gate=buf)
+    run = asyncio.create_task(manager.run(TaskSpec("c", "usertest/Countdown-v0"), "t0", "g0", 0))
+    await policy.at_second_turn.wait()
+    await buf.set_version(1)
+    await buf.put(group("old", 0, size=1))    # in the window [0, 1] now, not in [1, 2] of the next batch
+    await buf.put(group("fresh", 1, size=1))
+    assert not run.done() and buf.buffered == 2
+    assert await buf.retire_before_next(2) == 2  # "old" evicted and the in-flight v0 trajectory aborted
+    assert buf.evicted["stale_ahead"] == 1 and buf.buffered == 1
+    policy.go.set()
+    async with asyncio.timeout(10):
+        traj = await run
+    assert traj.status == "aborted" and "cannot join the next batch" in traj.reason
+    assert buf.aborted["stale_ahead"] == 1 and buf.accounting_ok()
+    assert await buf.retire_before_next(3) == 1 and buf.buffered == 0  # "fresh" (v1) cannot join [2, 3]
+    areal = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=1, capacity=4))
+    await areal.put(group("x", 0, size=1))
+    assert await areal.retire_before_next(5) == 0 and areal.buffered == 1  # AReaL never evicts for staleness
+
+
+async def test_areal_start_bound_keeps_rollout_at_most_alpha_batches_ahead():
+    buf = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=1, capacity=8, max_outstanding_groups=4))
+    for _ in range(4):
+        await buf.admit_group()
+    fifth = asyncio.create_task(buf.admit_group())
+    await asyncio.sleep(0.01)
+    assert not fifth.done() and buf.outstanding_groups == 4
+    await buf.discard_group()  # a failed group no longer counts
+    await asyncio.wait_for(fifth, 1)
+    sixth = asyncio.create_task(buf.admit_group())
+    for gid in "abcd":
+        await buf.put(group(gid, 0, size=1))
+    await asyncio.sleep(0.01)
+    assert not sixth.done()
+    await buf.get_batch(2)  # two groups trained: room for two more starts
+    await asyncio.wait_for(sixth, 1)
+    assert buf.outstanding_groups == 3

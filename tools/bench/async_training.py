@@ -6,16 +6,25 @@
 rollart.txt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
 other on the same tasks, seed and tiny model (~0.9M params, built by make_tiny_model):
 
+* disaggregated on one machine (R4: "training and rollout execute concurrently on separate GPUs"): one
+  trainer process pinned to core 0 serves every mode (``reset`` to the initial weights between modes);
+  this coordinator — envs, scheduler, rewards, inference workers — is pinned to the other core(s).
 * workload: three tasks mixed uniformly, as in recipes/grpo_multitask.py — FrozenLake (multi-turn,
   1-token answers: prefill-heavy), MathTool (24-token answers: decode-heavy), GuessNumber (multi-turn
-  game). Every env step sleeps a Gaussian per-turn latency N(μ, σ) with rare heavy-tailed stragglers
-  (envs/faults.py), the paper's μ=10 s / σ up to 10 s (§7.3 R2) scaled by 1/100.
+  game). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 % heavy-tailed stragglers
+  (envs/faults.py; the shape of §7.3 R2). The two time scales are calibrated to the paper's measured
+  step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %, other 8 %): with
+  ``--env-scale 0.005`` (μ = 10 s × 0.005 = 50 ms per turn) and ``--gen-scale 3`` (simulated Qwen3-8B
+  time ×3: our answers are tens of tokens, the paper's thousands), a Sync+ step spends ~22 % of its time
+  training and its trajectories ~79 % generating / ~20 % in env steps (paper: 54/(54+15) = 78 %
+  generation). Each run prints this breakdown so the calibration can be checked on the machine at hand.
 * ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing — FrozenLake to an H800
   worker, the rest to two H20 workers (simulated cost 2.85+2×1.00=4.85 vs the baselines' 2×2.85=5.70,
   85%; the paper's ROLLART/baseline cost is 83%).
 * ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
 * ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
-* ``areal``: mode=areal, α=1 with the start-only staleness bound, no affinity routing.
+* ``areal``: mode=areal, α=1 bounded when a trajectory starts (rollout at most α batches ahead of
+  training, as AReaL's controller does), no abort of in-flight ones, no affinity routing.
 * The baselines roll out on two H800 workers (the paper runs baselines all-H800).
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
@@ -35,6 +44,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import sys
 import tempfile
 import time
@@ -42,17 +52,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
+from rollart.actors import ActorSystem  # noqa: E402
+from rollart.actors.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.rollout.env_manager import TaskSpec  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
 
-ENV_SCALE = 0.05
-"""Paper env latency × this: μ=10 s -> 0.5 s per turn (rollart.txt §7.3 R2)."""
+ENV_SCALE = 0.005
+"""Paper env latency × this: μ=10 s -> 50 ms per turn (calibrated to Fig. 3's breakdown, see above)."""
 FAULTS = {"mean": 10.0 * ENV_SCALE, "std": 5.0 * ENV_SCALE, "straggler_prob": 0.03, "straggler_scale": 3.0}
-"""Per-turn Gaussian latency N(0.5 s, 0.25 s) with 3% stragglers ×(3·Pareto) — the paper's shape, scaled."""
-SIM_TIME_SCALE = ENV_SCALE
-"""Simulated Qwen3-8B engine time × this (the same time compression as the env latency)."""
+"""Per-turn Gaussian latency N(μ, μ/2) with 3% stragglers ×(3·Pareto) — the paper's shape, scaled."""
+GEN_SCALE = 3.0
+"""Simulated Qwen3-8B engine time × this (calibrated to Fig. 3's breakdown, see above)."""
+SIM_TIME_SCALE = GEN_SCALE
 LINK_BYTES_PER_S = 12e6
 """SIMULATED store -> inference link (12 MB/s: the 3.6 MB tiny model takes ~0.3 s to pull)."""
 
@@ -76,15 +89,34 @@ MODES = {
 }
 
 
-def set_time_scale(scale: float) -> None:
-    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time together."""
+def set_time_scale(env_scale: float, gen_scale: float) -> None:
+    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time."""
     global SIM_TIME_SCALE
-    if scale <= 0:
-        raise SystemExit(f"--env-scale must be > 0, got {scale}")
-    SIM_TIME_SCALE = scale
-    FAULTS.update(mean=10.0 * scale, std=5.0 * scale)
+    if env_scale <= 0 or gen_scale <= 0:
+        raise SystemExit(f"--env-scale and --gen-scale must be > 0, got {env_scale}, {gen_scale}")
+    SIM_TIME_SCALE = gen_scale
+    FAULTS.update(mean=10.0 * env_scale, std=5.0 * env_scale)
     for i, t in enumerate(TRAIN_TASKS):
         TRAIN_TASKS[i] = dataclasses.replace(t, faults=dict(FAULTS))
+
+
+def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(trainer cores, rollout cores): training and rollout on separate cores of this machine, as on
+    separate clusters (rollart.txt R4) — the trainer process on the first core; this coordinator (envs,
+    scheduler, rewards, inference workers) on the rest. Every mode gets the same split."""
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    return (cores[:1], cores[1:]) if len(cores) >= 2 else ((), ())
+
+
+async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cpus: tuple[int, ...]):
+    """One trainer process for every mode (``reset`` between them): spawning one per mode would cost more
+    than the --quick budget. It is the same TrainerActor the pipeline spawns."""
+    from rollart.models import load_tokenizer
+    tcfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed,
+                               pad_id=load_tokenizer(model).pad_token_id or 0)
+    env = {ENV_VAR: format_cpus(cpus)} if cpus else {}
+    return await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(tcfg),
+                              name="trainer", mode="process", env=env)
 
 
 def base_config(model: str, logdir: str, seed: int) -> PipelineConfig:
@@ -96,9 +128,10 @@ def base_config(model: str, logdir: str, seed: int) -> PipelineConfig:
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
 
 
-def run_mode(name: str, cfg: PipelineConfig) -> dict:
+async def run_mode(name: str, cfg: PipelineConfig, trainer) -> dict:
     t0 = time.perf_counter()
-    result = asyncio.run(Coordinator(cfg, TRAIN_TASKS, eval_tasks=EVAL_TASKS).run())
+    await trainer.call("reset")
+    result = await Coordinator(cfg, TRAIN_TASKS, eval_tasks=EVAL_TASKS, trainer=trainer).run()
     first = result.history[0]["system/elapsed_s"] if result.history else 0.0
     hist = result.history
     elapsed = [h["system/elapsed_s"] for h in hist]
@@ -113,16 +146,22 @@ def run_mode(name: str, cfg: PipelineConfig) -> dict:
                 reached = next(h["system/elapsed_s"] for h in hist if h["step"] == step)
                 break
     mean = lambda key: sum(h.get(key, 0.0) for h in hist[skip:]) / max(len(hist) - skip, 1)  # noqa: E731
+    parts = {k: sum(t.get(k, 0.0) for t in result.timings) for k in ("generate", "env_step", "env_reset", "total")}
+    split = {k: parts[k] / parts["total"] if parts["total"] else 0.0 for k in ("generate", "env_step", "env_reset")}
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), step_s=per_step,
                train_s=mean("system/train_s"), wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
-               time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"))
+               time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"),
+               traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k})
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
-          f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall {out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f})",
+          f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall "
+          f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
+          f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
+          f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']})",
           flush=True)
     return out
 
@@ -175,6 +214,32 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+async def run_all(args, steps: int, tmp: str) -> tuple[dict, list]:
+    model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed))
+    trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
+    base = dataclasses.replace(base_config(model, tmp, args.seed), actor_mode=args.actor_mode,
+                               rollout_cpus=rollout_cpus)
+    results, sweep = {}, []
+    async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
+        trainer = await start_trainer(system, base, model, trainer_cpus)
+        for name, over in MODES.items():
+            if args.sweep_only:
+                break
+            if args.only and name not in args.only.split(","):
+                continue
+            cfg = dataclasses.replace(base, run_name=name, total_steps=steps, eval_at_end=not args.quick, **over)
+            if not args.quick:
+                cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
+                                          time_limit_s=args.mode_budget_s)
+            results[name] = await run_mode(name, cfg, trainer)
+        if not args.quick or args.sweep_only:
+            for alpha in range(1, 7):
+                cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
+                                          eval_at_end=False, **{**MODES["rollart"], "alpha": alpha})
+                sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer))
+    return results, sweep
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")
@@ -185,35 +250,22 @@ def main() -> None:
     ap.add_argument("--sweep-only", action="store_true",
                     help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
     ap.add_argument("--env-scale", type=float, default=ENV_SCALE,
-                    help="paper env latency and simulated generation time x this (default %(default)s)")
+                    help="paper env latency (mu=10 s, sigma=5 s) x this (default %(default)s)")
+    ap.add_argument("--gen-scale", type=float, default=GEN_SCALE,
+                    help="simulated Qwen3-8B generation time x this (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
                     help="actors as processes (disaggregated, default) or in this process (threads)")
+    ap.add_argument("--split-cores", action=argparse.BooleanOptionalAction, default=True,
+                    help="trainer process on core 0, rollout on the other cores (default on)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
-    set_time_scale(args.env_scale)
+    set_time_scale(args.env_scale, args.gen_scale)
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (3 if args.quick else 200)
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed))
-        base = dataclasses.replace(base_config(model, tmp, args.seed), actor_mode=args.actor_mode)
-        results, sweep = {}, []
-        for name, over in MODES.items():
-            if args.sweep_only:
-                break
-            if args.only and name not in args.only.split(","):
-                continue
-            cfg = dataclasses.replace(base, run_name=name, total_steps=steps, **over)
-            if not args.quick:
-                cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
-                                          time_limit_s=args.mode_budget_s)
-            results[name] = run_mode(name, cfg)
-        if not args.quick or args.sweep_only:
-            for alpha in range(1, 7):
-                cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
-                                          **{**MODES["rollart"], "alpha": alpha})
-                sweep.append(run_mode(f"alpha={alpha}", cfg))
+        results, sweep = asyncio.run(run_all(args, steps, tmp))
     if args.sweep_only:
         plot_sweep(sweep, Path(__file__).parent / "plots" / "async_training_alpha.png")
         best = min(sweep, key=lambda r: r["step_s"])

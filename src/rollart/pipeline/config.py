@@ -84,6 +84,8 @@ class PipelineConfig:
     """Greedy evaluation every this many steps (0 disables; a final evaluation always runs)."""
     eval_episodes: int = 8
     """Evaluation episodes per task (greedy decoding)."""
+    eval_at_end: bool = True
+    """Evaluate the final weights (RunResult.final_success); benchmarks timing only the steps turn it off."""
     eval_at_start: bool = False
     """Also evaluate the initial weights (a pretrained model's zero-shot success) before training."""
     stop_at_success: Optional[float] = None

@@ -115,7 +115,9 @@ class Coordinator:
         try:
             self.buffer = SampleBuffer(BufferConfig(
                 mode=cfg.mode, alpha=cfg.alpha, group_size=cfg.group_size,
-                capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency)))
+                capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency),
+                # AReaL bounds staleness when a trajectory starts: at most α batches ahead of training
+                max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups if cfg.mode == "areal" else 0))
             pool = self.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
@@ -136,7 +138,7 @@ class Coordinator:
             await self._checkpoint(final=True)
             # the weights of this step were already evaluated (e.g. the stop-at-success check): reuse it
             fresh = self.evals and self.evals[-1][0] == self.step
-            final = self.evals[-1][1] if fresh else await self._evaluate()
+            final = self.evals[-1][1] if fresh else await self._evaluate() if cfg.eval_at_end else {}
         finally:
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
@@ -160,6 +162,7 @@ class Coordinator:
                 t0 = time.perf_counter()
                 batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
                 extra = {"system/get_batch_wait_s": time.perf_counter() - t0}
+                await self.buffer.retire_before_next(self.version + 1)  # free the slots of what cannot be trained
                 # ⑥ needs only the batch, so it starts now; the rest of the background pull then hides
                 # behind training and rollout (both keep running), and ② suspends only for the swap.
                 training = asyncio.create_task(self._train(batch, {}))                               # ⑥

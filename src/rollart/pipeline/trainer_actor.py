@@ -13,7 +13,16 @@ from rollart.trainer import TrainerConfig, make_trainer
 
 class TrainerActor:
     def __init__(self, config: dict):
-        self.trainer = make_trainer(TrainerConfig(**config))
+        self.config = TrainerConfig(**config)
+        self.trainer = make_trainer(self.config)
+
+    @blocking
+    def reset(self) -> int:
+        """Start over from the configured initial weights with a fresh optimizer at version 0 (one trainer
+        process serving several runs one after the other, e.g. a benchmark comparing modes)."""
+        self.trainer.close()
+        self.trainer = make_trainer(self.config)
+        return self.trainer.version
 
     def version(self) -> int:
         return self.trainer.version

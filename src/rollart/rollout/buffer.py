@@ -38,6 +38,10 @@ class BufferConfig:
     """Trajectories per GRPO group; put() takes exactly this many."""
     capacity: int = 256
     """Most trajectories held at once; set about (alpha + 1) * concurrent envs."""
+    max_outstanding_groups: int = 0
+    """Most groups started (``admit_group``) and not yet trained or discarded; AReaL's start-time
+    staleness bound is (alpha + 1) * groups per batch: rollout never runs more than alpha batches
+    ahead of training. 0: no bound (only capacity throttles)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("async", "areal", "oneoff", "sync"):
@@ -48,6 +52,8 @@ class BufferConfig:
             self.alpha = 0
         if self.mode == "oneoff":
             self.alpha = 1
+        if self.max_outstanding_groups < 0:
+            raise ValueError(f"max_outstanding_groups must be >= 0, got {self.max_outstanding_groups}")
         if self.group_size < 1 or self.capacity < self.group_size:
             raise ValueError(f"need group_size >= 1 and capacity >= group_size "
                              f"(got {self.group_size}, {self.capacity})")
@@ -76,6 +82,8 @@ class SampleBuffer:
         self._stale: dict[str, str] = {}
         self._changed = asyncio.Condition()
         self._closed = False
+        self.outstanding_groups = 0
+        """Groups admitted to start and not yet trained or discarded (see max_outstanding_groups)."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -110,6 +118,22 @@ class SampleBuffer:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    async def admit_group(self) -> None:
+        """Wait until one more group may start (``max_outstanding_groups``), then count it."""
+        limit = self.config.max_outstanding_groups
+        async with self._changed:
+            while limit and self.outstanding_groups >= limit:
+                self._raise_if_closed()
+                await self._changed.wait()
+            self._raise_if_closed()
+            self.outstanding_groups += 1
+
+    async def discard_group(self) -> None:
+        """An admitted group ended without reaching the buffer (it failed): it no longer counts."""
+        async with self._changed:
+            self.outstanding_groups = max(0, self.outstanding_groups - 1)
+            self._changed.notify_all()
+
     # ------------------------------------------------------------------ the trainer side
     async def set_version(self, version: int) -> None:
         """New policy version: abort in-flight trajectories and evict groups that left the window."""
@@ -117,15 +141,26 @@ class SampleBuffer:
             raise ValueError(f"versions only go forward: {version} < current {self.version}")
         self.version = version
         if self.per_turn:
-            for tid, (start, task) in list(self._inflight.items()):
-                if start < self.window_start() and tid not in self._stale:
-                    self._stale[tid] = (f"stale mid-flight: started at version {start}, current "
-                                        f"{version}, alpha {self.config.alpha}")
-                    self.aborted["stale_midflight"] += 1
-                    task.cancel()
+            self._abort_inflight_before(self.window_start(), "stale_midflight", "stale mid-flight: started at "
+                                        f"version {{start}}, current {version}, alpha {self.config.alpha}")
         async with self._changed:
             self._evict_stale()
             self._changed.notify_all()
+
+    async def retire_before_next(self, next_version: int) -> int:
+        """The next batch will be formed at version >= ``next_version``: abort in-flight trajectories and
+        evict buffered groups that started before its window (``next_version - alpha``) now, instead of
+        at that update — they can join no batch, and their env slots go to trajectories that can
+        (per-turn modes; the coordinator calls it right after taking a batch). Returns how many."""
+        if not self.per_turn:
+            return 0
+        cutoff = next_version - self.config.alpha
+        n = self._abort_inflight_before(cutoff, "stale_ahead", "started at version {start}: cannot join the "
+                                        f"next batch (version >= {next_version}, alpha {self.config.alpha})")
+        async with self._changed:
+            n += self._evict_stale(cutoff, reason="stale_ahead")
+            self._changed.notify_all()
+        return n
 
     async def get_batch(self, n: int) -> list[Trajectory]:
         """Block until ``n`` fresh trajectories (whole groups, oldest first) are buffered; return them."""
@@ -146,6 +181,7 @@ class SampleBuffer:
                 batch.extend(group)
                 self.buffered -= len(group)
                 self.counters["groups_trained"] += 1
+                self._settle_group()
             self.counters["trained"] += len(batch)
             self._changed.notify_all()
             return batch
@@ -165,6 +201,8 @@ class SampleBuffer:
             self.counters["groups_accepted"] += 1
             if self._is_stale(group):
                 self.evicted["stale_on_arrival"] += len(group)
+                self._settle_group()
+                self._changed.notify_all()
                 return False
             self.groups.append(group)
             self.buffered += len(group)
@@ -191,22 +229,40 @@ class SampleBuffer:
                                              + self.buffered)
 
     # ------------------------------------------------------------------ internals
-    def _is_stale(self, group: list[Trajectory]) -> bool:
+    def _is_stale(self, group: list[Trajectory], cutoff: int | None = None) -> bool:
         if self.config.mode == "areal":
             return False
-        return min(t.start_version for t in group) < self.window_start()
+        return min(t.start_version for t in group) < (self.window_start() if cutoff is None else cutoff)
 
-    def _evict_stale(self) -> None:
+    def _evict_stale(self, cutoff: int | None = None, reason: str = "stale") -> int:
         if self.config.mode == "areal":
-            return
+            return 0
         keep: deque[list[Trajectory]] = deque()
+        n = 0
         for group in self.groups:
-            if self._is_stale(group):
-                self.evicted["stale"] += len(group)
+            if self._is_stale(group, cutoff):
+                self.evicted[reason] += len(group)
                 self.buffered -= len(group)
+                self._settle_group()
+                n += len(group)
             else:
                 keep.append(group)
         self.groups = keep
+        return n
+
+    def _settle_group(self) -> None:
+        """A group left for good (trained or evicted); caller holds the lock and notifies."""
+        self.outstanding_groups = max(0, self.outstanding_groups - 1)
+
+    def _abort_inflight_before(self, cutoff: int, counter: str, why: str) -> int:
+        n = 0
+        for tid, (start, task) in list(self._inflight.items()):
+            if start < cutoff and tid not in self._stale:
+                self._stale[tid] = why.format(start=start)
+                self.aborted[counter] += 1
+                task.cancel()
+                n += 1
+        return n
 
     def _raise_if_closed(self) -> None:
         if self._closed:

@@ -168,6 +168,7 @@ class RolloutScheduler:
                 launched = 0
                 while max_groups is None or launched < max_groups:
                     await group_slots.acquire()
+                    await self.buffer.admit_group()
                     tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
                     launched += 1
         except* (RolloutError, BufferClosed) as errors:  # one clear error, not a group of them
@@ -189,6 +190,7 @@ class RolloutScheduler:
         try:
             trajectories = await self._run_group(group, None)
             if trajectories is None:
+                await self.buffer.discard_group()
                 self._failed_in_a_row += 1
                 if self._failed_in_a_row > self.config.max_failed_groups:
                     raise RolloutError(self._failure_summary(self._failed_in_a_row))
