@@ -11,6 +11,11 @@ def _sleep_then(value, seconds):
     return value
 
 
+def _wait_then(event, value):
+    event.wait(30)
+    return value
+
+
 def _boom():
     raise ValueError("bad env call")
 
@@ -42,43 +47,69 @@ async def test_burst_completions_share_loop_wakeups():
 
     loop.call_soon_threadsafe = counting
     try:
-        barrier = threading.Barrier(32)  # all 32 calls finish at the same moment
-        jobs = [pool.run(barrier.wait) for _ in range(32)]
+        go = threading.Event()
+        jobs = [pool.run(_wait_then, go, i) for i in range(32)]
+        mailbox = pool._mailbox(loop)
+        go.set()
+        for _ in range(1000):  # block the loop (not awaiting) until all 32 results wait in the mailbox
+            if len(mailbox.items) == 32:
+                break
+            time.sleep(0.01)
         results = await asyncio.gather(*(j.future for j in jobs))
     finally:
         del loop.call_soon_threadsafe
-    assert sorted(results) == list(range(32))  # Barrier.wait returns each thread's arrival index
-    assert 1 <= wakeups < 32  # completions that arrive together are delivered together
+    assert results == list(range(32))
+    assert wakeups == 1  # 32 completions while the loop was busy: one wake-up, one drain
+
+
+async def _until(predicate, what: str) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
 
 
 async def test_abandoned_thread_is_replaced_and_exits_when_its_call_returns():
     pool = DaemonThreadPool(max_workers=1, name="abandontest")
-    stuck = pool.run(_sleep_then, "late", 0.3)
-    await asyncio.sleep(0.05)  # the one thread is inside the call now
-    assert stuck.started
+    release = threading.Event()
+    stuck = pool.run(_wait_then, release, "late")
+    await _until(lambda: stuck.started, "the one thread entered the call")
     stuck.future.cancel()
     pool.abandon(stuck)
     assert pool.live_threads == 0  # written off: a replacement may start
     fresh = pool.run(_sleep_then, "fresh", 0.0)
     assert await fresh.future == "fresh" and pool.live_threads == 1
-    await asyncio.sleep(0.4)  # the stuck call returns; its thread exits instead of serving again
-    assert len([t for t in threading.enumerate() if t.name.startswith("abandontest-")]) == 1
+    ours = lambda: [t for t in threading.enumerate() if t.name.startswith("abandontest-")]  # noqa: E731
+    assert len(ours()) == 2
+    release.set()  # the stuck call returns; its thread exits instead of serving again
+    await _until(lambda: len(ours()) == 1, "the written-off thread exited")
+    assert pool.live_threads == 1
 
 
-async def test_timeouts_fire_at_their_own_deadlines_with_one_timer():
-    host = EnvHost(EnvHostConfig(step_timeout_s=0.2, reset_timeout_s=5.0))
+async def test_a_short_timeout_fires_while_a_longer_call_is_in_flight():
+    host = EnvHost(EnvHostConfig(step_timeout_s=0.2, reset_timeout_s=60.0))
+    slow = await host.create("rollart/GuessNumber-v0", {},
+                             {"hang_prob": 1.0, "hang_seconds": 1.0, "on_reset": True})  # reset: 1 s
     hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
-    ok = await host.create("rollart/GuessNumber-v0")
-    await host.reset(ok["key"], 1)
-    started = time.perf_counter()
-    slow_reset = asyncio.create_task(host.reset(hung["key"], 1))  # no fault on reset: returns
-    hang = asyncio.create_task(host.step(ok["key"], "50"))
-    assert (await slow_reset)["ok"] and (await hang)["ok"]
-    hang = asyncio.create_task(host.step(hung["key"], "50"))  # hangs: only its own timeout ends it
-    result = await hang
+    await host.reset(hung["key"], 1)
+    slow_reset = asyncio.create_task(host.reset(slow["key"], 1))  # watchdog armed for its 60 s deadline
+    await asyncio.sleep(0)
+    result = await host.step(hung["key"], "50")  # must not wait for the reset's later deadline
     assert not result["ok"] and "timed out after 0.2s" in result["error"]
-    assert time.perf_counter() - started < 5.0  # not held to the longer reset timeout
+    assert not slow_reset.done()  # the 1 s reset is still running: the step's own deadline fired first
+    assert (await slow_reset)["ok"]
     assert host._watchdog.jobs == {}  # nothing left watched once every call settled
+
+
+async def test_prewarm_replaces_written_off_threads_before_the_step():
+    host = EnvHost(EnvHostConfig(step_timeout_s=0.2, min_threads=2, max_threads=8, reuse_envs=True))
+    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
+    await host.reset(hung["key"], 1)
+    assert not (await host.step(hung["key"], "50"))["ok"]  # timed out: its thread is written off
+    assert host.stats()["threads"] == 1
+    assert await host.prewarm("rollart/GuessNumber-v0", None, None, 3) == 3
+    assert host.stats()["threads"] == 3  # max(min_threads, count) live again, before any call needs them
 
 
 def test_host_reused_under_a_new_event_loop_still_enforces_timeouts():
@@ -93,13 +124,3 @@ def test_host_reused_under_a_new_event_loop_still_enforces_timeouts():
         result = asyncio.run(one_hang())
         assert not result["ok"] and "timed out" in result["error"]
     assert host.stats()["timeouts"] == 2
-
-
-async def test_prewarm_replaces_written_off_threads_before_the_step():
-    host = EnvHost(EnvHostConfig(step_timeout_s=0.2, min_threads=2, max_threads=8, reuse_envs=True))
-    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
-    await host.reset(hung["key"], 1)
-    assert not (await host.step(hung["key"], "50"))["ok"]  # timed out: its thread is written off
-    assert host.stats()["threads"] == 1
-    assert await host.prewarm("rollart/GuessNumber-v0", None, None, 3) == 3
-    assert host.stats()["threads"] == 3  # max(min_threads, count) live again, before any call needs them
