@@ -254,6 +254,7 @@ def plot(r2: list[dict], red: list[dict]) -> None:
     a.plot(xs, [x["single_ratio"] for x in r2], "s--", label="single batch vs batched")
     a.plot(xs, [x["vs_ideal"] for x in r2], "^:", label="trajectory-level / ideal critical path")
     a.plot([0.1, 1.0], [1.23, 2.27], "k+", markersize=12, label="paper Fig. 11b (1.23x, 2.27x)")
+    a.axhline(1.10, color="g", linestyle=":", linewidth=0.8, label="vs ideal goal <= 1.10")
     a.set_xlabel("sigma / mu (per-turn env latency, mu = 80 ms)")
     a.set_ylabel("step-time ratio")
     a.set_title("R2: trajectory-level vs batched env interaction")
