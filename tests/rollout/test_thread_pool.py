@@ -124,3 +124,22 @@ def test_host_reused_under_a_new_event_loop_still_enforces_timeouts():
         result = asyncio.run(one_hang())
         assert not result["ok"] and "timed out" in result["error"]
     assert host.stats()["timeouts"] == 2
+
+
+def test_a_call_left_running_by_a_closed_loop_still_occupies_its_thread():
+    pool = DaemonThreadPool(max_workers=4, name="looptest")
+    release = threading.Event()
+
+    async def leave_one_behind() -> None:
+        pool.run(_wait_then, release, 1)  # still running when this loop closes
+
+    async def next_loop() -> tuple[int, int]:
+        job = pool.run(_sleep_then, 2, 0.0)
+        return pool.live_threads, await job.future
+
+    try:
+        asyncio.run(leave_one_behind())
+        # the next loop's call gets a thread of its own instead of queueing behind the stuck one
+        assert asyncio.run(next_loop()) == (2, 2)
+    finally:
+        release.set()

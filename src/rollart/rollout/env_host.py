@@ -188,7 +188,9 @@ class DaemonThreadPool:
         self._live = 0
         """Threads counted against max_workers (loop thread only)."""
         self._outstanding = 0
-        """Submitted jobs whose completion has not been drained yet, abandoned ones excluded."""
+        """Submitted jobs whose completion has not been drained yet, abandoned ones excluded. Over
+        all loops, and a closed loop's calls never drain: counting too many only starts a spare thread,
+        counting too few would queue a call behind a thread that is still busy."""
         self._ids = itertools.count()
         self._mailboxes: dict[asyncio.AbstractEventLoop, _Mailbox] = {}
 
