@@ -41,9 +41,11 @@ def test_overlapped_modes_train_within_the_bound(tmp_path, tiny_model, mode, alp
     result = run(config(tmp_path, tiny_model, mode=mode, alpha=alpha, total_steps=4), [SLOW])
     assert result.steps == 4 and result.version == 4
     for h in result.history:
+        # the window opens alpha versions before the agent (inference) LLM, one version behind the trainer
+        assert h["rollout/window_start"] == max(h["step"] - 2, 0) - alpha, h
         # staleness is computed by the trainer from the version recorded on every trained token
         if mode == "async":
-            assert h["rollout/staleness_max"] <= alpha, h
+            assert h["step"] - 1 - h["rollout/staleness_max"] >= h["rollout/window_start"], h
     stats = result.buffer
     assert stats["accepted"] == stats["trained"] + stats["evicted"] + stats["buffered"]
 

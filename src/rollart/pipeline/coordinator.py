@@ -2,13 +2,19 @@
 
 Asynchronous modes (``async``, ``areal``) follow the six-step protocol every iteration::
 
-       (the previous train step finished: version n is published and gates the buffer)
+       (the previous train step finished: version n+1 is published; the workers still run version n)
     ① batch = await buffer.get_batch(B)        blocks until B scored trajectories are buffered
     ② await proxy.suspend()                     no new generation admitted; in-flight requests keep going
-    ③ await weights.update_workers()            every inference worker swaps to the newest version
+    ③ await weights.update_workers()            every inference worker swaps to the newest version (n+1),
+                                                which now gates the buffer
     ④ await proxy.resume()
     ⑤ (inside each engine)                      KV of in-flight requests recomputed under the new weights
     ⑥ train_step(batch)                         overlapped with the rollout that continues meanwhile
+
+The asynchronous bound follows the paper's wording (§6.2): "if the current agent LLM is at version n, any
+buffered trajectory must have been initiated by a version no older than n − α". The agent LLM is the
+inference side, one version behind the trainer at ①, so with α=1 a trajectory survives one weight update
+(it is preempted and resumed, ⑤) and is trained at most α+1 versions behind the trainer.
 
 ⑥ is launched right after ① (it needs only the batch) and the background pull of version n is finished
 before ② (rollout keeps running meanwhile), so the suspension covers only the swap; the exposed pull is
@@ -158,11 +164,12 @@ class Coordinator:
                 if training is not None:  # the newest version gates the batch it will train on
                     result = await self._unless_failed(training, rollout)
                     await self._finish_train(_exposed_pull(result, extra, pull))
-                    await self.buffer.set_version(self.version)
                 t0 = time.perf_counter()
                 batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
-                extra = {"system/get_batch_wait_s": time.perf_counter() - t0}
-                await self.buffer.retire_before_next(self.version + 1)  # free the slots of what cannot be trained
+                extra = {"system/get_batch_wait_s": time.perf_counter() - t0,
+                         "rollout/window_start": float(self.buffer.window_start())}
+                # the next batch forms with the agent one version on: free the slots of what it cannot take
+                await self.buffer.retire_before_next(self.buffer.version + 1)
                 # ⑥ needs only the batch, so it starts now; the rest of the background pull then hides
                 # behind training and rollout (both keep running), and ② suspends only for the swap.
                 training = asyncio.create_task(self._train(batch, {}))                               # ⑥
@@ -171,6 +178,7 @@ class Coordinator:
                 pull = (pull[0], time.perf_counter())
                 await self.c.proxy.suspend()                                                         # ②
                 extra.update(await self.weights.update_workers())                                    # ③
+                await self.buffer.set_version(self.version)  # the agent LLM's version gates the window
                 await self.c.proxy.resume()                                                          # ④ ⑤
                 await self._maybe_evaluate(rollout)
             if training is not None:
