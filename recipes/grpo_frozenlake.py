@@ -47,7 +47,7 @@ def main() -> None:
     evals = ", ".join(f"{step}:{s['mean']:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
-    print(f"final_success={result.final_success['FrozenLake']:.2f}")
+    print(f"final_success={result.final_success.get('FrozenLake', float('nan')):.2f}")
 
 
 if __name__ == "__main__":

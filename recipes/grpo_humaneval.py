@@ -49,7 +49,7 @@ def main() -> None:
     cfg = parse_overrides(default_config())
     result = asyncio.run(Coordinator(cfg, [humaneval_task(cfg)]).run())
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
-    print(f"final_success={result.final_success['HumanEval']:.2f}")
+    print(f"final_success={result.final_success.get('HumanEval', float('nan')):.2f}")
 
 
 if __name__ == "__main__":

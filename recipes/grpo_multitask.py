@@ -50,7 +50,7 @@ def main() -> None:
     for name, value in result.final_success.items():
         print(f"{name}: greedy success {value:.2f}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
-    print(f"final_success={result.final_success['mean']:.2f}")
+    print(f"final_success={result.final_success.get('mean', float('nan')):.2f}")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def main() -> None:
     evals = ", ".join(f"{step}:{s[task.name]:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"zero_shot={zero_shot:.2f} steps={result.steps} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
-    print(f"final_success={result.final_success[task.name]:.2f}")
+    print(f"final_success={result.final_success.get(task.name, float('nan')):.2f}")
 
 
 if __name__ == "__main__":

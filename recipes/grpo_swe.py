@@ -85,7 +85,7 @@ def main() -> None:
     result = asyncio.run(Coordinator(cfg, [swe_task(cfg)]).run())
     print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
-    print(f"final_success={result.final_success['SWE']:.2f}")
+    print(f"final_success={result.final_success.get('SWE', float('nan')):.2f}")
 
 
 if __name__ == "__main__":
