@@ -255,6 +255,9 @@ def main() -> None:
                     help="paper env latency (mu=10 s, sigma=5 s) x this (default %(default)s)")
     ap.add_argument("--gen-scale", type=float, default=GEN_SCALE,
                     help="simulated Qwen3-8B generation time x this (default %(default)s)")
+    ap.add_argument("--math-tokens", type=int, default=24,
+                    help="MathTool answer budget; 128 makes it decode-heavy like the paper's long-CoT tasks "
+                         "(re-calibrate with --gen-scale 1; see BENCHMARKS.md)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
                     help="actors as processes (disaggregated, default) or in this process (threads)")
@@ -264,6 +267,9 @@ def main() -> None:
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
     set_time_scale(args.env_scale, args.gen_scale)
+    for i, task in enumerate(TRAIN_TASKS):
+        if task.name == "MathTool":
+            TRAIN_TASKS[i] = dataclasses.replace(task, max_new_tokens=args.math_tokens)
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (3 if args.quick else 200)
     with tempfile.TemporaryDirectory() as tmp:
