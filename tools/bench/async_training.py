@@ -89,15 +89,17 @@ MODES = {
 }
 
 
-def set_time_scale(env_scale: float, gen_scale: float) -> None:
-    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time."""
+def set_workload(env_scale: float, gen_scale: float, math_tokens: int = 24) -> None:
+    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time, and set
+    MathTool's answer budget."""
     global SIM_TIME_SCALE
     if env_scale <= 0 or gen_scale <= 0:
         raise SystemExit(f"--env-scale and --gen-scale must be > 0, got {env_scale}, {gen_scale}")
     SIM_TIME_SCALE = gen_scale
     FAULTS.update(mean=10.0 * env_scale, std=5.0 * env_scale)
     for i, t in enumerate(TRAIN_TASKS):
-        TRAIN_TASKS[i] = dataclasses.replace(t, faults=dict(FAULTS))
+        tokens = math_tokens if t.name == "MathTool" else t.max_new_tokens
+        TRAIN_TASKS[i] = dataclasses.replace(t, faults=dict(FAULTS), max_new_tokens=tokens)
 
 
 def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -192,14 +194,17 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
         ax.set_ylabel("rollout success (train batches)")
         ax.set_title("Fig. 10a analogue: success vs time")
         ax.legend()
-        ax = axes[0][2]
-        ax.plot([r["alpha"] for r in sweep], [r["step_s"] for r in sweep], "o-")
-        ax.set_xlabel("α (asynchronous bound)")
-        ax.set_ylabel("s / step")
-        ax.set_title("Fig. 13 analogue: α sweep (rollart mode)")
+        sweep_panel(axes[0][2], sweep, "s / step")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+
+
+def sweep_panel(ax, sweep: list[dict], ylabel: str) -> None:
+    ax.plot([r["alpha"] for r in sweep], [r["step_s"] for r in sweep], "o-")
+    ax.set_xlabel("α (asynchronous bound)")
+    ax.set_ylabel(ylabel)
+    ax.set_title("Fig. 13 analogue: ROLLART step time vs α")
 
 
 def plot_sweep(sweep: list[dict], path: Path) -> None:
@@ -207,10 +212,7 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([r["alpha"] for r in sweep], [r["step_s"] for r in sweep], "o-")
-    ax.set_xlabel("α (asynchronous bound)")
-    ax.set_ylabel("s / step (SIMULATED gen + env latency, CPU-real training)")
-    ax.set_title("Fig. 13 analogue: ROLLART step time vs α")
+    sweep_panel(ax, sweep, "s / step (SIMULATED gen + env latency, CPU-real training)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -266,10 +268,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
-    set_time_scale(args.env_scale, args.gen_scale)
-    for i, task in enumerate(TRAIN_TASKS):
-        if task.name == "MathTool":
-            TRAIN_TASKS[i] = dataclasses.replace(task, max_new_tokens=args.math_tokens)
+    set_workload(args.env_scale, args.gen_scale, args.math_tokens)
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (3 if args.quick else 200)
     with tempfile.TemporaryDirectory() as tmp:

@@ -161,7 +161,7 @@ class Coordinator:
         training: asyncio.Task | None = None
         try:
             while not self._done(in_flight=training is not None):
-                if training is not None:  # the newest version gates the batch it will train on
+                if training is not None:  # publish the version it produced (installed at ③)
                     result = await self._unless_failed(training, rollout)
                     await self._finish_train(_exposed_pull(result, extra, pull))
                 t0 = time.perf_counter()

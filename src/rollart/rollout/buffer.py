@@ -132,7 +132,7 @@ class SampleBuffer:
     async def discard_group(self) -> None:
         """An admitted group ended without reaching the buffer (it failed): it no longer counts."""
         async with self._changed:
-            self.outstanding_groups = max(0, self.outstanding_groups - 1)
+            self._settle_group()
             self._changed.notify_all()
 
     # ------------------------------------------------------------------ the trainer side
@@ -252,7 +252,7 @@ class SampleBuffer:
         return n
 
     def _settle_group(self) -> None:
-        """A group left for good (trained or evicted); caller holds the lock and notifies."""
+        """A group left for good (trained, evicted or failed); caller holds the lock and notifies."""
         self.outstanding_groups = max(0, self.outstanding_groups - 1)
 
     def _abort_inflight_before(self, cutoff: int, counter: str, why: str) -> int:

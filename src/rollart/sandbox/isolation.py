@@ -141,14 +141,16 @@ def unshare_argv(*, carry: list[tuple[str, str, bool]], workdir: str, tmp_bytes:
     in a nested one, so it cannot lift them."""
     q = shlex.quote
     dirs, files = hidden_top_level()
-    for src, dest, _ in carry:
-        if _top(dest) in VISIBLE_TOP and _top(dest) != "/tmp" and os.path.realpath(src) != os.path.realpath(dest):
+    host_owned = [_top(dest) in VISIBLE_TOP and _top(dest) != "/tmp" for _, dest, _ in carry]
+    for (src, dest, _), owned in zip(carry, host_owned):
+        if owned and os.path.realpath(src) != os.path.realpath(dest):
             raise ValueError(f"sandbox mode='unshare' cannot bind {src} at {dest}: {_top(dest)} is the host's own; "
                              "pick a destination outside /usr, /etc, /lib*, ... or use mode='bwrap'")
-    carry = [(src, dest, rw) for src, dest, rw in carry if _top(dest) not in VISIBLE_TOP or _top(dest) == "/tmp"]
+    carry = [c for c, owned in zip(carry, host_owned) if not owned]  # already visible where it is
     if carry and not dirs:
         raise RuntimeError("sandbox mode='unshare' needs a top-level directory such as /mnt to stage mounts in")
     stage = "/mnt" if "/mnt" in dirs else dirs[0] if dirs else ""
+    overlaid = [d for d in dirs if d != stage or not carry]  # the staging dir is covered last
     hide = "mount -n -t tmpfs -o size=1m,mode=0755 none "
     setup: list[str] = []
     if carry:
@@ -158,11 +160,11 @@ def unshare_argv(*, carry: list[tuple[str, str, bool]], workdir: str, tmp_bytes:
             if not rw:
                 setup.append(f"mount -n -o remount,ro,bind {stage}/{i}")
     setup.append(f"mount -n -t tmpfs -o size={tmp_bytes},mode=1777 none /tmp")
-    setup += [hide + d for d in dirs if d != stage or not carry]
+    setup += [hide + d for d in overlaid]
     setup += [f"mount -n --bind /dev/null {f}" for f in files + [f for f in HIDDEN_FILES if os.path.exists(f)]]
     for i, (_, dest, _) in enumerate(carry):
         setup += [f"mkdir -p {q(dest)}", f"mount -n --move {stage}/{i} {q(dest)}"]
-    setup += [f"mount -n -o remount,bind,ro {d}" for d in dirs if d != stage or not carry]
+    setup += [f"mount -n -o remount,bind,ro {d}" for d in overlaid]
     if carry:
         setup.append(hide.replace("-o ", "-o ro,") + stage)  # over the (now empty) staging tmpfs
     setup.append(f"cd {q(workdir)}")

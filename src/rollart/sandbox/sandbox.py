@@ -157,29 +157,30 @@ class Sandbox:
         p = self.paths
         path = "/usr/local/bin:/usr/bin:/bin"
         if self.config.python_home:
-            home = "/opt/python" if self.mode == "bwrap" else self.config.python_home
-            path = f"{home}/bin:{path}"
+            path = f"{self._python_home_inside}/bin:{path}"
         env = {"PATH": path, "HOME": p.workspace, "WORKSPACE": p.workspace,
                "PYTHONPATH": p.site, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
                "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp", "TERM": "dumb"}
         env.update(extra or {})
         return env
 
+    @property
+    def _python_home_inside(self) -> str:
+        """Where ``python_home`` appears to the command: /opt/python under bwrap, its own path otherwise."""
+        return "/opt/python" if self.mode == "bwrap" else self.config.python_home
+
     def _argv(self, command: list[str], env: dict[str, str], extra_ro_binds: dict) -> list[str]:
+        binds = {**self.config.extra_ro_binds, **extra_ro_binds}
+        if self.config.python_home:
+            binds[self.config.python_home] = self._python_home_inside
         if self.mode == "bwrap":
-            binds = {**self.config.extra_ro_binds, **extra_ro_binds}
-            if self.config.python_home:
-                binds[self.config.python_home] = "/opt/python"
             return isolation.bwrap_argv(workspace=str(self.workspace), site=str(self.toolchain / "site"),
                                         harness=str(self.toolchain / "harness"), etc_dir=str(self.dir / "etc"),
                                         tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds, env=env,
                                         command=command)
         if self.mode == "unshare":
-            ro = {**self.config.extra_ro_binds, **extra_ro_binds}
-            if self.config.python_home:
-                ro[self.config.python_home] = self.config.python_home
             carry = [(str(self.workspace), str(self.workspace), True), (str(self.toolchain), str(self.toolchain), False)]
-            carry += [(str(src), str(dest), False) for src, dest in ro.items()]
+            carry += [(str(src), str(dest), False) for src, dest in binds.items()]
             return isolation.unshare_argv(carry=carry, workdir=str(self.workspace),
                                           tmp_bytes=self.config.tmp_mb << 20, command=command)
         return command
