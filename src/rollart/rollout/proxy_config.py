@@ -1,0 +1,52 @@
+"""LLMProxy settings and the errors its callers see (see ``rollart.rollout.proxy``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rollart.engine.sampling import InvalidRequestError
+
+
+class UnknownTagError(InvalidRequestError):
+    """A generate() tag that hw_affinity does not map (and there is no 'default' entry)."""
+
+
+class NoWorkerError(RuntimeError):
+    """No live inference worker can serve a request (all dead, or none of a compatible class)."""
+
+
+@dataclass
+class ProxyConfig:
+    """LLMProxy settings."""
+    hw_affinity: dict = field(default_factory=dict)
+    """tag -> hardware class (as in @hw_mapping). 'default' serves other tags. Empty: every tag, any worker."""
+    fallback: dict = field(default_factory=dict)
+    """class -> ordered list of compatible classes used when it has no live worker. A class missing here
+    uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
+    any other class); map it to [] to forbid fallback."""
+    sticky: bool = True
+    """Send a trajectory's next turn to the worker that served its previous one (prefix-cache reuse)."""
+    max_sticky: int = 100_000
+    """Trajectories whose sticky worker is remembered (least recently served forgotten first; release()
+    forgets a finished one at once)."""
+    max_worker_failures: int = 3
+    """Deaths of one worker after which the proxy stops using it and reroutes its requests."""
+    restart_timeout_s: float = 30.0
+    """How long to wait for a dead worker to come back (restarted in place) before rerouting."""
+    max_attempts: int = 8
+    """Times one request is issued (first try + retries after worker deaths) before it fails."""
+    resync_weights: bool = True
+    """Keep the latest update_weights() tensors and send them to a restarted worker before reusing it."""
+    pd_prefill_class: str = ""
+    """PD disaggregation: hardware class that runs prefill (with pd_decode_class; both empty = off)."""
+    pd_decode_class: str = ""
+    """PD disaggregation: hardware class that runs decode."""
+
+    def __post_init__(self) -> None:
+        if self.max_worker_failures < 1 or self.max_attempts < 1 or self.restart_timeout_s <= 0 or self.max_sticky < 1:
+            raise ValueError("max_worker_failures, max_attempts and max_sticky must be >= 1, restart_timeout_s > 0")
+        if bool(self.pd_prefill_class) != bool(self.pd_decode_class):
+            raise ValueError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
+                             f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
+        for cls, alts in self.fallback.items():
+            if not isinstance(alts, (list, tuple)):
+                raise ValueError(f"fallback[{cls!r}] must be a list of hardware classes, got {alts!r}")

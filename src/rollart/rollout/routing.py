@@ -1,0 +1,96 @@
+"""Which worker serves a request: hardware affinity, fallback classes, sticky turns, least-loaded choice.
+
+Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMProxy`` applies it:
+
+1) ``resolve_tag``: the task tag -> a hardware class through ``hw_affinity`` ('default' catches others);
+2) ``group``: the live workers of that class, else of the first compatible class that has any;
+3) ``pick``: the trajectory's sticky worker if it is in that group (its prefix cache holds the history),
+   else the healthy one with the fewest outstanding tokens;
+4) ``remember`` after a success makes that worker the trajectory's sticky one.
+"""
+from __future__ import annotations
+
+from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTagError
+from rollart.rollout.worker_slot import WorkerSlot
+
+
+class Router:
+    """Routing decisions for one proxy; ``workers`` and ``counters`` are the proxy's own (shared) dicts."""
+
+    def __init__(self, workers: dict[str, WorkerSlot], cfg: ProxyConfig, counters: dict) -> None:
+        self.workers = workers
+        self.cfg = cfg
+        self.counters = counters
+        self.sticky: dict[tuple[str, str], str] = {}
+        """(trajectory id, PD phase) -> worker name, least recently served first."""
+
+    def resolve_tag(self, tag: str) -> str | None:
+        """The hardware class a tag maps to (None: any class). Unknown tag -> UnknownTagError."""
+        aff = self.cfg.hw_affinity
+        if not aff:
+            return None
+        if tag in aff:
+            return aff[tag]
+        if "default" in aff:
+            return aff["default"]
+        raise UnknownTagError(f"unknown tag {tag!r}: hw_affinity maps {sorted(aff)}; add it there "
+                              "or a 'default' entry")
+
+    def group(self, hw_class: str | None) -> list[WorkerSlot]:
+        """Live workers that may serve ``hw_class``: its own, else the first fallback class that has any."""
+        live = [w for w in self.workers.values() if not w.dead]
+        if hw_class is None:
+            return live
+        own = [w for w in live if w.hw_class == hw_class]
+        if own:
+            return own
+        present = sorted({w.hw_class for w in live} - {hw_class})
+        if hw_class in self.cfg.fallback:
+            order = list(self.cfg.fallback[hw_class])
+        else:
+            order = compatible_classes(hw_class, present)
+        for alt in order:
+            alts = [w for w in live if w.hw_class == alt]
+            if alts:
+                self.counters["fallbacks"] += 1
+                return alts
+        return []
+
+    def pick(self, trajectory_id: str, hw_class: str | None, phase: str = "") -> WorkerSlot:
+        """The worker for this trajectory's next request of ``phase`` ('' colocated, 'p'/'d' for PD)."""
+        candidates = self.group(hw_class)
+        if not candidates:
+            raise NoWorkerError(f"no live inference worker for hardware class {hw_class!r} or its fallbacks "
+                                f"{self.cfg.fallback.get(hw_class, 'any')}; workers: "
+                                f"{ {w.name: ('dead' if w.dead else w.hw_class) for w in self.workers.values()} }")
+        if self.cfg.sticky:
+            name = self.sticky.get((trajectory_id, phase))
+            slot = self.workers.get(name) if name else None
+            if slot is not None and slot in candidates:
+                return slot
+        healthy = [w for w in candidates if w.healthy] or candidates
+        return min(healthy, key=lambda w: (w.outstanding, w.routed))
+
+    def remember(self, trajectory_id: str, phase: str, slot: WorkerSlot) -> None:
+        """``slot`` served this trajectory's last request of ``phase``: send its next one there too."""
+        if not self.cfg.sticky:
+            return
+        self.sticky.pop((trajectory_id, phase), None)
+        self.sticky[(trajectory_id, phase)] = slot.name  # most recent last
+        while len(self.sticky) > self.cfg.max_sticky:
+            del self.sticky[next(iter(self.sticky))]  # forget the least recently served
+
+    def forget(self, trajectory_id: str) -> None:
+        """Drop a finished trajectory's sticky workers (every phase)."""
+        for key in [k for k in self.sticky if k[0] == trajectory_id]:
+            del self.sticky[key]
+
+
+def compatible_classes(hw_class: str, present: list[str]) -> list[str]:
+    """Stand-ins for a class: the ResourceManager's compatibility order for known hardware classes
+    (GPUs of the same strength first), otherwise any other class present."""
+    try:
+        from rollart.distributed.hardware import fallbacks
+        return fallbacks(hw_class, present)
+    except (ImportError, KeyError):
+        return present
