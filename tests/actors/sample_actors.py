@@ -32,6 +32,7 @@ class Echo:
         self.cancelled: list[str] = []
         self.started = False
         self.bg_runs = 0
+        self.busy_runs = 0
 
     async def on_start(self) -> None:
         self.started = True
@@ -91,8 +92,12 @@ class Echo:
 
     @blocking
     def busy(self, seconds: float) -> float:
+        self.busy_runs += 1
         time.sleep(seconds)
         return seconds
+
+    def get_busy_runs(self) -> int:
+        return self.busy_runs
 
     def torch_threads(self) -> int:
         import torch

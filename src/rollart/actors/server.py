@@ -5,7 +5,8 @@
 * ``async def`` methods run as one asyncio task per call on the actor's event loop, so several
   calls run concurrently and can await futures resolved by a background task the object started in
   its optional ``async def on_start(self)``. A ``Cancel`` cancels the task (CancelledError is raised
-  at its current ``await``); cancelling a finished call is a no-op.
+  at its current ``await``); cancelling a finished call is a no-op, and a call cancelled before its
+  task first ran never runs at all (its coroutine is made inside the task, so none is left unawaited).
 * async generator methods (and plain generators) serve ``handle.stream()``, one item per message,
   with credit-based flow control so a fast producer cannot flood the caller.
 * plain ``def`` methods run **inline** on the event loop (fast, and never racing the object's async
@@ -37,6 +38,7 @@ from rollart.actors.errors import WireError
 from rollart.actors.zsock import AsyncSocket
 
 log = logging.getLogger("rollart.actors")
+_NOT_STARTED = object()  # a call whose method raised before returning its coroutine (error already sent)
 
 STREAM_WINDOW = 64
 """Stream items an actor may send ahead of the caller's consumption (the caller returns credit)."""
@@ -267,7 +269,6 @@ class ActorServer:
             self._send(m.Error(cid, "builtins.TypeError",
                                f"{self.name}.{msg.method} is {what} method: {hint}", "", []))
             return
-        loop = self.asock.loop
         if kind == "sync":
             try:
                 value = fn(*msg.args, **msg.kwargs)
@@ -276,24 +277,40 @@ class ActorServer:
                 return
             self._send(m.Result(cid, value))
             return
-        try:
-            if kind == "async":
-                work = fn(*msg.args, **msg.kwargs)
-            elif kind == "thread":
-                inspect.signature(fn).bind(*msg.args, **msg.kwargs)
-                work = loop.run_in_executor(None, functools.partial(fn, *msg.args, **msg.kwargs))
-            else:
-                work = fn(*msg.args, **msg.kwargs)
-        except Exception as e:
-            self._send(self._call_error(cid, msg, fn, e))
-            return
+        # The method's coroutine (generator, thread job) is made by the task that runs it, not here: a
+        # Cancel in the same drain as this Call (or a shutdown) may cancel the task before its first
+        # step, and a coroutine made here would then be dropped unawaited ("coroutine ... was never
+        # awaited") - and a thread job would run for nobody.
+        loop = self.asock.loop
         if msg.stream:
             credit = self._credits[cid] = [STREAM_WINDOW, asyncio.Event()]
-            self._tasks[cid] = loop.create_task(self._run_stream(cid, work, kind, credit))
+            task = loop.create_task(self._run_stream(cid, msg, fn, kind, credit))
         else:
-            self._tasks[cid] = loop.create_task(self._run_call(cid, work))
+            task = loop.create_task(self._run_call(cid, msg, fn, kind))
+        self._tasks[cid] = task
+        task.add_done_callback(functools.partial(self._forget_call, cid))
 
-    async def _run_call(self, cid: int, work: Any) -> None:
+    def _forget_call(self, cid: int, task: asyncio.Task) -> None:
+        """Drop a finished call's bookkeeping (also for a task cancelled before it ever ran)."""
+        if self._tasks.get(cid) is task:
+            del self._tasks[cid]
+            self._credits.pop(cid, None)
+
+    def _start_work(self, cid: int, msg: m.Call, fn: Callable, kind: str) -> Any:
+        """The call's awaitable (or generator); _NOT_STARTED after replying with the error if it fails."""
+        try:
+            if kind == "thread":
+                inspect.signature(fn).bind(*msg.args, **msg.kwargs)
+                return self.asock.loop.run_in_executor(None, functools.partial(fn, *msg.args, **msg.kwargs))
+            return fn(*msg.args, **msg.kwargs)
+        except Exception as e:
+            self._send(self._call_error(cid, msg, fn, e))
+            return _NOT_STARTED
+
+    async def _run_call(self, cid: int, msg: m.Call, fn: Callable, kind: str) -> None:
+        work = self._start_work(cid, msg, fn, kind)
+        if work is _NOT_STARTED:
+            return
         try:
             value = await work
         except asyncio.CancelledError:
@@ -303,10 +320,11 @@ class ActorServer:
             self._send(error_message(cid, e))
         else:
             self._send(m.Result(cid, value))
-        finally:
-            self._tasks.pop(cid, None)
 
-    async def _run_stream(self, cid: int, gen: Any, kind: str, credit: list) -> None:
+    async def _run_stream(self, cid: int, msg: m.Call, fn: Callable, kind: str, credit: list) -> None:
+        gen = self._start_work(cid, msg, fn, kind)
+        if gen is _NOT_STARTED:
+            return
         try:
             if kind == "agen":
                 async for item in gen:
@@ -327,8 +345,6 @@ class ActorServer:
                 await gen.aclose()
             else:
                 gen.close()
-            self._tasks.pop(cid, None)
-            self._credits.pop(cid, None)
 
     @staticmethod
     async def _spend_credit(credit: list) -> None:
