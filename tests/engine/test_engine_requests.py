@@ -112,6 +112,16 @@ def test_stop_token_stop_string_eos_and_length(tiny_model):
     short = _engine(tiny_model, max_model_len=26)
     out = short.generate([p], SamplingParams(temperature=1.0, seed=5, max_tokens=24, ignore_eos=True))[0]
     assert out.token_ids == ref[:6] and out.finish_reason == "length"
+    # min_tokens: no stop condition ends generation before it; the tokens are the same sample
+    engine.eos_token_ids = set()
+    out = run(stop_token_ids=[ref[k]], min_tokens=k + 1)
+    assert out.token_ids == ref[:k + 1] and out.finish_reason == "stop"  # stopping at min_tokens is allowed
+    later = next((i for i in range(k + 1, 24) if ref[i] == ref[k]), None)
+    out = run(stop_token_ids=[ref[k]], min_tokens=k + 2)
+    assert out.token_ids == ref[:later + 1 if later is not None else 24]
+    assert run(stop=[target], min_tokens=12).token_ids[:12] == ref[:12]
+    with pytest.raises(InvalidRequestError, match="min_tokens"):
+        SamplingParams(max_tokens=4, min_tokens=5)
 
 
 def test_bad_requests_get_clear_errors_while_others_finish(tiny_model, model):

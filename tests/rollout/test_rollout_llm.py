@@ -46,3 +46,24 @@ async def test_frozenlake_groups_on_the_real_model(stack):
     assert sum(t.info["cached_tokens"] for t in multi) > 0
     assert not any(proxy._inflight.get(t) for t in list(proxy._inflight))  # extras left nothing running
     assert (await worker.get_stats())["requests"] >= sum(t.num_turns for t in trajs)
+
+
+@pytest.mark.timeout(120)
+async def test_min_new_tokens_fixes_every_turns_length(stack):
+    """min_new_tokens = max_new_tokens: each model turn is exactly that long, stop tokens included."""
+    proxy, worker, tok = stack
+    manager = EnvManager(proxy, tok, EnvPool.inprocess())
+    task = TaskSpec("math", "rollart/MathTool-v0", max_new_tokens=6, min_new_tokens=6, max_turns=3)
+    async with asyncio.timeout(100):
+        trajs = [await manager.run(task, f"t{i}", f"g{i}", seed=i) for i in range(3)]
+    for t in trajs:
+        assert t.status == "done" and t.num_turns >= 1
+        runs, n = [], 0
+        for m in t.loss_mask + [0]:
+            if m:
+                n += 1
+            elif n:
+                runs, n = runs + [n], 0
+        assert runs == [6] * t.num_turns
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        TaskSpec("x", "rollart/MathTool-v0", max_new_tokens=4, min_new_tokens=5)

@@ -70,6 +70,17 @@ def test_greedy_matches_torch_engine(vengine, models):
         assert o.finish_reason == "length" and o.versions == [0] * lens[i]
 
 
+def test_min_tokens_holds_off_stop_tokens(vengine, models):
+    from rollart.engine.sampling import SamplingParams
+    first = _torch_generate(models[0], PROMPTS[1:2], [1])[0].token_ids[0]
+    vengine.add_request("s", PROMPTS[1], SamplingParams(max_tokens=12, stop_token_ids=[first], **GREEDY))
+    vengine.add_request("m", PROMPTS[1], SamplingParams(max_tokens=12, min_tokens=5, stop_token_ids=[first],
+                                                        **GREEDY))
+    outs = _run(vengine)
+    assert outs["s"].token_ids == [first] and outs["s"].finish_reason == "stop"
+    assert len(outs["m"].token_ids) >= 5
+
+
 def test_abort_is_idempotent(vengine):
     from rollart.engine.sampling import InvalidRequestError, SamplingParams
     vengine.add_request("a", [5, 6], SamplingParams(max_tokens=200, **GREEDY))

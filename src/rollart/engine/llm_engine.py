@@ -190,9 +190,9 @@ class LLMEngine:
 
     def _check_stop(self, seq: Sequence, token: int) -> str | None:
         sp = seq.sampling
-        if token in sp.stop_token_ids or (not sp.ignore_eos and token in self.eos_token_ids):
-            return "stop"
-        if seq.stop_checker is not None and seq.stop_checker.append(seq.output_token_ids) is not None:
+        stop_string = seq.stop_checker is not None and seq.stop_checker.append(seq.output_token_ids) is not None
+        if seq.num_output_tokens >= sp.min_tokens and (
+                stop_string or token in sp.stop_token_ids or (not sp.ignore_eos and token in self.eos_token_ids)):
             return "stop"
         if seq.num_output_tokens >= sp.max_tokens or seq.num_tokens >= self.max_model_len:
             return "length"

@@ -27,6 +27,9 @@ class SamplingParams:
     """Per-request seed: the same seed, prompt and weights give the same tokens."""
     ignore_eos: bool = False
     """Keep generating past the tokenizer's end-of-sequence token."""
+    min_tokens: int = 0
+    """Generate at least this many tokens: stop tokens, EOS and stop strings end generation only after
+    it (they are sampled as usual, not masked, so logprobs stay those of the policy; vLLM masks them)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -40,6 +43,9 @@ class SamplingParams:
             raise InvalidRequestError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
         if not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
             raise InvalidRequestError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
+        if not (isinstance(self.min_tokens, int) and 0 <= self.min_tokens <= self.max_tokens):
+            raise InvalidRequestError(f"min_tokens must be an int in [0, max_tokens={self.max_tokens}], "
+                                      f"got {self.min_tokens!r}")
 
     @property
     def greedy(self) -> bool:

@@ -110,6 +110,7 @@ class VLLMEngine:
             max_tokens=min(sampling.max_tokens, self.max_model_len - len(prompt)),
             stop_token_ids=list(sampling.stop_token_ids), stop=list(sampling.stop) or None,
             include_stop_str_in_output=True, seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+            min_tokens=sampling.min_tokens,
             logprobs=0, output_kind=RequestOutputKind.DELTA)
         try:
             self._engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params)

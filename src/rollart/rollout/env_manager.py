@@ -34,6 +34,9 @@ class TaskSpec:
     """System prompt; None takes the env's ``system_prompt`` attribute (or none)."""
     max_new_tokens: int = 0
     """Max new tokens per turn; 0 takes the env's ``max_new_tokens`` attribute (else 64)."""
+    min_new_tokens: int = 0
+    """Min new tokens per turn (stop tokens do not end a turn before it); = max_new_tokens fixes every
+    answer's length, e.g. to stand for a chain of thought of that length in benchmarks."""
     max_turns: int = 64
     """Safety cap on turns (the env's own time limit normally ends it first)."""
     max_total_tokens: int = 4096
@@ -52,6 +55,9 @@ class TaskSpec:
             raise ValueError("TaskSpec needs a name (the tag) and an env_id")
         if self.max_turns < 1 or self.max_total_tokens < 8 or self.max_new_tokens < 0:
             raise ValueError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
+        if self.min_new_tokens < 0 or (self.max_new_tokens and self.min_new_tokens > self.max_new_tokens):
+            raise ValueError(f"task {self.name}: min_new_tokens must be in [0, max_new_tokens], "
+                             f"got {self.min_new_tokens} > {self.max_new_tokens}")
         if self.weight <= 0:
             raise ValueError(f"task {self.name}: weight must be > 0, got {self.weight}")
 
@@ -129,7 +135,7 @@ class EnvManager:
         chat = self._format(task, session)
         max_new = task.max_new_tokens or session.max_new_tokens or 64
         sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=max_new,
-                                  stop_token_ids=list(chat.stop_token_ids))
+                                  min_tokens=min(task.min_new_tokens, max_new), stop_token_ids=list(chat.stop_token_ids))
         t0 = time.perf_counter()
         obs, info = await session.reset(seed=seed)
         traj.timings["env_reset"] += time.perf_counter() - t0
