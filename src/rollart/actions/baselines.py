@@ -1,12 +1,10 @@
 """Baselines in the same simulated world as :mod:`rollart.actions.sim`.
 
-- :func:`simulate_static`: per-trajectory static allocation, like a pod per trajectory. A trajectory
-  requests a fixed slot of ``slot_cores`` cores (fractional: a hard quota) on a node at the beginning
-  of its execution (ARL-Tangram §6.1: "Each trajectory requests the creation of a pod at the beginning
-  of execution"), before its first LLM turn, and holds it until it ends; waiting for a slot counts in
-  its ACT (the environment is an external invocation it cannot proceed without);
-  every action runs in its slot at once (no action queue), as the dataset's single-process commands:
-  tools and ``pytest`` without ``-n`` use one core. Trajectories beyond the slots wait for one.
+- :func:`simulate_static`: per-trajectory static allocation, a pod per trajectory as §6.1 provisions
+  it: requested at the trajectory's start (before its first LLM turn) with a 0.5-CPU request and a
+  4-CPU limit, held until it ends; every action runs in its pod at once (no action queue) as the
+  dataset's single-process command, the node's cores shared fairly (CFS) when more commands run than
+  it has cores; trajectories whose pod fits on no node wait for one, and that wait counts in their ACT.
 - Fixed DoP 4 / 16 is :func:`rollart.actions.sim.simulate_coding` with ``dop=4`` / ``dop=16``.
 - :func:`simulate_gpu_dedicated`: every service owns ``units_per_service`` GPUs (TP) forever and serves
   its own requests FCFS, one at a time per instance (no restore cost, no sharing).
@@ -18,60 +16,117 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
+import itertools
 import math
 import random
+from typing import Optional
 
 from rollart.actions.action import amdahl
 from rollart.actions.sim import EventLoop, GpuRequest, MopdTraceConfig, ServiceSpec, SimResult, Step, _record
 
 
+class SharedCores:
+    """One node's cores shared by the single-process commands running on it, as the Linux CFS shares
+    them among pods of equal CPU request: each command progresses at ``min(cap, cores / running)``
+    core-seconds per second (``cap``: one core for a single process, lower under a hard quota).
+    Processor sharing with a virtual clock: every running command has received the same CPU time since
+    the last change, so a command ends when the virtual clock reaches its start value plus its work."""
+
+    def __init__(self, loop: EventLoop, cores: float, cap: float = 1.0):
+        self.loop, self.cores, self.cap = loop, cores, cap
+        self.virtual, self.since = 0.0, 0.0
+        self.jobs: list = []  # heap of (virtual end, seq, on_done)
+        self._seq = itertools.count()
+        self._token = 0
+
+    def rate(self) -> float:
+        """CPU seconds per second each running command gets now."""
+        return min(self.cap, self.cores / len(self.jobs)) if self.jobs else 0.0
+
+    def run(self, work: float, on_done) -> None:
+        """Start a command needing ``work`` CPU-seconds; ``on_done()`` runs when it ends."""
+        self._advance()
+        heapq.heappush(self.jobs, (self.virtual + work, next(self._seq), on_done))
+        self._arm()
+
+    def _advance(self) -> None:
+        self.virtual += (self.loop.now - self.since) * self.rate()
+        self.since = self.loop.now
+
+    def _arm(self) -> None:
+        self._token += 1  # earlier wake-ups are stale: the rate changed
+        if self.jobs:
+            token, wait = self._token, max(0.0, (self.jobs[0][0] - self.virtual) / self.rate())
+            self.loop.at(self.loop.now + wait, lambda: self._wake(token))
+
+    def _wake(self, token: int) -> None:
+        if token != self._token:
+            return
+        self._advance()
+        done = []
+        while self.jobs and self.jobs[0][0] <= self.virtual + 1e-9:
+            done.append(heapq.heappop(self.jobs)[2])
+        self._arm()
+        for on_done in done:
+            on_done()
+
+
 def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
-                    slot_cores: float = 1.0) -> SimResult:
-    """Pod-per-trajectory: a slot of ``slot_cores`` held for the trajectory's whole life. A fractional
-    slot is a hard CPU quota (e.g. 0.5: a single-process command runs at half speed)."""
-    if not 0 < slot_cores <= cores_per_node:
-        raise ValueError(f"slot_cores must be in (0, {cores_per_node}], got {slot_cores}")
+                    pod_request: float = 0.5, cpu_quota: Optional[float] = None) -> SimResult:
+    """Pod per trajectory (ARL-Tangram §6.1: "Each trajectory requests the creation of a pod at the
+    beginning of execution, allocating 0.5 CPU per pod to allow limited multiplexing, with an upper
+    bound of four CPUs"): the pod's CPU *request* is ``pod_request`` (0.5), so the k8s scheduler places
+    up to ``cores_per_node / pod_request`` pods on a node (the node with the most unrequested CPU);
+    a trajectory whose pod fits nowhere waits (Pending, FCFS) for a pod to end, and that wait counts in
+    its ACT. Its commands are single-process (§5.2: the datasets' test commands are; tools use one core
+    as in ARL-Tangram), so the 4-CPU limit never binds; while more commands run on a node than it has
+    cores, CFS shares the cores equally among them (equal requests). ``cpu_quota`` < 1 is a hard CFS
+    quota per pod (the pessimistic reading "0.5 CPU = limit"; not the paper's setting)."""
+    if not 0 < pod_request <= cores_per_node:
+        raise ValueError(f"pod_request must be in (0, {cores_per_node}], got {pod_request}")
+    if cpu_quota is not None and cpu_quota <= 0:
+        raise ValueError(f"cpu_quota must be > 0 (or None for no hard quota), got {cpu_quota}")
     loop = EventLoop()
-    speed = min(1.0, slot_cores)  # single-process commands use at most one core
-    free_slots = [int(cores_per_node // slot_cores)] * nodes
+    cap = min(1.0, cpu_quota) if cpu_quota is not None else 1.0  # single-process: one core at most
+    shared = [SharedCores(loop, cores_per_node, cap) for _ in range(nodes)]
+    free_pods = [int(cores_per_node / pod_request + 1e-9)] * nodes
     waiting: collections.deque = collections.deque()
     res = SimResult([0.0] * len(trace), {})
     node_of: dict[int, int] = {}
 
-    def run_action(ti: int, si: int, submitted: float) -> None:
-        step = trace[ti][si]
-        seconds = step.seconds / speed  # single-process command: one core at most
-        loop.at(loop.now + seconds, lambda: finish(ti, si, submitted, seconds))
+    def run_action(ti: int, si: int) -> None:
+        submitted = loop.now
+        shared[node_of[ti]].run(trace[ti][si].seconds, lambda: finish(ti, si, submitted))
 
-    def finish(ti: int, si: int, submitted: float, seconds: float) -> None:
-        act = loop.now - submitted
+    def finish(ti: int, si: int, submitted: float) -> None:
+        act = loop.now - submitted  # the command starts at once in its pod: ACT = its wall time
         res.traj_act[ti] += act
-        _record(res, trace[ti][si].kind, act, seconds, 1)
+        _record(res, trace[ti][si].kind, act, act, 1)
         advance(ti, si + 1)
 
     def advance(ti: int, si: int) -> None:
         if si >= len(trace[ti]):
-            free_slots[node_of.pop(ti)] += 1
+            free_pods[node_of.pop(ti)] += 1
             res.makespan = max(res.makespan, loop.now)
             if waiting:
                 wt, requested = waiting.popleft()
-                take_slot(wt)
-                res.traj_act[wt] += loop.now - requested  # queued for its pod
+                take_pod(wt)
+                res.traj_act[wt] += loop.now - requested  # Pending: queued for its pod
                 advance(wt, 0)
             return
-        loop.at(loop.now + trace[ti][si].gen, lambda: run_action(ti, si, loop.now))
+        loop.at(loop.now + trace[ti][si].gen, lambda: run_action(ti, si))
 
     def begin(ti: int) -> None:
-        """A trajectory starts: it asks for its pod first and waits (FCFS) if none is free."""
-        if any(free_slots):
-            take_slot(ti)
+        """A trajectory starts: it asks for its pod first and waits (FCFS) if none fits."""
+        if any(free_pods):
+            take_pod(ti)
             advance(ti, 0)
         else:
             waiting.append((ti, loop.now))
 
-    def take_slot(ti: int) -> None:
-        node = max(range(nodes), key=lambda n: free_slots[n])
-        free_slots[node] -= 1
+    def take_pod(ti: int) -> None:
+        node = max(range(nodes), key=lambda n: free_pods[n])  # least-allocated node
+        free_pods[node] -= 1
         node_of[ti] = node
 
     for ti in range(len(trace)):

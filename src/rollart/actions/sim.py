@@ -1,14 +1,15 @@
 """Trace-driven simulation of action-level scheduling at cluster scale (simulated time, real scheduler).
 
 The scheduler under test is the real :class:`ElasticScheduler` with the real pools; only time and the
-actions' execution are simulated. Each decision's *real* wall-clock latency is added to the simulated
-start of the actions it started and summed into the overhead figure.
+actions' execution are simulated. Each decision's *real* wall-clock latency is summed into the
+overhead figure and, with ``charge_latency=True``, added to the simulated start of the actions it started.
 
 Traces keep the paper's shapes:
 - AI-coding (ARL-Tangram §6, Fig. 3c): a GRPO batch of multi-turn trajectories; each turn is LLM
   generation then one short, single-core tool action with a long-tailed duration (not profiled); the
   trajectory ends with a long-tailed, CPU-scalable reward test run (profiled: t_ori and an Amdahl
-  elasticity, DoP 1..32). Actions take ~47% of a trajectory's time at one core.
+  elasticity, DoP 1..32, calibrated to Fig. 8a's batch-128 gain). Actions take ~47% of a trajectory's
+  time at one core.
 - MOPD-like (§6.3, Fig. 8b): trajectories of several RL tasks finish over a long-tailed rollout window
   with task-dependent, partially interleaved timing; each asks its task's teacher service for
   log-probs on 1/2/4/8 GPUs (profiled), with restore cost when the service is not resident.
@@ -70,7 +71,9 @@ class CodingTraceConfig:
     batch: int = 1280
     """Trajectories in the rollout batch (paper: 1280)."""
     turns_mean: float = 20.0
-    """Mean tool turns per trajectory (geometric-like, 3..60)."""
+    """Mean tool turns per trajectory (3 + exponential, capped at 60). Not given by the paper for AI
+    coding (our choice: a multi-turn SWE agent); ``gen_median`` and ``tool_median`` are set for this
+    count so that the per-trajectory time shares match the paper's."""
     gen_median: float = 4.0
     """Median LLM generation seconds per turn (lognormal, sigma 0.6). Set so that actions take ~47% of
     a trajectory's time at one core (ARL-Tangram §1/§2.3, Fig. 3c)."""
@@ -86,12 +89,25 @@ class CodingTraceConfig:
     ratios to tool and generation time matter for ACT ratios; the paper gives no absolute figure."""
     max_dop: int = 32
     """Largest DoP of a test run (paper: 1..32)."""
+    parallel_range: tuple[float, float] = (0.72, 0.86)
+    """Amdahl parallel fraction of a test run, uniform in this range (mean 0.79). The paper gives no
+    elasticity curve. Its one figure that isolates it is Fig. 8(a) left at batch 128 on 1280 cores: 3.1x
+    total ACT per trajectory vs the k8s baseline, with 10 cores per trajectory, so neither side contends
+    (the baseline congests only as the batch grows, §6.3) and the gain is the test runs' speed-up at up
+    to 32 cores diluted by the tool calls. With this trace the batch-128 gain is 3.12x (mean over trace
+    seeds 0-7; the earlier unsourced range (0.85, 0.99) gave 4.56x). Because 1/speed-up is linear in the
+    fraction, only its mean (0.79) is pinned; the width 0.14 is kept from the earlier range (unsourced).
+    Out-of-sample check: the reward-computation gain at batch 1280 is then 2.4x (paper Fig. 7: 2.8x;
+    the earlier range gave 4.1x)."""
     seed: int = 0
     """Trace seed."""
 
     def __post_init__(self) -> None:
         if self.batch < 1 or self.turns_mean < 1 or self.max_dop < 1:
             raise ValueError("batch, turns_mean and max_dop must be >= 1")
+        lo, hi = self.parallel_range
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"parallel_range={self.parallel_range}: need 0 <= low <= high <= 1")
 
 
 def coding_trace(cfg: CodingTraceConfig) -> list[list[Step]]:
@@ -104,16 +120,18 @@ def coding_trace(cfg: CodingTraceConfig) -> list[list[Step]]:
                  for _ in range(turns)]
         steps.append(Step(rng.lognormvariate(math.log(cfg.gen_median), 0.6), "reward_test",
                           min(1800.0, rng.lognormvariate(math.log(cfg.test_median), 1.0)),
-                          rng.uniform(0.85, 0.99)))
+                          rng.uniform(*cfg.parallel_range)))
         trace.append(steps)
     return trace
 
 
-def action_time_ratio(trace: list[list[Step]]) -> float:
-    """Mean over trajectories of action time / trajectory time at one core and no queueing."""
+def action_time_ratio(trace: list[list[Step]], tool_factor: float = 1.0) -> float:
+    """Mean over trajectories of action time / trajectory time at one core and no queueing; with
+    ``tool_factor`` k, each tool call counts k times its execution (e.g. 9: the paper's k8s baseline,
+    whose env interactions take 9x ARL-Tangram's, §6.2)."""
     ratios = []
     for steps in trace:
-        act = sum(s.seconds for s in steps)
+        act = sum(s.seconds * (tool_factor if s.kind == "tool" else 1.0) for s in steps)
         ratios.append(act / (act + sum(s.gen for s in steps)))
     return sum(ratios) / len(ratios)
 
@@ -130,6 +148,11 @@ class SimResult:
     decisions: int = 0
     makespan: float = 0.0
     units: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    exec_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)  # summed execution per kind
+
+    def queued(self, kind: str) -> float:
+        """Summed queueing time (ACT minus execution) of the actions of ``kind``."""
+        return sum(self.acts.get(kind, [])) - self.exec_by_kind.get(kind, 0.0)
 
     def mean(self, kind: Optional[str] = None) -> float:
         xs = self.traj_act if kind is None else self.acts.get(kind, [])
@@ -144,6 +167,7 @@ def _record(res: SimResult, kind: str, act: float, exec_s: float, units: int) ->
     res.acts.setdefault(kind, []).append(act)
     res.units.setdefault(kind, []).append(units)
     res.exec_seconds += exec_s
+    res.exec_by_kind[kind] = res.exec_by_kind.get(kind, 0.0) + exec_s
 
 
 # -- action-level (Tangram) CPU simulation ------------------------------------------------------
