@@ -1,17 +1,27 @@
 """The read-only toolchain a sandbox sees besides /usr: a few pure-Python packages and our harness.
 
-They are copied once per machine into ``<sandbox root>/toolchain-<hash>/`` (world-readable), so a
-sandbox never binds anything from the project tree or the virtualenv (both under /work here), and
-the dropped-privilege sandbox uid can read them.
+They are copied once per machine into ``<sandbox root>/toolchain-<key>/`` (world-readable, bound
+read-only into every sandbox), so a sandbox never binds anything from the project tree or the
+virtualenv (both under /work here), and the dropped-privilege sandbox uid can read them.
+
+The key hashes the packages' and harness files' paths and mtimes, so every new virtualenv (CI builds
+a fresh one per run), reinstall, harness edit or layout bump makes a new copy. A process holds a
+shared ``flock`` on ``<root>/locks/toolchain-<key>.lock`` for as long as it may start sandboxes on
+that copy; building a new copy retires every other one nobody holds (and build or delete leftovers of
+crashed processes), so superseded copies do not pile up while one that a live process uses is never
+pulled from under it. The lock files live in a 0700 directory no sandboxed command can reach.
 """
 from __future__ import annotations
 
 import compileall
+import errno
+import fcntl
 import functools
 import hashlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +32,8 @@ from rollart.sandbox.limits import cleanup_stale_cgroups
 HARNESS_DIR = Path(__file__).with_name("harness")
 log = logging.getLogger(__name__)
 LAYOUT_VERSION = 2  # bump when the toolchain's layout or contents change
+_COPY = re.compile(r"toolchain-[0-9a-f]{16}")  # a finished copy (a sandbox dir is <name>-<pid>-<n>)
+_BUILD = re.compile(r"\.(toolchain-[0-9a-f]{16})-[a-z0-9_]+")  # a copy being built (mkdtemp suffix)
 
 
 def _package_paths(names: tuple[str, ...]) -> list[Path]:
@@ -41,7 +53,10 @@ def _package_paths(names: tuple[str, ...]) -> list[Path]:
 
 @functools.lru_cache(maxsize=None)
 def prepare_toolchain(root: Path, packages: tuple[str, ...]) -> Path:
-    """Return the toolchain dir for these packages, building it on first use (atomic rename)."""
+    """Return the toolchain dir for these packages, building it on first use (atomic rename).
+
+    The dir stays locked (shared) for the life of this process; other copies nobody holds are removed.
+    """
     cleanup_stale(root)
     sources = _package_paths(packages)
     digest = hashlib.sha256(f"v{LAYOUT_VERSION}".encode())
@@ -49,9 +64,63 @@ def prepare_toolchain(root: Path, packages: tuple[str, ...]) -> Path:
         digest.update(str(p).encode())
         digest.update(str(p.stat().st_mtime_ns).encode())
     target = root / f"toolchain-{digest.hexdigest()[:16]}"
-    if target.is_dir():
-        return target
-    tmp = Path(tempfile.mkdtemp(prefix=".toolchain-", dir=root))
+    held = target in _held
+    if not held:  # hold it before looking: a sweeper may be deleting it right now
+        try:
+            _held[target] = _hold(root, target.name)
+            held = True
+        except OSError as e:  # no flock on this filesystem: keep every copy rather than risk one in use
+            log.warning("sandbox: cannot lock %s (%s); superseded toolchain copies will not be removed "
+                        "(put sandbox root_dir on a local filesystem)", target, e)
+    if not target.is_dir():
+        _build(root, target, sources)
+    if held:
+        try:
+            retire_toolchains(root)
+        except OSError as e:  # housekeeping must never stop a sandbox from starting
+            log.warning("sandbox: could not remove old toolchain copies in %s: %s", root, e)
+    return target
+
+
+_held: dict[Path, int] = {}
+"""toolchain dir -> fd of its shared lock, kept open (and so held) until this process exits."""
+
+
+def _lock_path(root: Path, name: str) -> Path:
+    locks = root / "locks"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(locks, 0o700)  # no sandbox uid may take (and so pin or stall on) these locks
+    return locks / f"{name}.lock"
+
+
+def _lock(path: Path, flags: int) -> int | None:
+    """An fd holding ``flags`` (LOCK_SH / LOCK_EX [| LOCK_NB]) on the lock file at ``path`` as it is now,
+    or None if LOCK_NB and it is taken. Retries when a sweeper unlinked the file we had opened."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, flags)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            raise
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # we locked a file a sweeper had just unlinked: lock the current one instead
+
+
+def _hold(root: Path, name: str) -> int:
+    """Mark toolchain ``name`` in use by this process (blocks only while a sweeper is deleting it)."""
+    return _lock(_lock_path(root, name), fcntl.LOCK_SH)
+
+
+def _build(root: Path, target: Path, sources: list[Path]) -> None:
+    # named after its target so a sweeper can tell whether a live process is still building it
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     (tmp / "site").mkdir()
     for src in sources:
@@ -70,13 +139,56 @@ def prepare_toolchain(root: Path, packages: tuple[str, ...]) -> Path:
         os.rename(tmp, target)
     except OSError:  # another process won the race
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+
+def retire_toolchains(root: Path) -> list[str]:
+    """Delete every toolchain copy no process holds, and leftovers of crashed builds; returns their names.
+
+    A copy is first renamed out of the way under an exclusive lock, so nobody can start using a
+    half-deleted one: a process that wanted it waits for the lock, sees it gone and builds it again.
+    """
+    removed = []
+    entries = sorted(root.iterdir()) if root.is_dir() else []
+    locks = root / "locks"
+    orphan_locks = {p.name[:-len(".lock")] for p in locks.glob("toolchain-*.lock")} if locks.is_dir() else set()
+    orphan_locks -= {e.name for e in entries}
+    for entry in entries + [root / name for name in sorted(orphan_locks)]:
+        name = entry.name
+        if name.startswith(".trash-toolchain-"):  # a crashed sweeper's (or one being deleted now: harmless)
+            shutil.rmtree(entry, ignore_errors=True)
+            continue
+        build = _BUILD.fullmatch(name)
+        if build:
+            owner = build.group(1)
+        elif _COPY.fullmatch(name):
+            owner = name
+        else:
+            continue
+        path = _lock_path(root, owner)
+        fd = _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fd is None:
+            continue  # in use, or being built, by a live process
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                trash = root / f".trash-{name.lstrip('.')}-{os.getpid()}"
+                os.rename(entry, trash)
+                shutil.rmtree(trash, ignore_errors=True)
+                removed.append(name)
+            if owner == name or not (root / owner).exists():  # else the owner copy has its own turn
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    if removed:
+        log.info("sandbox: removed toolchain copies no process uses: %s", ", ".join(removed))
+    return removed
 
 
 def cleanup_stale(root: Path) -> None:
     """Remove sandboxes (and their cgroups) left behind by processes that died without tearing them down."""
     cleanup_stale_cgroups()
     for entry in root.iterdir() if root.is_dir() else []:
+        if entry.name.startswith("."):  # toolchain build/trash dirs: retire_toolchains() judges those
+            continue
         parts = entry.name.rsplit("-", 2)
         if len(parts) != 3 or not parts[1].isdigit() or not entry.is_dir():
             continue
