@@ -126,62 +126,87 @@ def sim_coding(quick: bool) -> dict:
             f"test runs" + "".join(f"; {k} queueing per trajectory: tools {runs[k].queued('tool') / len(trace):.1f}s, "
                                    f"test runs {runs[k].queued('reward_test') / len(trace):.1f}s"
                                    for k in ("dop4", "dop16") if k in runs))
-    if not quick:  # Fig. 8(a) left: batch sweep on the same 1280 cores (paper: 3.1x at 128 ... 27.7x)
-        sweep, elastic_act = {}, {}
-        for batch in (128, 512, 1536):
-            trace = coding_trace(CodingTraceConfig(batch=batch))
-            el = coding_run(trace, nodes, cores)
-            sweep[batch], elastic_act[batch] = simulate_static(trace, nodes, cores).mean() / el.mean(), el.mean()
-        for batch in (256, 1280):
-            sweep[batch] = out[batch]["static"].mean() / out[batch]["elastic"].mean()
-            elastic_act[batch] = out[batch]["elastic"].mean()
-        out["batch_sweep"] = dict(sorted(sweep.items()))
-        out["elastic_1536_vs_128"] = elastic_act[1536] / elastic_act[128]
-        log("[sim coding] act_speedup by batch on 1280 cores (paper Fig. 8a left: 3.1x .. 27.7x, growing "
-            "with batch; 128 is the point the test-run elasticity is calibrated to): " +
-            ", ".join(f"{b}: {v:.2f}x" for b, v in out["batch_sweep"].items()) +
-            f"; elastic ACT at 1536 / at 128: {out['elastic_1536_vs_128']:.2f} (paper: < 2)")
-        # Fig. 8(a) right: batch 1280 on fewer cores (paper: 1.89x at 768 ... 4.33x, growing with cores)
-        trace = coding_trace(CodingTraceConfig(batch=1280))
-        cap = {256 * n: simulate_static(trace, n, cores).mean() / coding_run(trace, n, cores).mean()
-               for n in (3, 4)}
-        cap[1280] = sweep[1280]
-        out["capacity_sweep"] = cap
-        log("[sim coding] act_speedup at batch 1280 by cores (paper Fig. 8a right: 1.89x at 768 .. 4.33x): " +
-            ", ".join(f"{c}: {v:.2f}x" for c, v in cap.items()))
-        # sensitivity: the earlier, unsourced test-run elasticity (Amdahl fraction 0.85..0.99)
-        sens = {}
-        for batch in (128, 256, 1280):
-            trace = coding_trace(CodingTraceConfig(batch=batch, parallel_range=(0.85, 0.99)))
-            runs = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores)}
-            if batch in (256, 1280):
-                runs["dop4" if batch == 256 else "dop16"] = coding_run(trace, nodes, cores,
-                                                                       dop=4 if batch == 256 else 16)
-            sens[batch] = runs
-        out["earlier_elasticity"] = sens
-        log("[sim coding, earlier elasticity 0.85..0.99 (unsourced)] static/elastic at batch 128: "
-            f"{sens[128]['static'].mean() / sens[128]['elastic'].mean():.2f}x (paper 3.1x), at 1280: "
-            f"{sens[1280]['static'].mean() / sens[1280]['elastic'].mean():.2f}x (reward "
-            f"{sens[1280]['static'].mean('reward_test') / sens[1280]['elastic'].mean('reward_test'):.2f}x); "
-            f"DoP 4 / elastic at 256: {sens[256]['dop4'].mean() / sens[256]['elastic'].mean():.2f}x, DoP 16 / "
-            f"elastic at 1280: {sens[1280]['dop16'].mean() / sens[1280]['elastic'].mean():.2f}x")
-        # sensitivity: Fig. 3c's 47% read as the k8s baseline's action share, its env interactions at
-        # 9x ARL-Tangram's (§6.2) -> generation median 8.4 s (action_time_ratio(trace, 9) = 0.47)
-        alt = {}
-        for batch in (256, 1280):
-            trace = coding_trace(CodingTraceConfig(batch=batch, gen_median=8.4))
-            alt[batch] = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores),
-                          "fixed": coding_run(trace, nodes, cores, dop=4 if batch == 256 else 16)}
-        out["alt_fig3c"] = alt
-        a = alt[1280]
-        log("[sim coding, Fig. 3c's 47% as the baseline's share with 9x env time: generation median 8.4 s] "
-            f"batch 1280: static/elastic {a['static'].mean() / a['elastic'].mean():.2f}x (reward "
-            f"{a['static'].mean('reward_test') / a['elastic'].mean('reward_test'):.2f}x, env "
-            f"{a['static'].mean('tool') / a['elastic'].mean('tool'):.2f}x), elastic queueing "
-            f"{queue_pct(a['elastic']):.1f}%; DoP 4 / elastic at 256: "
-            f"{alt[256]['fixed'].mean() / alt[256]['elastic'].mean():.2f}x, DoP 16 / elastic at 1280: "
-            f"{a['fixed'].mean() / a['elastic'].mean():.2f}x")
+    if not quick:
+        coding_sweeps(out, nodes, cores)
     return out
+
+
+def coding_sweeps(out: dict, nodes: int, cores: int) -> None:
+    """Full mode: Fig. 8(a)'s batch and capacity sweeps, two sensitivity runs and two diagnostics,
+    added to ``out`` (the runs at batch 256 and 1280 are reused)."""
+    # Fig. 8(a) left: batch sweep on the same 1280 cores (paper: 3.1x at 128 ... 27.7x)
+    sweep, elastic_act = {}, {}
+    for batch in (128, 512, 1536):
+        trace = coding_trace(CodingTraceConfig(batch=batch))
+        el = coding_run(trace, nodes, cores)
+        sweep[batch], elastic_act[batch] = simulate_static(trace, nodes, cores).mean() / el.mean(), el.mean()
+    for batch in (256, 1280):
+        sweep[batch] = out[batch]["static"].mean() / out[batch]["elastic"].mean()
+        elastic_act[batch] = out[batch]["elastic"].mean()
+    out["batch_sweep"] = dict(sorted(sweep.items()))
+    out["elastic_1536_vs_128"] = elastic_act[1536] / elastic_act[128]
+    log("[sim coding] act_speedup by batch on 1280 cores (paper Fig. 8a left: 3.1x .. 27.7x, growing "
+        "with batch; 128 is the point the test-run elasticity is calibrated to): " +
+        ", ".join(f"{b}: {v:.2f}x" for b, v in out["batch_sweep"].items()) +
+        f"; elastic ACT at 1536 / at 128: {out['elastic_1536_vs_128']:.2f} (paper: < 2)")
+    # Fig. 8(a) right: batch 1280 on fewer cores (paper: 1.89x at 768 ... 4.33x, growing with cores)
+    trace = coding_trace(CodingTraceConfig(batch=1280))
+    cap = {256 * n: simulate_static(trace, n, cores).mean() / coding_run(trace, n, cores).mean()
+           for n in (3, 4)}
+    cap[1280] = sweep[1280]
+    out["capacity_sweep"] = cap
+    log("[sim coding] act_speedup at batch 1280 by cores (paper Fig. 8a right: 1.89x at 768 .. 4.33x): " +
+        ", ".join(f"{c}: {v:.2f}x" for c, v in cap.items()))
+    # sensitivity: the earlier, unsourced test-run elasticity (Amdahl fraction 0.85..0.99)
+    sens = {}
+    for batch in (128, 256, 1280):
+        trace = coding_trace(CodingTraceConfig(batch=batch, parallel_range=(0.85, 0.99)))
+        runs = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores)}
+        if batch in (256, 1280):
+            runs["dop4" if batch == 256 else "dop16"] = coding_run(trace, nodes, cores,
+                                                                   dop=4 if batch == 256 else 16)
+        sens[batch] = runs
+    out["earlier_elasticity"] = sens
+    log("[sim coding, earlier elasticity 0.85..0.99 (unsourced)] static/elastic at batch 128: "
+        f"{sens[128]['static'].mean() / sens[128]['elastic'].mean():.2f}x (paper 3.1x), at 1280: "
+        f"{sens[1280]['static'].mean() / sens[1280]['elastic'].mean():.2f}x (reward "
+        f"{sens[1280]['static'].mean('reward_test') / sens[1280]['elastic'].mean('reward_test'):.2f}x); "
+        f"DoP 4 / elastic at 256: {sens[256]['dop4'].mean() / sens[256]['elastic'].mean():.2f}x, DoP 16 / "
+        f"elastic at 1280: {sens[1280]['dop16'].mean() / sens[1280]['elastic'].mean():.2f}x")
+    # sensitivity: Fig. 3c's 47% read as the k8s baseline's action share, its env interactions at
+    # 9x ARL-Tangram's (§6.2) -> generation median 8.4 s (action_time_ratio(trace, 9) = 0.47)
+    alt = {}
+    for batch in (256, 1280):
+        trace = coding_trace(CodingTraceConfig(batch=batch, gen_median=8.4))
+        alt[batch] = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores),
+                      "fixed": coding_run(trace, nodes, cores, dop=4 if batch == 256 else 16)}
+    out["alt_fig3c"] = alt
+    a = alt[1280]
+    log("[sim coding, Fig. 3c's 47% as the baseline's share with 9x env time: generation median 8.4 s] "
+        f"batch 1280: static/elastic {a['static'].mean() / a['elastic'].mean():.2f}x (reward "
+        f"{a['static'].mean('reward_test') / a['elastic'].mean('reward_test'):.2f}x, env "
+        f"{a['static'].mean('tool') / a['elastic'].mean('tool'):.2f}x), elastic queueing "
+        f"{queue_pct(a['elastic']):.1f}%; DoP 4 / elastic at 256: "
+        f"{alt[256]['fixed'].mean() / alt[256]['elastic'].mean():.2f}x, DoP 16 / elastic at 1280: "
+        f"{a['fixed'].mean() / a['elastic'].mean():.2f}x")
+    coding_diagnostics(out)
+
+
+def coding_diagnostics(out: dict) -> None:
+    """Why elastic test runs lose to DoP 16 at batch 1280 (one node, batch 256 = the paper's per-node
+    load). Not the paper's algorithm as evaluated; diagnostics only:
+    - depth 32: Algorithm 2's first remaining action may try every DoP 1..32, i.e. also price waiting
+      for more cores (the paper evaluates depth 2: it tries 1 and 2 cores);
+    - DoP cap 8: the same scheduler with test runs limited to 1..8 cores, i.e. not giving early arrivals
+      the cores later arrivals need (DPArrange hands out every free core; nothing prices arrivals)."""
+    trace = coding_trace(CodingTraceConfig(batch=256))
+    runs = {"depth 2 (paper)": coding_run(trace, 1, 256), "depth 32": coding_run(trace, 1, 256, depth=32),
+            "DoP cap 8": coding_run(trace, 1, 256, max_dop=8), "fixed DoP 16": coding_run(trace, 1, 256, dop=16)}
+    out["diagnostics"] = runs
+    log("[sim coding diagnostics, 1 node, batch 256] " + "; ".join(
+        f"{k}: traj_act {r.mean():.1f}s, test run {r.mean('reward_test'):.1f}s, queueing per trajectory in tool "
+        f"calls {r.queued('tool') / len(trace):.1f}s, test runs on <= 4 cores "
+        f"{100 * sum(u <= 4 for u in r.units['reward_test']) / len(trace):.0f}%" for k, r in runs.items()))
 
 
 def k8s_overhead_for(goal: float, trace_runs: dict, batch: int) -> float:

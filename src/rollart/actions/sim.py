@@ -87,8 +87,6 @@ class CodingTraceConfig:
     test_median: float = 60.0
     """Median reward test-run seconds at one core (lognormal, sigma 1.0, capped at 1800 s). Only the
     ratios to tool and generation time matter for ACT ratios; the paper gives no absolute figure."""
-    max_dop: int = 32
-    """Largest DoP of a test run (paper: 1..32)."""
     parallel_range: tuple[float, float] = (0.72, 0.86)
     """Amdahl parallel fraction of a test run, uniform in this range (mean 0.79). The paper gives no
     elasticity curve. Its one figure that isolates it is Fig. 8(a) left at batch 128 on 1280 cores: 3.1x
@@ -103,8 +101,8 @@ class CodingTraceConfig:
     """Trace seed."""
 
     def __post_init__(self) -> None:
-        if self.batch < 1 or self.turns_mean < 1 or self.max_dop < 1:
-            raise ValueError("batch, turns_mean and max_dop must be >= 1")
+        if self.batch < 1 or self.turns_mean < 1:
+            raise ValueError("batch and turns_mean must be >= 1")
         lo, hi = self.parallel_range
         if not 0.0 <= lo <= hi <= 1.0:
             raise ValueError(f"parallel_range={self.parallel_range}: need 0 <= low <= high <= 1")
@@ -173,10 +171,12 @@ def _record(res: SimResult, kind: str, act: float, exec_s: float, units: int) ->
 # -- action-level (Tangram) CPU simulation ------------------------------------------------------
 def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
                     dop: Optional[int] = None, depth: int = 2, lookahead: int = 128,
-                    explore: str = "smallest", charge_latency: bool = True) -> SimResult:
-    """Action-level scheduling; ``dop=None`` is elastic (1..max), an int is the fixed-DoP baseline.
-    ``charge_latency=False`` keeps measuring decisions but does not delay actions by them (exact,
-    machine-independent timings for tests)."""
+                    explore: str = "smallest", charge_latency: bool = True, max_dop: int = 32) -> SimResult:
+    """Action-level scheduling; ``dop=None`` is elastic (1..``max_dop``; the paper's range is 1..32,
+    §6.4), an int is the fixed-DoP baseline. ``charge_latency=False`` keeps measuring decisions but
+    does not delay actions by them (exact, machine-independent timings for tests)."""
+    if max_dop < 1:
+        raise ValueError(f"max_dop must be >= 1, got {max_dop}")
     loop = EventLoop()
     scheds = [ElasticScheduler({"cpu": CountPool(f"cpu@{n}", cores_per_node, loop)}, depth=depth,
                                lookahead=lookahead, clock=loop, explore=explore) for n in range(nodes)]
@@ -186,7 +186,7 @@ def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
     def make_action(ti: int, si: int, step: Step) -> Action:
         if step.kind == "tool":
             return Action({}, key="cpu", units=(1,), kind="tool", trajectory=ti)
-        units = tuple(range(1, 33)) if dop is None else (dop,)
+        units = tuple(range(1, max_dop + 1)) if dop is None else (dop,)
         return Action({}, key="cpu", units=units, elasticity=amdahl(step.parallel_fraction),
                       t_ori=step.seconds, kind="reward_test", trajectory=ti)
 
