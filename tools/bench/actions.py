@@ -1,6 +1,6 @@
 """ARL-Tangram action-level scheduling and serverless reward: simulated at paper scale + real runs here.
 
-    python tools/bench/actions.py            # full: paper-scale simulations + real runs (~2 min)
+    python tools/bench/actions.py            # full: paper-scale simulations + real runs (~3 min)
     python tools/bench/actions.py --quick    # QUICK SCALE: the coding simulations on 1 node of 256 cores
                                              # with batch 51 / 256 (paper batch / 5), short real runs, the
                                              # torch-free rule reward in the real reward run
@@ -157,22 +157,30 @@ def coding_sweeps(out: dict, nodes: int, cores: int) -> None:
     out["capacity_sweep"] = cap
     log("[sim coding] act_speedup at batch 1280 by cores (paper Fig. 8a right: 1.89x at 768 .. 4.33x): " +
         ", ".join(f"{c}: {v:.2f}x" for c, v in cap.items()))
-    # sensitivity: the earlier, unsourced test-run elasticity (Amdahl fraction 0.85..0.99)
+    # sensitivity: the mean Amdahl fraction of test runs (the paper gives no curve; the default 0.79 is
+    # calibrated to Fig. 8a at batch 128; 0.85 would match Fig. 7's reward 2.8x; 0.92 is the earlier,
+    # unsourced range) -- do the targets come within reach anywhere in the plausible range?
     sens = {}
-    for batch in (128, 256, 1280):
-        trace = coding_trace(CodingTraceConfig(batch=batch, parallel_range=(0.85, 0.99)))
-        runs = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores)}
-        if batch in (256, 1280):
-            runs["dop4" if batch == 256 else "dop16"] = coding_run(trace, nodes, cores,
-                                                                   dop=4 if batch == 256 else 16)
-        sens[batch] = runs
-    out["earlier_elasticity"] = sens
-    log("[sim coding, earlier elasticity 0.85..0.99 (unsourced)] static/elastic at batch 128: "
-        f"{sens[128]['static'].mean() / sens[128]['elastic'].mean():.2f}x (paper 3.1x), at 1280: "
-        f"{sens[1280]['static'].mean() / sens[1280]['elastic'].mean():.2f}x (reward "
-        f"{sens[1280]['static'].mean('reward_test') / sens[1280]['elastic'].mean('reward_test'):.2f}x); "
-        f"DoP 4 / elastic at 256: {sens[256]['dop4'].mean() / sens[256]['elastic'].mean():.2f}x, DoP 16 / "
-        f"elastic at 1280: {sens[1280]['dop16'].mean() / sens[1280]['elastic'].mean():.2f}x")
+    for mean_p in (0.79, 0.82, 0.85, 0.88, 0.92):
+        prange = (round(mean_p - 0.07, 2), min(0.99, round(mean_p + 0.07, 2)))
+        runs = {}
+        for batch in (128, 256, 1280):
+            trace = coding_trace(CodingTraceConfig(batch=batch, parallel_range=prange))
+            runs[batch] = {"elastic": coding_run(trace, nodes, cores), "static": simulate_static(trace, nodes, cores)}
+            if batch != 128:
+                runs[batch]["fixed"] = coding_run(trace, nodes, cores, dop=4 if batch == 256 else 16)
+        r = {"prange": prange,
+             "act128": runs[128]["static"].mean() / runs[128]["elastic"].mean(),
+             "act1280": runs[1280]["static"].mean() / runs[1280]["elastic"].mean(),
+             "reward1280": runs[1280]["static"].mean("reward_test") / runs[1280]["elastic"].mean("reward_test"),
+             "vs4": runs[256]["fixed"].mean() / runs[256]["elastic"].mean(),
+             "vs16": runs[1280]["fixed"].mean() / runs[1280]["elastic"].mean()}
+        sens[mean_p] = r
+        log(f"[sim coding, test-run Amdahl fraction {prange[0]:.2f}..{prange[1]:.2f}] static/elastic at batch 128 "
+            f"{r['act128']:.2f}x (paper 3.1x), at 1280 {r['act1280']:.2f}x (goal 4.3x; reward {r['reward1280']:.2f}x, "
+            f"paper 2.8x); elastic vs DoP 4 at 256 {r['vs4']:.2f}x, vs DoP 16 at 1280 {r['vs16']:.2f}x, min "
+            f"{min(r['vs4'], r['vs16']):.2f}x (goal 2x)")
+    out["elasticity_sweep"] = sens
     # sensitivity: Fig. 3c's 47% read as the k8s baseline's action share, its env interactions at
     # 9x ARL-Tangram's (§6.2) -> generation median 8.4 s (action_time_ratio(trace, 9) = 0.47)
     alt = {}
