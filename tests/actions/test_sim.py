@@ -153,3 +153,15 @@ def test_test_run_elasticity_matches_fig8a_at_batch_128():
 def test_trace_config_rejects_bad_parallel_range():
     with pytest.raises(ValueError, match="parallel_range"):
         CodingTraceConfig(parallel_range=(0.9, 0.8))
+
+
+def test_replay_submits_at_trace_times_while_closed_loop_waits_for_completion():
+    # one core; A's 10 s tool runs from t=0. B's first tool arrives at 1 and waits until 10 (ACT 10).
+    # Closed loop: B's next turn starts at 11, its tool arrives at 12 and runs at once (ACT 1).
+    # Replay: B's second tool arrives at 1 + 1 + 1 = 3 (one-core timeline) and waits until 11 (ACT 9).
+    trace = [[Step(0.0, "tool", 10.0)], [Step(1.0, "tool", 1.0), Step(1.0, "tool", 1.0)]]
+    closed = simulate_coding(trace, nodes=1, cores_per_node=1, charge_latency=False)
+    replay = simulate_coding(trace, nodes=1, cores_per_node=1, charge_latency=False, replay=True)
+    assert closed.traj_act == pytest.approx([10.0, 11.0])
+    assert replay.traj_act == pytest.approx([10.0, 19.0])
+    assert closed.makespan == pytest.approx(13.0) and replay.makespan == pytest.approx(12.0)

@@ -171,10 +171,15 @@ def _record(res: SimResult, kind: str, act: float, exec_s: float, units: int) ->
 # -- action-level (Tangram) CPU simulation ------------------------------------------------------
 def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int = 256,
                     dop: Optional[int] = None, depth: int = 2, lookahead: int = 128,
-                    explore: str = "smallest", charge_latency: bool = True, max_dop: int = 32) -> SimResult:
+                    explore: str = "smallest", charge_latency: bool = True, max_dop: int = 32,
+                    replay: bool = False) -> SimResult:
     """Action-level scheduling; ``dop=None`` is elastic (1..``max_dop``; the paper's range is 1..32,
     §6.4), an int is the fixed-DoP baseline. ``charge_latency=False`` keeps measuring decisions but
-    does not delay actions by them (exact, machine-independent timings for tests)."""
+    does not delay actions by them (exact, machine-independent timings for tests).
+    Closed loop by default: a trajectory's next LLM turn starts when its action completes. With
+    ``replay=True`` (open loop) every action arrives at its time in the trace's one-core, no-queue
+    timeline whatever happened to the trajectory's earlier actions — another reading of §6.4's
+    "benchmark based on a real RL trace", which does not say how the trace is replayed."""
     if max_dop < 1:
         raise ValueError(f"max_dop must be >= 1, got {max_dop}")
     loop = EventLoop()
@@ -209,25 +214,31 @@ def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
         res.traj_act[ti] += act
         _record(res, step.kind, act, seconds, run.units)
         pump(node)
-        advance(ti, si + 1)
+        res.makespan = max(res.makespan, loop.now)
+        if not replay:
+            advance(ti, si + 1)
+
+    def submit(ti: int, si: int) -> None:
+        step = trace[ti][si]
+        a = make_action(ti, si, step)
+        truth[a.id] = (ti, si, step)
+        node = ti % nodes  # memory-balanced placement of equal-size trajectories = round robin
+        scheds[node].submit(a)
+        pump(node)
 
     def advance(ti: int, si: int) -> None:
-        steps = trace[ti]
-        if si >= len(steps):
-            res.makespan = max(res.makespan, loop.now)
-            return
-        step = steps[si]
+        if si < len(trace[ti]):
+            loop.at(loop.now + trace[ti][si].gen, lambda: submit(ti, si))
 
-        def submit() -> None:
-            a = make_action(ti, si, step)
-            truth[a.id] = (ti, si, step)
-            node = ti % nodes  # memory-balanced placement of equal-size trajectories = round robin
-            scheds[node].submit(a)
-            pump(node)
-        loop.at(loop.now + step.gen, submit)
-
-    for ti in range(len(trace)):
-        loop.at(0.0, lambda ti=ti: advance(ti, 0))
+    for ti, steps in enumerate(trace):
+        if not replay:
+            loop.at(0.0, lambda ti=ti: advance(ti, 0))
+            continue
+        t = 0.0
+        for si, step in enumerate(steps):  # the one-core, no-queue timeline of the trajectory
+            t += step.gen
+            loop.at(t, lambda ti=ti, si=si: submit(ti, si))
+            t += step.seconds
     loop.run()
     return res
 
