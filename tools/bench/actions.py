@@ -21,6 +21,9 @@ the papers; each parameter's source is in its config docstring (rollart.actions.
      (the same over the reward test runs only                               -> elastic_vs_fixed_tests;
      share of elastic test runs started on <= 4 cores                        -> low_dop_test_frac;
      elastic queueing / execution time, paper Table 1: 1.5 %                 -> queue_pct)
+     Full mode also logs Fig. 8a's batch and capacity sweeps, a sweep of the test runs' elasticity, two
+     other readings of the paper (Fig. 3c's 47 % as the baseline's share; §6.4's trace replayed open
+     loop) and two scheduler diagnostics (depth 32; a DoP cap of 8) -- see BENCHMARKS.md "actions".
   3. scheduler decision time / action execution time                           -> overhead_pct
   4. MOPD-like: 10 services, batch 1024 (§6.1 "MOPD+Search", Fig. 8b right); per trace seed 0-4 the
      fewest pooled GPUs whose mean ACT <= the dedicated baseline (4 GPUs per service, 40 GPUs);
