@@ -48,6 +48,8 @@ def test_overlapped_modes_train_within_the_bound(tmp_path, tiny_model, mode, alp
             assert h["step"] - 1 - h["rollout/staleness_max"] >= h["rollout/window_start"], h
     stats = result.buffer
     assert stats["accepted"] == stats["trained"] + stats["evicted"] + stats["buffered"]
+    # both overlapped modes bound starts: never more than alpha batches ahead of training
+    assert 2 <= stats["outstanding_groups_max"] <= (alpha + 1) * 2
 
 
 def test_inflight_trajectories_survive_updates(tmp_path, tiny_model):
@@ -118,3 +120,14 @@ def test_split_cores_config_errors(tmp_path, tiny_model):
         config(tmp_path, tiny_model, trainer_cpus=(0,))
     with pytest.raises(ConfigError, match="overlap"):
         config(tmp_path, tiny_model, trainer_actor_mode="process", trainer_cpus=(0,), rollout_cpus=(0, 1))
+
+
+def test_worker_stats_and_the_simulation_in_control_warning(tmp_path, tiny_model, caplog):
+    """RunResult.workers carries each inference worker's counters; with simulated hardware whose time is
+    far below the real compute (a tiny time scale) the run warns that the CPU set the workers' speed."""
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, simulate_hardware=True, sim_time_scale=1e-4,
+                 worker_classes=("H800",))
+    with caplog.at_level("WARNING", logger="rollart.pipeline"):
+        result = run(cfg)
+    assert result.workers and all(w["hw_class"] == "H800" and w["steps"] > 0 for w in result.workers.values())
+    assert "so this CPU, not the simulated hardware, set much of its speed" in caplog.text

@@ -69,6 +69,8 @@ class RunResult:
     """SampleBuffer counters at the end (accepted / trained / evicted by reason)."""
     timings: list[dict] = field(default_factory=list)
     """Per trained trajectory: seconds in env_reset, env_step, generate, reward and total."""
+    workers: dict = field(default_factory=dict)
+    """Inference worker name -> its stats at the end (hardware class, steps, engine_seconds, ...)."""
 
 
 def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
@@ -101,6 +103,7 @@ class Coordinator:
         self.timings: list[dict[str, float]] = []
         self.step = 0
         self.version = 0
+        self.worker_stats: dict = {}
 
     # ------------------------------------------------------------------ entry point
     async def run(self) -> RunResult:
@@ -122,8 +125,11 @@ class Coordinator:
             self.buffer = SampleBuffer(BufferConfig(
                 mode=cfg.mode, alpha=cfg.alpha, group_size=cfg.group_size,
                 capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency),
-                # AReaL bounds staleness when a trajectory starts: at most α batches ahead of training
-                max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups if cfg.mode == "areal" else 0))
+                # AReaL bounds staleness only when a trajectory starts: rollout at most α batches ahead
+                # of training. ROLLART bounds it at the start too and, unlike AReaL, at every turn
+                # (rollart.txt §6.2 fn. 1), so it does not start groups only a staler batch could take.
+                max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups + cfg.extra_groups
+                if cfg.mode in ("areal", "async") else 0))
             pool = self.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
@@ -141,6 +147,7 @@ class Coordinator:
             loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
             await loop()
+            self.worker_stats = await self._worker_stats()
             await self._checkpoint(final=True)
             # the weights of this step were already evaluated (e.g. the stop-at-success check): reuse it
             fresh = self.evals and self.evals[-1][0] == self.step
@@ -152,7 +159,7 @@ class Coordinator:
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
-                         run_dir=str(self.run_dir), buffer=self.buffer.stats())
+                         run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats)
 
     # ------------------------------------------------------------------ the three loops
     async def _run_overlapped(self) -> None:
@@ -275,6 +282,24 @@ class Coordinator:
             if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
                 return True
         return False
+
+    async def _worker_stats(self) -> dict:
+        """Each inference worker's counters; with simulated hardware, warn if the real compute was not
+        well below the simulated time (then the CPU, not the simulated class, set the worker's speed)."""
+        stats = {}
+        for name, hw, handle in self.c.workers:
+            try:
+                stats[name] = {"hw_class": hw, **await handle.call("get_stats")}
+            except Exception as e:  # noqa: BLE001 - stats are diagnostics; a dead worker must not fail the run
+                log.warning("stats of worker %s: %s", name, e)
+        for name, st in stats.items():
+            simulated = st.get("simulated_seconds", 0.0) * self.cfg.sim_time_scale
+            if self.cfg.simulate_hardware and simulated and st["engine_seconds"] > 0.5 * simulated:
+                log.warning("worker %s: real engine compute %.1f s is %.0f%% of its simulated %s time %.1f s, "
+                            "so this CPU, not the simulated hardware, set much of its speed; raise "
+                            "sim_time_scale or give rollout more cores", name, st["engine_seconds"],
+                            100 * st["engine_seconds"] / simulated, st["hw_class"], simulated)
+        return stats
 
     # ------------------------------------------------------------------ evaluation and checkpoints
     async def _maybe_evaluate(self, rollout: asyncio.Task | None = None) -> None:

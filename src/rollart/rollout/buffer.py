@@ -7,7 +7,8 @@ while the buffer is full: backpressure). Modes, all in this one class:
 
 - ``async`` (ROLLART, default α=1): a trajectory that began under a version older than n−α is aborted
   even mid-flight — checked before every generation (``admit_turn``) and, for trajectories already
-  generating, by cancelling them in ``set_version`` — and stale groups are evicted before a batch forms;
+  generating, by cancelling them in ``set_version`` — and stale groups are evicted before a batch forms
+  (the pipeline also bounds starts with ``max_outstanding_groups``, as for areal);
 - ``areal``: the bound is checked only when a trajectory starts (AReaL); in-flight trajectories
   are never aborted and finished ones never evicted for staleness — only the capacity throttles;
 - ``oneoff``: start-only like areal with α=1, but groups started before n−1 are evicted at batch time;
@@ -128,6 +129,8 @@ class SampleBuffer:
                 await self._changed.wait()
             self._raise_if_closed()
             self.outstanding_groups += 1
+            self.counters["outstanding_groups_max"] = max(self.counters["outstanding_groups_max"],
+                                                          self.outstanding_groups)
 
     async def discard_group(self) -> None:
         """An admitted group ended without reaching the buffer (it failed): it no longer counts."""
