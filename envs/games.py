@@ -1,8 +1,12 @@
 """Text games in the spirit of GEM-game: a multi-turn guess-the-number and a single-turn sort.
 
 GuessNumber: a secret integer in [1, high]; each guess gets "higher" / "lower" feedback; reward 1
-when guessed within the turn limit (a time-limit wrapper at registration). SortNumbers: one turn;
-the agent writes the given numbers in ascending order; reward 1 if exactly right.
+when guessed within the turn limit (a time-limit wrapper at registration). A wasted turn costs
+``invalid_penalty`` (default 0), as an invalid move does in FrozenLake: an answer holding no number, or a
+guess outside [1, high] or already ruled out by earlier feedback (below a "too low" guess or above a
+"too high" one). Without it a model trained from scratch sees all-zero groups (it rarely answers with a
+number at first) and, once it does, no signal for using the feedback until it finds the secret.
+SortNumbers: one turn; the agent writes the given numbers in ascending order; reward 1 if exactly right.
 """
 from __future__ import annotations
 
@@ -24,10 +28,13 @@ class GuessNumber(gym.Env):
     system_prompt = "Guess the secret number. Answer with one number."
     max_new_tokens = 8
 
-    def __init__(self, high: int = 100, render_mode: str | None = None):
+    def __init__(self, high: int = 100, invalid_penalty: float = 0.0, render_mode: str | None = None):
         if high < 2:
             raise ValueError(f"high must be >= 2, got {high}")
+        if invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty must be >= 0, got {invalid_penalty}")
         self.high = high
+        self.invalid_penalty = invalid_penalty
         self.render_mode = render_mode
         self.observation_space = text_space(128)
         self.action_space = text_space(32)
@@ -42,15 +49,19 @@ class GuessNumber(gym.Env):
     def step(self, action: str):
         found = _INT.search(action) if isinstance(action, str) else None
         if found is None:
-            return "Answer with one number.", 0.0, False, False, {"success": False, "invalid": True}
+            return "Answer with one number.", -self.invalid_penalty, False, False, {"success": False, "invalid": True}
         guess = int(found.group(0))
         if guess == self.secret:
             return "Correct!", 1.0, True, False, {"success": True}
+        # a guess the range or earlier feedback already rules out wastes the turn like a non-answer
+        ruled_out = not self.low_bound <= guess <= self.high_bound
+        reward = -self.invalid_penalty if ruled_out else 0.0
+        info = {"success": False, "ruled_out": ruled_out}
         if guess < self.secret:
             self.low_bound = max(self.low_bound, guess + 1)
-            return f"{guess} is too low. Higher.", 0.0, False, False, {"success": False}
+            return f"{guess} is too low. Higher.", reward, False, False, info
         self.high_bound = min(self.high_bound, guess - 1)
-        return f"{guess} is too high. Lower.", 0.0, False, False, {"success": False}
+        return f"{guess} is too high. Lower.", reward, False, False, info
 
     def render(self) -> str:
         return f"secret in [{self.low_bound}, {self.high_bound}]"
