@@ -4,28 +4,35 @@
     python tools/bench/async_training.py           # time-to-score per mode (Fig. 10a) + α sweep 1..6 (Fig. 13)
 
 rollart.txt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
-other on the same tasks, seed and tiny model (~0.9M params, built by make_tiny_model):
+other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_model, ``--model-size``):
 
 * disaggregated on one machine (R4: "training and rollout execute concurrently on separate GPUs"): one
   trainer process pinned to core 0 serves every mode (``reset`` to the initial weights between modes);
   this coordinator — envs, scheduler, rewards, inference workers — is pinned to the other core(s).
-* workload: three tasks mixed uniformly, as in recipes/grpo_multitask.py — FrozenLake (multi-turn,
-  1-token answers: prefill-heavy), MathTool (24-token answers: decode-heavy), GuessNumber (multi-turn
-  game). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 % heavy-tailed stragglers
-  (envs/faults.py; the shape of §7.3 R2). The two time scales are calibrated to the paper's measured
-  step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %, other 8 %): with
-  ``--env-scale 0.005`` (μ = 10 s × 0.005 = 50 ms per turn) and ``--gen-scale 3`` (simulated Qwen3-8B
-  time ×3: our answers are tens of tokens, the paper's thousands), a Sync+ step spends ~22 % of its time
-  training and its trajectories ~79 % generating / ~20 % in env steps (paper: 54/(54+15) = 78 %
-  generation). Each run prints this breakdown so the calibration can be checked on the machine at hand.
-* ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing — FrozenLake to an H800
-  worker, the rest to two H20 workers (simulated cost 2.85+2×1.00=4.85 vs the baselines' 2×2.85=5.70,
-  85%; the paper's ROLLART/baseline cost is 83%).
+* the simulated hardware must set the workers' speed, not this CPU: each mode prints its workers' real
+  engine time / simulated time (``real_vs_sim_max`` on the last line; well below 1 means the simulation
+  rules). The 0.9M "tiny" model's engine steps took more real time than the simulated ones (ratio 0.5-0.7,
+  most steps over), so workers ran at CPU speed whatever their class; the small model keeps it ~0.1-0.4.
+* workload: Table 1's two profiles, sampled 3:1:1 as the paper's five tasks split 3 many-turn
+  (SWE-bench, WebShop, FrozenLake: prefill-heavy) to 2 few-turn long-CoT (GEM-math, GEM-game:
+  decode-heavy) — FrozenLake (≤ 8 turns of 1-token moves) stands in for the first three; MathTool (3
+  turns) and GuessNumber (5 turns) answer in fixed-length chains of thought (``--math-cot``,
+  ``--game-cot`` tokens per turn, min = max). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 %
+  heavy-tailed stragglers (envs/faults.py; the shape of §7.3 R2). The time scales are calibrated to the
+  paper's measured step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %): with
+  ``--env-scale 0.005`` (μ = 10 s × 0.005 = 50 ms per turn) and ``--gen-scale 3`` a Sync+ step spends
+  roughly a fifth of its time training; each run prints the breakdown to check it on the machine at hand.
+* hardware as in §7.1: the baselines roll out on H800s only (``BASELINE_WORKERS``: 3 workers); ROLLART
+  replaces a third of them with an H20 (2 H800 + 1 H20, like 64 H800 + 32 H20 against 96 H800), routing
+  the decode-heavy tasks to it (cost 84 % of the baselines', paper 83 %).
+* ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing, the configuration above.
 * ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
 * ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
 * ``areal``: mode=areal, α=1 bounded when a trajectory starts (rollout at most α batches ahead of
   training, as AReaL's controller does), no abort of in-flight ones, no affinity routing.
-* The baselines roll out on two H800 workers (the paper runs baselines all-H800).
+* ``rollart_samehw``: ROLLART on the baselines' workers (no affinity), as §7.2's scaling study runs it:
+  what its coordination alone (trajectory-level rollout, per-turn α bound) does; ``samehw_vs_*`` keys.
+* every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight.
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
@@ -33,8 +40,9 @@ worker additionally sleeps the step time a Qwen3-8B engine would need on its har
 rollart.txt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls from the store cross a
 SIMULATED slower link (``weight_link_bytes_per_s``), standing in for the cross-cluster hop of Table 4.
 
-Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= …`` — step-time ratios
-(baseline s/step ÷ rollart s/step, > 1 means rollart is faster); in the full run also time-to-score ratios.
+Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= … samehw_vs_*= …`` —
+step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster); in the full run also
+time-to-score ratios.
 """
 from __future__ import annotations
 
@@ -59,47 +67,67 @@ from rollart.rollout.env_manager import TaskSpec  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
 
-ENV_SCALE = 0.005
-"""Paper env latency × this: μ=10 s -> 50 ms per turn (calibrated to Fig. 3's breakdown, see above)."""
-FAULTS = {"mean": 10.0 * ENV_SCALE, "std": 5.0 * ENV_SCALE, "straggler_prob": 0.03, "straggler_scale": 3.0}
-"""Per-turn Gaussian latency N(μ, μ/2) with 3% stragglers ×(3·Pareto) — the paper's shape, scaled."""
-GEN_SCALE = 3.0
-"""Simulated Qwen3-8B engine time × this (calibrated to Fig. 3's breakdown, see above)."""
-SIM_TIME_SCALE = GEN_SCALE
 LINK_BYTES_PER_S = 12e6
 """SIMULATED store -> inference link (12 MB/s: the 3.6 MB tiny model takes ~0.3 s to pull)."""
 
-BASE_TASKS = [
-    TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
-             max_new_tokens=1, max_turns=8),
-    TaskSpec(name="MathTool", env_id="rollart/MathTool-v0", max_new_tokens=24, max_turns=3),
-    TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 16},
-             max_new_tokens=4, max_turns=6),
-]
-TRAIN_TASKS = [dataclasses.replace(t, faults=dict(FAULTS)) for t in BASE_TASKS]
-EVAL_TASKS = BASE_TASKS  # greedy evaluation without injected latency (it measures the policy, not the envs)
+
+@dataclasses.dataclass
+class Workload:
+    """The CPU-scaled task mix and time scales (defaults calibrated to Fig. 3, see the module docstring)."""
+    env_scale: float = 0.005
+    """Paper env latency × this: per-turn N(10 s, 5 s) -> N(50 ms, 25 ms), 3 % heavy-tailed stragglers."""
+    gen_scale: float = 3.0
+    """Simulated Qwen3-8B engine time × this."""
+    math_cot: int = 24
+    """MathTool tokens per turn, fixed (min = max): a chain of thought of that length."""
+    game_cot: int = 8
+    """GuessNumber tokens per turn, fixed."""
+    batch_groups: int = 6
+    """GRPO groups (of 4) per training batch."""
+    concurrency: float = 2.0
+    """Concurrent trajectories (envs) per trajectory of a batch (max_concurrency = this × batch size)."""
+
+    def __post_init__(self) -> None:
+        if self.env_scale <= 0 or self.gen_scale <= 0 or self.batch_groups < 1:
+            raise SystemExit(f"--env-scale and --gen-scale must be > 0 and --batch-groups >= 1, got {self}")
+        if self.math_cot < 1 or self.game_cot < 1:
+            raise SystemExit(f"--math-cot and --game-cot must be >= 1, got {self.math_cot}, {self.game_cot}")
+
+    def tasks(self, latency: bool = True) -> list[TaskSpec]:
+        """The mix (Table 1's profiles): FrozenLake many turns of 1-token moves (prefill-heavy); MathTool and
+        GuessNumber few turns with fixed-length answers (decode-heavy). ``latency``: inject env latency."""
+        faults = {"mean": 10.0 * self.env_scale, "std": 5.0 * self.env_scale, "straggler_prob": 0.03,
+                  "straggler_scale": 3.0} if latency else None
+        return [
+            TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
+                     max_new_tokens=1, max_turns=8, faults=faults, weight=3.0),
+            TaskSpec(name="MathTool", env_id="rollart/MathTool-v0", max_new_tokens=self.math_cot,
+                     min_new_tokens=self.math_cot, max_turns=3, faults=faults),
+            TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 16},
+                     max_new_tokens=self.game_cot, min_new_tokens=self.game_cot, max_turns=5, faults=faults),
+        ]
+
+
+MODEL_SIZES = {"tiny": {}, "small": dict(hidden=64, layers=2, head_dim=32, intermediate=192)}
+"""make_tiny_model shapes: "tiny" is its default 0.9M-param model; "small" (0.14M) takes about half the real
+engine time per step (and a quarter of the training time), so the simulated hardware time dominates."""
 
 AFFINITY = {"FrozenLake": "H800", "default": "H20"}
+BASELINE_WORKERS = dict(num_inference_workers=3, worker_classes=("H800",), hw_affinity={})
+"""The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
-    "rollart": dict(mode="async", alpha=1, num_inference_workers=3, worker_classes=("H800", "H20", "H20"),
+    # rollart.txt §7.1: 64 H800 + 32 H20 roll out (32 H800 train): a third of the rollout GPUs are H20s,
+    # the mix costs 83 % of the baselines' all-H800 cluster (Table 2 prices; here (3×2.85+1)/(4×2.85) = 84 %
+    # counting the trainer as one H800 worker). Decode-heavy tasks go to the H20, the rest to the H800s.
+    "rollart": dict(mode="async", alpha=1, num_inference_workers=3, worker_classes=("H800", "H800", "H20"),
                     hw_affinity=AFFINITY),
-    "syncplus": dict(mode="sync", num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
-    "oneoff": dict(mode="oneoff", num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
-    "areal": dict(mode="areal", alpha=1, num_inference_workers=2, worker_classes=("H800",), hw_affinity={}),
+    "syncplus": dict(mode="sync", **BASELINE_WORKERS),
+    "oneoff": dict(mode="oneoff", **BASELINE_WORKERS),
+    "areal": dict(mode="areal", alpha=1, **BASELINE_WORKERS),
+    # ROLLART on the baselines' all-H800 workers, as in §7.2's scaling study (Fig. 10c): its coordination
+    # (trajectory-level rollout, per-turn α bound) without hardware affinity
+    "rollart_samehw": dict(mode="async", alpha=1, **BASELINE_WORKERS),
 }
-
-
-def set_workload(env_scale: float, gen_scale: float, math_tokens: int = 24) -> None:
-    """Rescale the injected env latency (paper μ=10 s, σ=5 s) and the simulated generation time, and set
-    MathTool's answer budget."""
-    global SIM_TIME_SCALE
-    if env_scale <= 0 or gen_scale <= 0:
-        raise SystemExit(f"--env-scale and --gen-scale must be > 0, got {env_scale}, {gen_scale}")
-    SIM_TIME_SCALE = gen_scale
-    FAULTS.update(mean=10.0 * env_scale, std=5.0 * env_scale)
-    for i, t in enumerate(TRAIN_TASKS):
-        tokens = math_tokens if t.name == "MathTool" else t.max_new_tokens
-        TRAIN_TASKS[i] = dataclasses.replace(t, faults=dict(FAULTS), max_new_tokens=tokens)
 
 
 def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -108,6 +136,49 @@ def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
     scheduler, rewards, inference workers) on the rest. Every mode gets the same split."""
     cores = tuple(sorted(os.sched_getaffinity(0)))
     return (cores[:1], cores[1:]) if len(cores) >= 2 else ((), ())
+
+
+def _matmul_seconds(n: int = 800) -> float:
+    import torch
+    a = torch.randn(256, 256)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a @ a
+    return time.perf_counter() - t0
+
+
+def _busy(core: int, seconds: float) -> None:
+    import torch
+    os.sched_setaffinity(0, {core})
+    torch.set_num_threads(1)
+    a, end = torch.randn(256, 256), time.time() + seconds
+    while time.time() < end:
+        a @ a
+
+
+def cross_core_slowdown(trainer_cpus: tuple[int, ...], rollout_cpus: tuple[int, ...]) -> float:
+    """How much slower a single-thread matmul loop runs on the trainer's core while the rollout core runs
+    one too (1.0: independent cores, as separate GPU clusters are). On these VMs the two vCPUs share a
+    physical core's resources, so training overlapped with rollout runs slower than training alone."""
+    if not trainer_cpus or not rollout_cpus:
+        return float("nan")
+    import multiprocessing as mp
+    import torch
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    try:
+        os.sched_setaffinity(0, set(trainer_cpus[:1]))
+        torch.set_num_threads(1)
+        alone = _matmul_seconds()
+        busy = mp.get_context("spawn").Process(target=_busy, args=(rollout_cpus[0], 3 * alone + 2.0))
+        busy.start()
+        time.sleep(1.2)  # the spawned process imports torch first
+        shared = _matmul_seconds()
+        busy.terminate()
+        busy.join()
+        return shared / alone
+    finally:
+        os.sched_setaffinity(0, before)
+        torch.set_num_threads(threads)
 
 
 async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cpus: tuple[int, ...]):
@@ -121,19 +192,20 @@ async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cp
                               name="trainer", mode="process", env=env)
 
 
-def base_config(model: str, logdir: str, seed: int) -> PipelineConfig:
+def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineConfig:
     return PipelineConfig(
-        model=model, logdir=logdir, seed=seed, batch_groups=3, group_size=4, max_concurrency=24,
-        simulate_hardware=True, sim_time_scale=SIM_TIME_SCALE, bucket_bytes=1 << 20,
+        model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups, group_size=4,
+        max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups)), simulate_hardware=True, sim_time_scale=work.gen_scale, bucket_bytes=1 << 20,
         weight_link_bytes_per_s=LINK_BYTES_PER_S,
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
 
 
-async def run_mode(name: str, cfg: PipelineConfig, trainer) -> dict:
+async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> dict:
     t0 = time.perf_counter()
     await trainer.call("reset")
-    result = await Coordinator(cfg, TRAIN_TASKS, eval_tasks=EVAL_TASKS, trainer=trainer).run()
+    # greedy evaluation runs without injected latency: it measures the policy, not the envs
+    result = await Coordinator(cfg, work.tasks(), eval_tasks=work.tasks(latency=False), trainer=trainer).run()
     first = result.history[0]["system/elapsed_s"] if result.history else 0.0
     hist = result.history
     elapsed = [h["system/elapsed_s"] for h in hist]
@@ -150,20 +222,30 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer) -> dict:
     mean = lambda key: sum(h.get(key, 0.0) for h in hist[skip:]) / max(len(hist) - skip, 1)  # noqa: E731
     parts = {k: sum(t.get(k, 0.0) for t in result.timings) for k in ("generate", "env_step", "env_reset", "total")}
     split = {k: parts[k] / parts["total"] if parts["total"] else 0.0 for k in ("generate", "env_step", "env_reset")}
+    load = {}  # per hardware class: real engine compute / simulated time (well below 1: the simulation rules)
+    for st in result.workers.values():
+        real, sim = load.get(st["hw_class"], (0.0, 0.0))
+        load[st["hw_class"]] = (real + st.get("engine_seconds", 0.0),
+                                sim + st.get("simulated_seconds", 0.0) * cfg.sim_time_scale)
+    real_vs_sim = {hw: r / s if s else float("nan") for hw, (r, s) in load.items()}
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), step_s=per_step,
-               train_s=mean("system/train_s"), wait_s=mean("system/get_batch_wait_s"),
+               train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
+               wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
                time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"),
-               traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k})
-    print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, "
+               traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
+               real_vs_sim=real_vs_sim)
+    print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, of it "
+          f"compute {out['train_compute_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
           f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall "
           f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
-          f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']})"
+          f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
+          "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items()) + ")"
           + (" evals: " + " ".join(f"{step}:" + "/".join(f"{v:.2f}" for v in e.values()) for step, e in result.evals)
              if result.evals else ""),
           flush=True)
@@ -177,7 +259,7 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
     fig, axes = plt.subplots(1, 3 if not quick else 1, figsize=(15 if not quick else 6, 4), squeeze=False)
     ax = axes[0][0]
     names = list(results)
-    ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange"],
+    ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange", "tab:olive"][:len(names)],
            label="step time")
     ax.bar(names, [results[n]["train_s"] for n in names], width=0.3, color="black", alpha=0.6,
            label="train_step (CPU-real)")
@@ -218,10 +300,13 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-async def run_all(args, steps: int, tmp: str) -> tuple[dict, list]:
-    model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed))
+async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, list]:
+    model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed, **MODEL_SIZES[args.model_size]))
     trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
-    base = dataclasses.replace(base_config(model, tmp, args.seed), actor_mode=args.actor_mode,
+    args.cross_core = cross_core_slowdown(trainer_cpus, rollout_cpus)
+    print(f"machine: a matmul loop on the trainer's core runs {args.cross_core:.2f}x slower while the rollout "
+          "core is busy (1.00 = independent, as separate clusters are)", flush=True)
+    base = dataclasses.replace(base_config(model, tmp, args.seed, work), actor_mode=args.actor_mode,
                                rollout_cpus=rollout_cpus)
     results, sweep = {}, []
     async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
@@ -235,12 +320,12 @@ async def run_all(args, steps: int, tmp: str) -> tuple[dict, list]:
             if not args.quick:
                 cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
                                           time_limit_s=args.mode_budget_s)
-            results[name] = await run_mode(name, cfg, trainer)
+            results[name] = await run_mode(name, cfg, trainer, work)
         if not args.quick or args.sweep_only:
             for alpha in range(1, 7):
                 cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
                                           eval_at_end=False, **{**MODES["rollart"], "alpha": alpha})
-                sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer))
+                sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer, work))
     return results, sweep
 
 
@@ -253,26 +338,35 @@ def main() -> None:
     ap.add_argument("--sweep-steps", type=int, default=12, help="full run: steps per α in the sweep")
     ap.add_argument("--sweep-only", action="store_true",
                     help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
-    ap.add_argument("--env-scale", type=float, default=ENV_SCALE,
+    defaults = Workload()
+    ap.add_argument("--env-scale", type=float, default=defaults.env_scale,
                     help="paper env latency (mu=10 s, sigma=5 s) x this (default %(default)s)")
-    ap.add_argument("--gen-scale", type=float, default=GEN_SCALE,
+    ap.add_argument("--gen-scale", type=float, default=defaults.gen_scale,
                     help="simulated Qwen3-8B generation time x this (default %(default)s)")
-    ap.add_argument("--math-tokens", type=int, default=24,
-                    help="MathTool answer budget; 128 makes it decode-heavy like the paper's long-CoT tasks "
-                         "(re-calibrate with --gen-scale 1; see BENCHMARKS.md)")
+    ap.add_argument("--math-cot", type=int, default=defaults.math_cot, help="MathTool tokens per turn, fixed")
+    ap.add_argument("--game-cot", type=int, default=defaults.game_cot, help="GuessNumber tokens per turn, fixed")
+    ap.add_argument("--batch-groups", type=int, default=defaults.batch_groups, help="groups of 4 per batch")
+    ap.add_argument("--concurrency", type=float, default=defaults.concurrency,
+                    help="concurrent trajectories per trajectory of a batch (default %(default)s)")
+    ap.add_argument("--model-size", default="small", choices=sorted(MODEL_SIZES),
+                    help="the trained model's shape (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--actor-mode", default="inprocess", choices=("process", "inprocess"),
                     help="actors as processes (disaggregated, default) or in this process (threads)")
     ap.add_argument("--split-cores", action=argparse.BooleanOptionalAction, default=True,
                     help="trainer process on core 0, rollout on the other cores (default on)")
+    ap.add_argument("--redundant", type=int, default=0,
+                    help="rollart only: redundant env rollouts, extra envs per group (rollart.txt §6.3)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
-    set_workload(args.env_scale, args.gen_scale, args.math_tokens)
+    MODES["rollart"]["extra_envs_per_group"] = args.redundant
+    work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
+                    args.concurrency)
     logging.basicConfig(level=logging.ERROR)
-    steps = args.steps or (3 if args.quick else 200)
+    steps = args.steps or (4 if args.quick else 200)
     with tempfile.TemporaryDirectory() as tmp:
-        results, sweep = asyncio.run(run_all(args, steps, tmp))
+        results, sweep = asyncio.run(run_all(args, work, steps, tmp))
     if args.sweep_only:
         plot_sweep(sweep, Path(__file__).parent / "plots" / "async_training_alpha.png")
         best = min(sweep, key=lambda r: r["step_s"])
@@ -289,13 +383,17 @@ def main() -> None:
     r = results["rollart"]
     ratio = {n: results[n]["step_s"] / r["step_s"] for n in ("syncplus", "oneoff", "areal")}
     frac = r["pull_exposed_s"] / r["pull_accum_s"] if r["pull_accum_s"] else float("nan")
-    print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{SIM_TIME_SCALE}), env latency (injected "
-          f"sleep N({FAULTS['mean']}, {FAULTS['std']}) s/turn + stragglers), "
+    print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{work.gen_scale}), env latency (injected "
+          f"sleep N({10 * work.env_scale:g}, {5 * work.env_scale:g}) s/turn + stragglers), "
           f"weight-pull link ({LINK_BYTES_PER_S / 1e6:.0f} MB/s); REAL: tiny-model training, engine, envs, actors "
           f"({args.actor_mode})")
     line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
             f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} "
             f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
+    same = results["rollart_samehw"]["step_s"]
+    line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))
+    line += f" cross_core_slowdown={args.cross_core:.2f}"
+    line += " real_vs_sim_max=%.2f" % max(v for res in results.values() for v in res["real_vs_sim"].values())
     if args.quick:
         line += " measure=step_time_ratio_quick"
     else:
