@@ -58,6 +58,8 @@ def _import_vllm() -> Any:
         import vllm  # noqa: F401
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from None
+    if getattr(vllm, "__file__", None) is None:  # a bare directory named vllm on sys.path, not the package
+        raise ImportError(f"{INSTALL_HINT} ('vllm' resolves to a namespace directory {list(vllm.__path__)})")
     return vllm
 
 
