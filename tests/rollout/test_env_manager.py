@@ -1,7 +1,7 @@
 """EnvManager: a user's own registered env through the rollout machinery; masks, versions, failures."""
 import asyncio
 
-from conftest import host_of, make_manager, next_policy
+from rollout_helpers import host_of, make_manager, next_policy
 
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig

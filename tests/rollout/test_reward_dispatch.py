@@ -2,7 +2,7 @@
 and timeouts fail one trajectory only; scoring runs as each trajectory finishes."""
 import asyncio
 
-from conftest import make_manager
+from rollout_helpers import make_manager
 
 from rollart.rewards.rules import math_reward
 from rollart.rollout.env_manager import TaskSpec

@@ -4,7 +4,7 @@ import asyncio
 import random
 
 import pytest
-from conftest import make_manager, next_policy
+from rollout_helpers import make_manager, next_policy
 
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_manager import TaskSpec

@@ -3,7 +3,7 @@ envs do not stall a batch; batched baseline steps every env together."""
 import asyncio
 
 import pytest
-from conftest import host_of, make_manager
+from rollout_helpers import host_of, make_manager
 
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig, TurnBarrier
