@@ -20,8 +20,10 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   ``--game-cot`` tokens per turn, min = max). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 %
   heavy-tailed stragglers (envs/faults.py; the shape of §7.3 R2). The time scales are calibrated to the
   paper's measured step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %): with
-  ``--env-scale 0.005`` (μ = 10 s × 0.005 = 50 ms per turn) and ``--gen-scale 3`` a Sync+ step spends
-  roughly a fifth of its time training; each run prints the breakdown to check it on the machine at hand.
+  ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale 3`` trajectories spend about
+  78 % generating and 22 % in env steps as in the paper (54:15), while a Sync+ step trains only 11-17 % of
+  its time (23 % would take ~2.5x the tokens per batch: more real engine load on the rollout core and a
+  slower --quick); each run prints the breakdown to check it on the machine at hand.
 * hardware as in §7.1: the baselines roll out on H800s only (``BASELINE_WORKERS``: 3 workers); ROLLART
   replaces a third of them with an H20 (2 H800 + 1 H20, like 64 H800 + 32 H20 against 96 H800), routing
   the decode-heavy tasks to it (cost 84 % of the baselines', paper 83 %).
@@ -74,8 +76,8 @@ LINK_BYTES_PER_S = 12e6
 @dataclasses.dataclass
 class Workload:
     """The CPU-scaled task mix and time scales (defaults calibrated to Fig. 3, see the module docstring)."""
-    env_scale: float = 0.005
-    """Paper env latency × this: per-turn N(10 s, 5 s) -> N(50 ms, 25 ms), 3 % heavy-tailed stragglers."""
+    env_scale: float = 0.003
+    """Paper env latency × this: per-turn N(10 s, 5 s) -> N(30 ms, 15 ms), 3 % heavy-tailed stragglers."""
     gen_scale: float = 3.0
     """Simulated Qwen3-8B engine time × this."""
     math_cot: int = 24
