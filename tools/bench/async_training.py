@@ -213,8 +213,11 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     elapsed = [h["system/elapsed_s"] for h in hist]
     skip = 1 if len(hist) > 2 else 0  # the first step includes the pipeline filling up
     per_step = (elapsed[-1] - elapsed[0]) / (len(hist) - 1) if skip else elapsed[-1] / max(len(hist), 1)
-    accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in hist[skip:])
-    exposed = sum(h.get("system/weight_pull_exposed_s", 0.0) for h in hist[skip:])
+    # pulls of steady-state steps: the last step's entry holds the run's wrap-up update (nothing left to
+    # overlap it with: in a longer run that pull would hide behind the next train step)
+    pulls = hist[skip:-1] if cfg.mode in ("async", "areal") and len(hist) > skip + 1 else hist[skip:]
+    accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
+    exposed = sum(h.get("system/weight_pull_exposed_s", 0.0) for h in pulls)
     reached = None
     if cfg.stop_at_success is not None:
         for step, success in result.evals:
