@@ -11,7 +11,8 @@
 
 Pieces: ``messages`` (every wire type, versioned), ``codec`` (payload values: msgpack + zero-copy
 numpy/torch frames + allowed dataclasses), ``zsock`` (lean asyncio integration of a zmq socket),
-``server`` (actor side), ``system`` (coordinator side), ``heartbeat``, ``launch``/``serve`` (processes),
+``server`` (actor side), ``system`` (coordinator side, with ``inbox``, ``supervision``, ``calls`` and
+``record``), ``heartbeat``, ``launch``/``serve`` (processes),
 ``curve`` (authentication for non-loopback endpoints). See ``server`` for how methods are dispatched.
 """
 from rollart.actors.codec import allow_dataclass_modules, wire_dataclass

@@ -1,7 +1,7 @@
 """Calls and streams from the coordinator's side: ids, pending futures, timeouts, cancels, credits.
 
 Mixed into ``ActorSystem``; everything here runs on the coordinator's event loop. A call is one
-future in ``_calls`` keyed by its id; the reply handler in ``system.py`` resolves it (only if it came
+future in ``_calls`` keyed by its id; the reply handler in ``inbox.py`` resolves it (only if it came
 from the callee's current incarnation), a timer expires it, a death fails it.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rollart.actors.errors import ActorDeadError, ActorTimeoutError
 from rollart.actors.server import STREAM_WINDOW
 
 if TYPE_CHECKING:
-    from rollart.actors.system import _ActorRecord
+    from rollart.actors.record import _ActorRecord
 
 _ERR = object()  # stream queue marker: (an exception follows)
 _END = object()

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 if TYPE_CHECKING:
-    from rollart.actors.system import ActorSystem, _ActorRecord
+    from rollart.actors.record import _ActorRecord
+    from rollart.actors.system import ActorSystem
 
 
 @dataclass

@@ -9,6 +9,10 @@ One actor's lifecycle::
     spawn -> starting --HELLO/INIT/READY--> setup (setup_calls) -> ready --death--> restarting -> starting ...
                                               \\--restarts exhausted--> dead (callbacks run)
                                               \\--stop()--> stopping -> stopped
+
+This module holds the socket, spawning and stopping; the rest is mixed in: ``inbox`` (incoming frames
+and the handshake), ``supervision`` (exits, heartbeats, death, restarts), ``calls`` (pending calls and
+streams); ``record`` is the per-actor bookkeeping they share.
 """
 from __future__ import annotations
 
@@ -18,66 +22,25 @@ import logging
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import zmq
 
 from rollart.actors import messages as m
-from rollart.actors.errors import ActorDeadError, RemoteError, WireError
-from rollart.actors.calls import _END, CallRouter, _Pending
+from rollart.actors.calls import CallRouter, _Pending
+from rollart.actors.errors import ActorDeadError
 from rollart.actors.handle import ActorHandle, RestartPolicy
-from rollart.actors.heartbeat import HEARTBEAT_SUFFIX
+from rollart.actors.inbox import Inbox
 from rollart.actors.launch import LaunchConfig, class_path, start_process
+from rollart.actors.record import _ActorRecord, _settle
 from rollart.actors.server import ActorServer
+from rollart.actors.supervision import Supervision
 from rollart.actors.zsock import AsyncSocket
 
 log = logging.getLogger("rollart.actors")
 
-BUSY_GRACE = 5
-"""A silent local actor process that keeps using CPU gets up to this many heartbeat timeouts."""
 
-@dataclass(eq=False)
-class _ActorRecord:
-    name: str
-    cls_path: str
-    args: list
-    kwargs: dict
-    mode: str  # process | inprocess | remote
-    restart: RestartPolicy
-    env: dict
-    state: str = "starting"
-    identity: bytes = b""
-    incarnation: int = 0
-    ready: asyncio.Future | None = None
-    proc: Any = None
-    task: asyncio.Task | None = None
-    pid: int | None = None
-    host: str = ""
-    methods: list = field(default_factory=list)
-    restarts: int = 0
-    started_once: bool = False
-    init_sent: bool = False
-    last_seen: float = 0.0
-    cpu_sample: tuple | None = None
-    """(cpu ticks, when) of a silent process, to tell busy from hung."""
-    dead_reason: str = ""
-    dead_callbacks: list = field(default_factory=list)
-    setup_calls: list = field(default_factory=list)
-    handle: ActorHandle | None = None
-
-
-def _settle(fut: asyncio.Future | None, exc: BaseException | None = None) -> None:
-    if fut is None or fut.done():
-        return
-    if exc is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(exc)
-        fut.exception()  # mark retrieved: nobody may be waiting on it
-
-
-class ActorSystem(CallRouter):
+class ActorSystem(Inbox, Supervision, CallRouter):
     """Coordinator of a set of actors. Use ``async with ActorSystem() as system:`` or start()/shutdown().
 
     ``bind``: ZeroMQ endpoint for actors to connect to (port 0 = pick a free one; see ``endpoint``).
@@ -276,98 +239,6 @@ class ActorSystem(CallRouter):
             self._asock.drain()  # its last messages (e.g. a failed READY) first
         self._declare_dead(rec, reason, identity)
 
-    async def _watch_process(self, rec: _ActorRecord, proc: Any, identity: bytes) -> None:
-        rc = await proc.wait()
-        if rec.identity == identity and not self._closing:
-            await asyncio.sleep(0.05)  # let its last messages (e.g. a failed READY) arrive first
-            self._asock.drain()
-        self._declare_dead(rec, f"process {proc.pid} exited with code {rc}", identity)
-
-    async def _watch_heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_interval / 2)
-            self._asock.drain()  # judge on everything that arrived, even if the loop was busy
-            now = time.monotonic()
-            for rec in list(self._actors.values()):
-                # only ready actors: a starting one is bounded by spawn_timeout and its process watcher
-                if rec.mode == "inprocess" or rec.state != "ready":
-                    continue
-                silent = now - rec.last_seen
-                if silent <= self.heartbeat_timeout:
-                    rec.cpu_sample = None
-                elif not self._busy_not_hung(rec, silent):
-                    self._declare_dead(rec, f"no heartbeat for {silent:.1f} s "
-                                            f"(heartbeat_timeout={self.heartbeat_timeout} s)", rec.identity)
-
-    def _busy_not_hung(self, rec: _ActorRecord, silent: float) -> bool:
-        """A local child that keeps using CPU while silent is starving its heartbeat thread of the GIL
-        (a first ``import torch`` can hold it for seconds on a loaded machine), not hung: it gets up to
-        BUSY_GRACE x heartbeat_timeout. A stopped process dies at once; one that uses no CPU for a whole
-        heartbeat_timeout (deadlocked, blocked) dies then."""
-        if rec.proc is None or rec.pid is None or silent > BUSY_GRACE * self.heartbeat_timeout:
-            return False
-        try:
-            with open(f"/proc/{rec.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return False
-        if fields[0] in ("T", "t", "Z", "X"):  # stopped, traced, zombie, dead
-            return False
-        cpu, now = int(fields[11]) + int(fields[12]), time.monotonic()
-        if rec.cpu_sample is None or cpu > rec.cpu_sample[0]:
-            rec.cpu_sample = (cpu, now)  # progress (or first look): keep waiting
-            log.debug("actor %s silent for %.1f s but using CPU; waiting", rec.name, silent)
-            return True
-        return now - rec.cpu_sample[1] < self.heartbeat_timeout
-
-    def _declare_dead(self, rec: _ActorRecord, reason: str, identity: bytes) -> None:
-        """The incarnation ``identity`` is gone: fail its calls, kill it, restart or mark dead."""
-        if rec.identity != identity or rec.state not in ("starting", "setup", "ready"):
-            return  # an older incarnation, or already handled / being stopped
-        self._by_identity.pop(identity, None)
-        exc = ActorDeadError(rec.name, reason)
-        for cid, p in list(self._calls.items()):
-            if p.rec is rec:
-                del self._calls[cid]
-                p.fail(exc)
-        if rec.proc is not None and rec.proc.returncode is None:
-            rec.proc.kill()
-        if rec.task is not None and not rec.task.done():
-            rec.task.cancel()
-        can_restart = (rec.started_once and not self._closing and rec.mode != "remote"
-                       and rec.restarts < rec.restart.max_restarts)
-        if can_restart:
-            log.warning("actor %s died (%s); restart %d/%d", rec.name, reason, rec.restarts + 1,
-                        rec.restart.max_restarts)
-            rec.state = "restarting"
-            rec.restarts += 1
-            if rec.ready.done():
-                rec.ready = self._loop.create_future()
-            self._loop.create_task(self._restart(rec))
-            return
-        log.error("actor %s is dead: %s", rec.name, reason)
-        rec.state = "dead"
-        rec.dead_reason = reason
-        _settle(rec.ready, exc)
-        for cb in [*rec.dead_callbacks, self.on_actor_dead]:
-            if cb is None:
-                continue
-            try:
-                res = cb(rec.name, reason)
-                if asyncio.iscoroutine(res):
-                    self._loop.create_task(res)
-            except Exception:
-                log.exception("on_dead callback for %s raised", rec.name)
-
-    async def _restart(self, rec: _ActorRecord) -> None:
-        await asyncio.sleep(rec.restart.delay(rec.restarts))
-        if self._closing or rec.state != "restarting":
-            return
-        try:
-            await self._launch(rec)
-        except Exception as e:  # _launch already declared this incarnation dead (maybe restarting again)
-            log.warning("restart of actor %s failed: %s", rec.name, e)
-
     async def _stop_actor(self, rec: _ActorRecord, timeout: float) -> None:
         if rec.state in ("dead", "stopped", "stopping"):
             return
@@ -398,143 +269,3 @@ class ActorSystem(CallRouter):
         self._by_identity.pop(identity, None)
         rec.state = "stopped"
         rec.dead_reason = "stopped"
-
-    # -- incoming --------------------------------------------------------------------------------
-    def _reject(self, identity: bytes, reason: str) -> None:
-        self.rejected += 1
-        if self.rejected <= 10 or self.rejected % 1000 == 0:
-            log.warning("rejected a frame from %r (%d so far): %s", identity[:64], self.rejected, reason)
-        try:
-            self._send(identity, m.Reject(reason[:500]), best_effort=True)
-        except zmq.ZMQError:
-            pass
-
-    def _on_frames(self, frames: list) -> None:
-        identity = frames[0]
-        try:
-            msg = m.decode(frames[1:])
-        except m.PayloadError as e:
-            p = self._calls.get(getattr(e.message, "call_id", -1))
-            if p is not None and p.rec.identity == identity and isinstance(e.message, (m.Result, m.Item)):
-                del self._calls[e.message.call_id]
-                p.fail(WireError(f"reply from {p.rec.name}.{p.method}() could not be decoded: {e}"))
-            else:
-                self._reject(identity, str(e))
-            return
-        except WireError as e:
-            self._reject(identity, str(e))
-            return
-        kind = type(msg)
-        rec = self._by_identity.get(identity)
-        if rec is not None:
-            rec.last_seen = time.monotonic()
-        if kind is m.Result:
-            p = self._calls.get(msg.call_id)
-            if p is not None and p.rec is rec:  # only the callee can answer (forged/late replies ignored)
-                del self._calls[msg.call_id]
-                if p.timer is not None:
-                    p.timer.cancel()
-                if not p.fut.done():
-                    p.fut.set_result(msg.value)
-        elif kind is m.Item or kind is m.End or kind is m.Error:
-            self._on_reply(rec, msg)
-        elif kind is m.Ping:
-            self._on_ping(identity, msg)
-        elif kind is m.Hello:
-            self._on_hello(identity, rec, msg)
-        elif kind is m.Ready:
-            self._on_ready(rec, msg, identity)
-        elif kind is m.Reject:
-            log.warning("actor %s rejected a message: %s", rec.name if rec else identity, msg.reason)
-        else:
-            self._reject(identity, f"unexpected {kind.__name__} message sent to the coordinator")
-
-    def _on_reply(self, rec: _ActorRecord | None, msg: Any) -> None:
-        p = self._calls.get(msg.call_id)
-        if p is None or p.rec is not rec:
-            return  # late reply to a cancelled / timed-out call
-        if type(msg) is m.Item:
-            p.queue.put_nowait((None, msg.value))
-            return
-        del self._calls[msg.call_id]
-        if type(msg) is m.End:
-            p.queue.put_nowait((_END, None))
-        else:
-            p.fail(RemoteError(rec.name, p.method, msg.type, msg.message, msg.traceback, tuple(msg.mro)))
-
-    def _on_ping(self, identity: bytes, msg: m.Ping) -> None:
-        main = identity[: -len(HEARTBEAT_SUFFIX)] if identity.endswith(HEARTBEAT_SUFFIX) else None
-        rec = self._by_identity.get(main) if main else None
-        known = rec is not None and rec.state in ("starting", "setup", "ready", "stopping")
-        if known:
-            rec.last_seen = time.monotonic()
-        try:
-            self._send(identity, m.Pong(msg.seq, known), best_effort=True)
-        except zmq.ZMQError:
-            pass
-
-    def _on_hello(self, identity: bytes, rec: _ActorRecord | None, msg: m.Hello) -> None:
-        if rec is None:
-            rec = self._accept_join(identity, msg)
-            if rec is None:
-                return
-        if rec.state != "starting" or rec.init_sent:
-            self._reject(identity, "HELLO received twice")
-            return
-        rec.pid, rec.host = msg.pid, msg.host
-        rec.init_sent = True
-        rec.last_seen = time.monotonic()
-        self._send(identity, m.Init(rec.cls_path, rec.args, rec.kwargs))
-
-    def _accept_join(self, identity: bytes, msg: m.Hello) -> _ActorRecord | None:
-        """An actor we did not spawn (``python -m rollart.actors.serve`` on another host) joins."""
-        old = self._actors.get(msg.name)
-        if self._closing or (old is not None and old.state not in ("dead", "stopped")):
-            why = "the coordinator is shutting down" if self._closing else f"an actor named {msg.name!r} is running"
-            log.warning("refused actor joining as %r from %s: %s", msg.name, msg.host, why)
-            self._send(identity, m.Stop(f"join refused: {why}"))
-            return None
-        rec = _ActorRecord(msg.name, msg.cls, msg.args, msg.kwargs, "remote", RestartPolicy(), {})
-        rec.identity = identity
-        rec.incarnation = 1
-        rec.handle = ActorHandle(self, rec)
-        rec.ready = self._loop.create_future()
-        self._actors[msg.name] = rec
-        self._by_identity[identity] = rec
-        log.info("actor %s (%s) joined from %s pid %d", msg.name, msg.cls, msg.host, msg.pid)
-        return rec
-
-    def _mark_ready(self, rec: _ActorRecord) -> None:
-        rec.state = "ready"
-        rec.last_seen = time.monotonic()
-        rec.started_once = True
-        _settle(rec.ready)
-        _settle(self._joined.pop(rec.name, None))
-
-    async def _run_setup(self, rec: _ActorRecord, identity: bytes) -> None:
-        try:
-            for method, args, kwargs in rec.setup_calls:
-                await self._call(rec, method, args, kwargs, self.spawn_timeout, setup=True)
-        except Exception as e:
-            if rec.identity == identity and rec.state == "setup":
-                _settle(rec.ready, e if isinstance(e, RemoteError) else ActorDeadError(rec.name, str(e)))
-                self._declare_dead(rec, f"setup call failed: {e}", identity)
-            return
-        if rec.identity == identity and rec.state == "setup":
-            self._mark_ready(rec)
-
-    def _on_ready(self, rec: _ActorRecord | None, msg: m.Ready, identity: bytes) -> None:
-        if rec is None or rec.state != "starting":
-            self._reject(identity, "READY from an actor that is not starting")
-            return
-        if msg.ok:
-            rec.methods = msg.methods
-            if rec.setup_calls:
-                rec.state = "setup"
-                self._loop.create_task(self._run_setup(rec, identity))
-            else:
-                self._mark_ready(rec)
-            return
-        exc = RemoteError(rec.name, "__init__", msg.error_type, msg.error, msg.traceback)
-        _settle(rec.ready, exc)
-        self._declare_dead(rec, f"constructor or on_start() raised {msg.error_type}: {msg.error}", identity)

@@ -1,0 +1,51 @@
+"""``_ActorRecord``: the coordinator's bookkeeping for one named actor across its incarnations
+(state, identity, process or task, restart count, callbacks), shared by ``system``, ``supervision``,
+``inbox`` and ``calls``.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollart.actors.handle import ActorHandle, RestartPolicy
+
+
+@dataclass(eq=False)
+class _ActorRecord:
+    name: str
+    cls_path: str
+    args: list
+    kwargs: dict
+    mode: str  # process | inprocess | remote
+    restart: RestartPolicy
+    env: dict
+    state: str = "starting"
+    identity: bytes = b""
+    incarnation: int = 0
+    ready: asyncio.Future | None = None
+    proc: Any = None
+    task: asyncio.Task | None = None
+    pid: int | None = None
+    host: str = ""
+    methods: list = field(default_factory=list)
+    restarts: int = 0
+    started_once: bool = False
+    init_sent: bool = False
+    last_seen: float = 0.0
+    cpu_sample: tuple | None = None
+    """(cpu ticks, when) of a silent process, to tell busy from hung."""
+    dead_reason: str = ""
+    dead_callbacks: list = field(default_factory=list)
+    setup_calls: list = field(default_factory=list)
+    handle: ActorHandle | None = None
+
+
+def _settle(fut: asyncio.Future | None, exc: BaseException | None = None) -> None:
+    if fut is None or fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)
+        fut.exception()  # mark retrieved: nobody may be waiting on it
