@@ -12,13 +12,15 @@ bandwidth-optimised one (on this CPU machine the classes label worker processes;
 simulate_hardware=true each worker also takes its class's simulated speed). If a class has no live
 worker, requests fall back to the other.
 
-What the defaults reach from random init (2 cores, load 3-4, measured 2026-11-22, one run each): FrozenLake
-greedy success 1.00 at step 155 (430 s) and held to step 245 (sampled success ~0.97); GuessNumber
-(secret in 1..16, 8 guesses) learns to answer with numbers it has not ruled out (reward -0.60 -> -0.03 as
-wasted turns disappear) but not to use the higher/lower feedback: greedy success stays <= 0.2 — below
-a uniform in-range guesser (0.40) — and in that run the game fell back to no-number answers at step
-~225 (every turn penalised: no reward variance left to recover from). lr 1e-3 learns FrozenLake faster
-(greedy 1.00 at step 90, 308 s) but the shared policy then collapsed on it (sampled success 0.89 -> 0).
+What the defaults reach from random init (2 cores shared with other jobs, one run each, 2026-11-22):
+FrozenLake greedy success 1.00 at step 155 (430 s, load ~3) and held to step 250; with mode=sync at step 165
+(572 s, load ~2.7); with batch_groups=4 max_concurrency=32 at step 245 (453 s, load ~5). GuessNumber
+(secret in 1..16, 8 guesses) learns to stop wasting turns (reward -0.60 -> -0.42 async, -0.61 -> -0.08
+sync, first vs last quarter) but not to use the higher/lower feedback: greedy success stays <= 0.12 —
+under a uniform in-range guesser (0.40) — and async it fell back to no-number answers at step ~225
+(every turn penalised: no reward variance left to recover from). lr 1e-3 can solve FrozenLake sooner
+(step 90, 308 s) but the shared policy collapsed in 2 of 4 runs. BENCHMARKS.md "multitask recipe" has
+every run.
 
 MathTool (not in the default mix) is never rewarded from random init: its tool call ``<calc>..</calc>``
 costs 10 tokens of the tiny tokenizer and ``\\boxed{..}`` 7; none of 200,000 uniform 32-token replies held a
