@@ -66,6 +66,7 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_default_mix_learns_frozenlake_and_guess_number_stops_wasting_turns(tmp_path):
     """The recipe's defaults from random init for a fixed number of steps (~12 min on 2 cores): FrozenLake
     greedy success reaches 0.75 (1.00 at step 155 when measured), and GuessNumber's sampled reward rises
