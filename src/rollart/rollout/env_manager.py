@@ -56,8 +56,8 @@ class TaskSpec:
         if self.max_turns < 1 or self.max_total_tokens < 8 or self.max_new_tokens < 0:
             raise ValueError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
         if self.min_new_tokens < 0 or (self.max_new_tokens and self.min_new_tokens > self.max_new_tokens):
-            raise ValueError(f"task {self.name}: min_new_tokens must be in [0, max_new_tokens], "
-                             f"got {self.min_new_tokens} > {self.max_new_tokens}")
+            raise ValueError(f"task {self.name}: min_new_tokens must be in [0, max_new_tokens], got "
+                             f"min_new_tokens={self.min_new_tokens}, max_new_tokens={self.max_new_tokens}")
         if self.weight <= 0:
             raise ValueError(f"task {self.name}: weight must be > 0, got {self.weight}")
 
