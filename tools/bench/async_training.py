@@ -53,7 +53,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import tempfile
@@ -68,6 +67,9 @@ from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.rollout.env_manager import TaskSpec  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cross_core import cross_core_slowdown  # noqa: E402
 
 LINK_BYTES_PER_S = 12e6
 """SIMULATED store -> inference link (12 MB/s: the 3.6 MB tiny model takes ~0.3 s to pull)."""
@@ -138,49 +140,6 @@ def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
     scheduler, rewards, inference workers) on the rest. Every mode gets the same split."""
     cores = tuple(sorted(os.sched_getaffinity(0)))
     return (cores[:1], cores[1:]) if len(cores) >= 2 else ((), ())
-
-
-def _matmul_seconds(n: int = 800) -> float:
-    import torch
-    a = torch.randn(256, 256)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        a @ a
-    return time.perf_counter() - t0
-
-
-def _busy(core: int, seconds: float) -> None:
-    import torch
-    os.sched_setaffinity(0, {core})
-    torch.set_num_threads(1)
-    a, end = torch.randn(256, 256), time.time() + seconds
-    while time.time() < end:
-        a @ a
-
-
-def cross_core_slowdown(trainer_cpus: tuple[int, ...], rollout_cpus: tuple[int, ...]) -> float:
-    """How much slower a single-thread matmul loop runs on the trainer's core while the rollout core runs
-    one too (1.0: independent cores, as separate GPU clusters are). On these VMs the two vCPUs share a
-    physical core's resources, so training overlapped with rollout runs slower than training alone."""
-    if not trainer_cpus or not rollout_cpus:
-        return float("nan")
-    import multiprocessing as mp
-    import torch
-    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    try:
-        os.sched_setaffinity(0, set(trainer_cpus[:1]))
-        torch.set_num_threads(1)
-        alone = _matmul_seconds()
-        busy = mp.get_context("spawn").Process(target=_busy, args=(rollout_cpus[0], 3 * alone + 2.0))
-        busy.start()
-        time.sleep(1.2)  # the spawned process imports torch first
-        shared = _matmul_seconds()
-        busy.terminate()
-        busy.join()
-        return shared / alone
-    finally:
-        os.sched_setaffinity(0, before)
-        torch.set_num_threads(threads)
 
 
 async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cpus: tuple[int, ...]):
