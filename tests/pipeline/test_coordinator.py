@@ -129,5 +129,6 @@ def test_worker_stats_and_the_simulation_in_control_warning(tmp_path, tiny_model
                  worker_classes=("H800",))
     with caplog.at_level("WARNING", logger="rollart.pipeline"):
         result = run(cfg)
-    assert result.workers and all(w["hw_class"] == "H800" and w["steps"] > 0 for w in result.workers.values())
+    assert result.workers and all(w["hw_class"] == "H800" and w["steps"] > 0 and w["simulated_scaled_seconds"] > 0
+                                  for w in result.workers.values())
     assert "so this CPU, not the simulated hardware, set much of its speed" in caplog.text

@@ -99,7 +99,7 @@ class InferenceWorker:
         self._on_finish: list[Callable[[str, GenerationResult], None]] = []
         self._counters = dict(requests=0, finished=0, aborted=0, failed=0, steps=0,
                               prompt_tokens=0, cached_tokens=0, generated_tokens=0,
-                              simulated_seconds=0.0, engine_seconds=0.0)
+                              simulated_seconds=0.0, simulated_scaled_seconds=0.0, engine_seconds=0.0)
 
     role = "generate"
     """For rollart.distributed.Cluster: places it with the generation role's default hardware."""
@@ -248,7 +248,9 @@ class InferenceWorker:
             # 3) simulated hardware delay
             if self.speed is not None:
                 work = self._step_work(before, _engine_counters(self.engine))
-                self._counters["simulated_seconds"] += self.speed.step_seconds(work)
+                simulated = self.speed.step_seconds(work)
+                self._counters["simulated_seconds"] += simulated  # paper-scale hardware time
+                self._counters["simulated_scaled_seconds"] += simulated * self.speed.cfg.time_scale  # what steps last
                 delay = self.speed.delay_seconds(work, real)
                 if delay > 0:
                     await asyncio.sleep(delay)

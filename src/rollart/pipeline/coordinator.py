@@ -293,7 +293,7 @@ class Coordinator:
             except Exception as e:  # noqa: BLE001 - stats are diagnostics; a dead worker must not fail the run
                 log.warning("stats of worker %s: %s", name, e)
         for name, st in stats.items():
-            simulated = st.get("simulated_seconds", 0.0) * self.cfg.sim_time_scale
+            simulated = st.get("simulated_scaled_seconds", 0.0)
             if self.cfg.simulate_hardware and simulated and st["engine_seconds"] > 0.5 * simulated:
                 log.warning("worker %s: real engine compute %.1f s is %.0f%% of its simulated %s time %.1f s, "
                             "so this CPU, not the simulated hardware, set much of its speed; raise "
