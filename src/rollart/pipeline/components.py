@@ -94,7 +94,7 @@ async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Compone
                                        mode=mode, env=rollout_env, restart=RestartPolicy(max_restarts=2)))
         trainer_handle, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
         workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
-        proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity)))
+        proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity), spill_ratio=cfg.hw_spill_ratio))
     except BaseException:
         await system.shutdown()
         raise

@@ -58,6 +58,9 @@ class PipelineConfig:
     """Hardware class of each inference worker (cycled): labels routed by hw_affinity."""
     hw_affinity: dict = field(default_factory=dict)
     """task tag -> hardware class, as in @hw_mapping (e.g. {"FrozenLake": "H800", "default": "H20"})."""
+    hw_spill_ratio: float = 0.0
+    """0: strict hw_affinity. r >= 1: a new trajectory overflows to another class's least-loaded worker when its
+    own class's is more than r times as loaded (rollart.rollout.proxy_config.ProxyConfig.spill_ratio)."""
     simulate_hardware: bool = False
     """Apply each worker class's simulated speed model (benchmarks; figures are labelled simulated)."""
     sim_time_scale: float = 1.0
@@ -127,6 +130,8 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.worker_classes:
             raise ConfigError("worker_classes must name at least one hardware class (e.g. H20)")
+        if self.hw_spill_ratio != 0 and self.hw_spill_ratio < 1:
+            raise ConfigError(f"hw_spill_ratio={self.hw_spill_ratio}: use 0 (strict hw_affinity) or a ratio >= 1")
         if self.max_concurrency < self.group_size + self.extra_envs_per_group:
             raise ConfigError(f"max_concurrency={self.max_concurrency} cannot hold one group of "
                               f"{self.group_size + self.extra_envs_per_group} envs; raise max_concurrency")

@@ -71,7 +71,8 @@ class LLMProxy:
             if cls not in classes:
                 log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
                             tag, cls, sorted(classes))
-        self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, aborted=0, pd_reprefill_tokens=0)
+        self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
+                             pd_reprefill_tokens=0)
         self._dead_errors = dead_error_types()
         self.router = Router(self.workers, self.cfg, self.counters)
         self.gate = AdmissionGate()

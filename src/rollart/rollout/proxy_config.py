@@ -23,6 +23,12 @@ class ProxyConfig:
     """class -> ordered list of compatible classes used when it has no live worker. A class missing here
     uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
     any other class); map it to [] to forbid fallback."""
+    spill_ratio: float = 0.0
+    """Load-aware affinity. 0: strict (a tag's requests only go to its class, or a fallback when that class
+    has no live worker). r >= 1: a request with no sticky worker overflows to the least-loaded worker of a
+    fallback class when the least-loaded worker of its own class has more than r times that worker's
+    outstanding tokens -- so a saturated class (e.g. one H20 taking every decode-heavy task) does not
+    leave the others idle. Sticky trajectories stay where their prefix cache is."""
     sticky: bool = True
     """Send a trajectory's next turn to the worker that served its previous one (prefix-cache reuse)."""
     max_sticky: int = 100_000
@@ -47,6 +53,8 @@ class ProxyConfig:
         if bool(self.pd_prefill_class) != bool(self.pd_decode_class):
             raise ValueError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
                              f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
+        if self.spill_ratio != 0 and self.spill_ratio < 1:
+            raise ValueError(f"spill_ratio must be 0 (strict affinity) or >= 1, got {self.spill_ratio}")
         for cls, alts in self.fallback.items():
             if not isinstance(alts, (list, tuple)):
                 raise ValueError(f"fallback[{cls!r}] must be a list of hardware classes, got {alts!r}")

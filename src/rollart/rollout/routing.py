@@ -5,7 +5,8 @@ Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMPr
 1) ``resolve_tag``: the task tag -> a hardware class through ``hw_affinity`` ('default' catches others);
 2) ``group``: the live workers of that class, else of the first compatible class that has any;
 3) ``pick``: the trajectory's sticky worker if it is in that group (its prefix cache holds the history),
-   else the healthy one with the fewest outstanding tokens;
+   else the healthy one with the fewest outstanding tokens -- or, with ``spill_ratio``, the least-loaded
+   worker of a fallback class when the group's best is more than ``spill_ratio`` times as loaded;
 4) ``remember`` after a success makes that worker the trajectory's sticky one.
 """
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Router:
                 return alts
         return []
 
+    def spill_group(self, hw_class: str | None, group: list[WorkerSlot]) -> list[WorkerSlot]:
+        """Live workers of the fallback classes of ``hw_class`` that ``group`` may overflow to (spill_ratio)."""
+        if not self.cfg.spill_ratio or hw_class is None:
+            return []
+        classes = {w.hw_class for w in group}
+        live = [w for w in self.workers.values() if not w.dead and w.hw_class not in classes]
+        present = sorted({w.hw_class for w in live})
+        order = self.cfg.fallback.get(hw_class, None)
+        allowed = set(order if order is not None else compatible_classes(hw_class, present))
+        return [w for w in live if w.hw_class in allowed]
+
     def pick(self, trajectory_id: str, hw_class: str | None, phase: str = "") -> WorkerSlot:
         """The worker for this trajectory's next request of ``phase`` ('' colocated, 'p'/'d' for PD)."""
         candidates = self.group(hw_class)
@@ -63,13 +75,19 @@ class Router:
             raise NoWorkerError(f"no live inference worker for hardware class {hw_class!r} or its fallbacks "
                                 f"{self.cfg.fallback.get(hw_class, 'any')}; workers: "
                                 f"{ {w.name: ('dead' if w.dead else w.hw_class) for w in self.workers.values()} }")
+        overflow = self.spill_group(hw_class, candidates)
         if self.cfg.sticky:
             name = self.sticky.get((trajectory_id, phase))
             slot = self.workers.get(name) if name else None
-            if slot is not None and slot in candidates:
+            if slot is not None and (slot in candidates or slot in overflow):
                 return slot
-        healthy = [w for w in candidates if w.healthy] or candidates
-        return min(healthy, key=lambda w: (w.outstanding, w.routed))
+        best = _least_loaded(candidates)
+        if overflow:
+            alt = _least_loaded(overflow)
+            if best.outstanding > self.cfg.spill_ratio * alt.outstanding:
+                self.counters["spills"] += 1
+                return alt
+        return best
 
     def remember(self, trajectory_id: str, phase: str, slot: WorkerSlot) -> None:
         """``slot`` served this trajectory's last request of ``phase``: send its next one there too."""
@@ -84,6 +102,12 @@ class Router:
         """Drop a finished trajectory's sticky workers (every phase)."""
         for key in [k for k in self.sticky if k[0] == trajectory_id]:
             del self.sticky[key]
+
+
+def _least_loaded(slots: list[WorkerSlot]) -> WorkerSlot:
+    """The healthy worker (any, if none is healthy) with the fewest outstanding tokens, then fewest routed."""
+    healthy = [w for w in slots if w.healthy] or slots
+    return min(healthy, key=lambda w: (w.outstanding, w.routed))
 
 
 def compatible_classes(hw_class: str, present: list[str]) -> list[str]:
