@@ -193,6 +193,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
         load[st["hw_class"]] = (real + st.get("engine_seconds", 0.0),
                                 sim + st.get("simulated_scaled_seconds", 0.0))
     real_vs_sim = {hw: r / s if s else float("nan") for hw, (r, s) in load.items()}
+    wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
+    busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), step_s=per_step,
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
@@ -200,9 +202,9 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
-               time_to_score_s=reached, wall_s=time.perf_counter() - t0, aborted=result.buffer.get("aborted"),
+               time_to_score_s=reached, wall_s=wall, aborted=result.buffer.get("aborted"),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
-               real_vs_sim=real_vs_sim)
+               real_vs_sim=real_vs_sim, busy=busy)
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, of it "
           f"compute {out['train_compute_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
@@ -210,7 +212,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
-          "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items()) + ")"
+          "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items())
+          + "; simulated busy " + " ".join(f"{hw} {b:.2f}" for hw, b in busy) + ")"
           + (" evals: " + " ".join(f"{step}:" + "/".join(f"{v:.2f}" for v in e.values()) for step, e in result.evals)
              if result.evals else ""),
           flush=True)
@@ -322,10 +325,13 @@ def main() -> None:
                     help="trainer process on core 0, rollout on the other cores (default on)")
     ap.add_argument("--redundant", type=int, default=0,
                     help="rollart only: redundant env rollouts, extra envs per group (rollart.txt §6.3)")
+    ap.add_argument("--spill", type=float, default=0.0,
+                    help="rollart only: hw_spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
     MODES["rollart"]["extra_envs_per_group"] = args.redundant
+    MODES["rollart"]["hw_spill_ratio"] = args.spill
     work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
                     args.concurrency)
     logging.basicConfig(level=logging.ERROR)
