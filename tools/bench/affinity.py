@@ -46,6 +46,7 @@ FROZENLAKE = TaskProfile("frozenlake", 600, (20, 40), 512, (10, 40))
 WEBSHOP = TaskProfile("webshop", 1500, (5, 30), 1200, (30, 150))
 MATH = TaskProfile("math", 300, (1, 4), 100, (1000, 6000))
 GAME = TaskProfile("game", 400, (1, 1), 0, (500, 3000))
+H800_ONLY, H20_ONLY = {"default": "H800"}, {"default": "H20"}
 MIX_ROUTING = {"frozenlake": "H800", "webshop": "H800", "math": "H20", "game": "H20"}
 TP = {"Qwen3-8B": 1, "Qwen3-14B": 2, "Qwen3-32B": 4}
 
@@ -54,34 +55,24 @@ def fig4(batch_sizes: list[int]) -> dict:
     rows = {}
     for task in (FROZENLAKE, MATH):
         for bs in batch_sizes:
-            h800 = RolloutSim({"H800": 2}, "Qwen3-8B", 1, {"default": "H800"}, seed=bs).run(batch([task], bs))
-            h20 = RolloutSim({"H20": 6}, "Qwen3-8B", 1, {"default": "H20"}, seed=bs).run(batch([task], bs))
+            h800 = RolloutSim({"H800": 2}, "Qwen3-8B", 1, H800_ONLY, seed=bs).run(batch([task], bs))
+            h20 = RolloutSim({"H20": 6}, "Qwen3-8B", 1, H20_ONLY, seed=bs).run(batch([task], bs))
             rows[(task.name, bs)] = (h800, h20)
     return rows
 
 
-def fig11a(models: list[str], size: int = 512) -> dict:
+def pools(models: list[str], configs: list[tuple[dict, dict]], size: int = 512) -> dict:
+    """Rollout time of one batch of ``size`` trajectories (tasks uniform over the four profiles) on each
+    (cluster, routing) config: {model: (seconds per config, in order)}. TP 1/2/4 for 8B/14B/32B."""
     mix = [FROZENLAKE, WEBSHOP, MATH, GAME]
-    rows = {}
-    for model in models:
-        tp = TP[model]
-        h800 = RolloutSim({"H800": 72}, model, tp, {"default": "H800"}).run(batch(mix, size))
-        h20 = RolloutSim({"H20": 208}, model, tp, {"default": "H20"}).run(batch(mix, size))
-        both = RolloutSim({"H800": 64, "H20": 24}, model, tp, MIX_ROUTING).run(batch(mix, size))
-        rows[model] = (h800, h20, both)
-    return rows
+    return {model: tuple(RolloutSim(cluster, model, TP[model], routing).run(batch(mix, size))
+                         for cluster, routing in configs) for model in models}
 
 
-def s71(models: list[str], size: int = 512) -> dict:
-    """§7.1 hardware: baselines' 96 H800 vs ROLLART's 64 H800 + 32 H20 rollout GPUs, same batch."""
-    mix = [FROZENLAKE, WEBSHOP, MATH, GAME]
-    rows = {}
-    for model in models:
-        tp = TP[model]
-        h800 = RolloutSim({"H800": 96}, model, tp, {"default": "H800"}).run(batch(mix, size))
-        both = RolloutSim({"H800": 64, "H20": 32}, model, tp, MIX_ROUTING).run(batch(mix, size))
-        rows[model] = (h800, both)
-    return rows
+FIG11A = [({"H800": 72}, H800_ONLY), ({"H20": 208}, H20_ONLY), ({"H800": 64, "H20": 24}, MIX_ROUTING)]
+"""Fig. 11a's equal-cost pools: H800-only, H20-only, the affinity mix."""
+S71 = [({"H800": 96}, H800_ONLY), ({"H800": 64, "H20": 32}, MIX_ROUTING)]
+"""§7.1's rollout GPUs: the baselines' 96 H800 and ROLLART's 64 H800 + 32 H20."""
 
 
 async def live_check() -> dict:
@@ -179,12 +170,12 @@ def main(argv: list[str] | None = None) -> None:
             (h20 / h800, "H20/H800, 0.49-0.79")
         print(f"{task:<11}{bs:>6}{h800:>9.1f}{h20:>9.1f}{ratio:>8.2f}   {what}")
     models = ["Qwen3-8B"] if args.quick else ["Qwen3-8B", "Qwen3-14B", "Qwen3-32B"]
-    f11 = fig11a(models)
+    f11 = pools(models, FIG11A)
     print("\nSIMULATED Fig. 11a - 512 trajectories (FrozenLake/WebShop/GEM-Math/GEM-game), equal-cost pools")
     print(f"{'model':<11}{'H800-only':>10}{'H20-only':>10}{'mix':>8}{'vs H800':>9}{'vs H20':>8}   paper: 1.12-1.37 / 1.30-1.68")
     for m, (h800, h20, both) in f11.items():
         print(f"{m:<11}{h800:>10.0f}{h20:>10.0f}{both:>8.0f}{h800 / both:>9.2f}{h20 / both:>8.2f}")
-    e2e = s71(models)
+    e2e = pools(models, S71)
     print("\nSIMULATED §7.1 hardware - the same 512 trajectories on the baselines' 96 rollout H800s vs ROLLART's "
           "64 H800 + 32 H20 (83 % of the cost)")
     print(f"{'model':<11}{'96 H800':>9}{'mix':>8}{'speedup':>9}   paper ROLLART/AReaL: 1.22-1.36, credited to affinity")
