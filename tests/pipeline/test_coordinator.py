@@ -86,7 +86,8 @@ def test_process_actors_and_tensorboard(tmp_path, tiny_model):
     acc.Reload()
     tags = acc.Tags()["scalars"]
     for needed in ("losses/policy", "rollout/reward_mean", "system/train_s", "system/get_batch_wait_s",
-                   "system/weight_push_s", "charts/eval_success/FrozenLake"):
+                   "system/weight_push_s", "charts/eval_success/FrozenLake", "rollout/routing/requests",
+                   "rollout/routing/spills"):
         assert needed in tags, (needed, tags)
 
 
@@ -132,3 +133,16 @@ def test_worker_stats_and_the_simulation_in_control_warning(tmp_path, tiny_model
     assert result.workers and all(w["hw_class"] == "H800" and w["steps"] > 0 and w["simulated_scaled_seconds"] > 0
                                   for w in result.workers.values())
     assert "so this CPU, not the simulated hardware, set much of its speed" in caplog.text
+
+
+def test_strict_affinity_keeps_a_task_on_its_class(tmp_path, tiny_model):
+    """hw_affinity routes every FrozenLake request to the H800 worker; the idle H20 serves none (spill off)."""
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, num_inference_workers=2,
+                 worker_classes=("H800", "H20"), hw_affinity={"FrozenLake": "H800"})
+    result = run(cfg)
+    by_class = {w["hw_class"]: w["requests"] for w in result.workers.values()}
+    last = result.history[-1]
+    assert by_class["H800"] == last["rollout/routing/requests"] > 0 and by_class["H20"] == 0
+    assert last["rollout/routing/spills"] == 0
+    with pytest.raises(Exception, match="hw_spill_ratio=0.5"):
+        config(tmp_path, tiny_model, hw_spill_ratio=0.5)

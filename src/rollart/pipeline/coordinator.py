@@ -242,6 +242,9 @@ class Coordinator:
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
         metrics["rollout/version_span_max"] = float(max(_version_span(t) for t in batch))
+        counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
+        metrics.update({f"rollout/routing/{k}": float(counters[k])
+                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
