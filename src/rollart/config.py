@@ -3,14 +3,16 @@
 Every component has one dataclass config with a docstring per field and validation in
 ``__post_init__``. Recipes call :func:`parse_overrides` so that users can write::
 
-    python -m recipes.grpo_frozenlake mode=sync train.lr=3e-4 total_steps=50
+    python -m recipes.grpo_frozenlake mode=sync trainer.lr=3e-4 total_steps=50
 
 Nested dataclass fields are addressed with dots. Values are parsed by the field's type
 (int, float, bool, str, Optional[...], list/tuple of those, dict via JSON).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import json
 import sys
 import typing
@@ -60,7 +62,12 @@ def _parse_value(raw: str, tp: Any, name: str) -> Any:
     if tp is str or tp is Any:
         return raw
     if origin in (list, tuple) or tp in (list, tuple):
-        items = json.loads(raw) if raw.startswith("[") else [s for s in raw.split(",") if s]
+        items = _parse_items(raw, name)
+        if (origin or tp) is tuple and args and Ellipsis not in args:  # tuple[float, float]: fixed length
+            if len(items) != len(args):
+                raise ConfigError(f"{name}={raw!r}: expected {len(args)} comma-separated values "
+                                  f"({', '.join(getattr(a, '__name__', str(a)) for a in args)})")
+            return tuple(_parse_value(str(x), a, name) for x, a in zip(items, args))
         elem = args[0] if args else str
         parsed = [_parse_value(str(x), elem, name) for x in items]
         return tuple(parsed) if (origin or tp) is tuple else parsed
@@ -73,6 +80,18 @@ def _parse_value(raw: str, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a JSON object, got {raw!r}")
         return value
     raise ConfigError(f"{name}: cannot parse values of type {tp!r} from the command line")
+
+
+def _parse_items(raw: str, name: str) -> list:
+    if not raw.startswith("["):
+        return [s for s in raw.split(",") if s]
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{name}: expected a JSON list or comma-separated values, got {raw!r} ({e})") from None
+    if not isinstance(items, list):
+        raise ConfigError(f"{name}: expected a JSON list or comma-separated values, got {raw!r}")
+    return items
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -98,9 +117,10 @@ def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
     for key, raw in changes.items():
         head, _, rest = key.partition(".")
         if head not in types:
-            close = [n for n in types if n.startswith(head[:3])] or list(types)
-            raise ConfigError(f"unknown setting {prefix + head!r} for {type(cfg).__name__}; "
-                              f"did you mean one of {close}?")
+            close = difflib.get_close_matches(head, list(types), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(prefix + c for c in close)}?" if close else \
+                "--help lists every setting"
+            raise ConfigError(f"unknown setting {prefix + head!r} for {type(cfg).__name__}; {hint}")
         if rest:
             nested.setdefault(head, {})[rest] = raw
         else:
@@ -110,7 +130,12 @@ def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
         if not dataclasses.is_dataclass(inner):
             raise ConfigError(f"{prefix + head} is not a nested config; write {prefix + head}=VALUE")
         direct[head] = _apply(inner, sub, prefix + head + ".")
-    return dataclasses.replace(cfg, **direct)
+    try:
+        return dataclasses.replace(cfg, **direct)  # runs the dataclass's __post_init__ validation
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:  # a config validating with plain ValueError: same one-line error
+        raise ConfigError(f"{prefix}{e}" if prefix and not str(e).startswith(prefix) else str(e)) from None
 
 
 def parse_overrides(cfg: T, argv: Sequence[str] | None = None) -> T:
@@ -123,8 +148,16 @@ def parse_overrides(cfg: T, argv: Sequence[str] | None = None) -> T:
     argv = [a for a in argv if a not in flags]
     for flag in flags:  # bare boolean flags: --resume == resume=true
         argv.append(flag.lstrip("-").replace("-", "_") + "=true")
-    try:
+    with exit_on_config_error():
         return apply_overrides(cfg, argv)
+
+
+@contextlib.contextmanager
+def exit_on_config_error():
+    """For command-line entry points: a ConfigError inside becomes a one-line ``error: ...`` exit (status 1)
+    instead of a traceback, e.g. around ``Coordinator(cfg, tasks)``, which checks tasks against the config."""
+    try:
+        yield
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
 
@@ -148,7 +181,15 @@ def describe(cfg: Any, prefix: str = "") -> str:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Docstrings written under dataclass fields (the CleanRL ``Args`` convention)."""
+    """Docstrings written under dataclass fields (the CleanRL ``Args`` convention), inherited ones included."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):  # a recipe's config subclass keeps the docs of PipelineConfig's fields
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     import ast
     import inspect
     import textwrap

@@ -1,0 +1,92 @@
+"""Covers rollart.config on the mistakes users make on the command line: typos, wrong types, bad values."""
+from dataclasses import dataclass, field
+
+import pytest
+
+from rollart.config import ConfigError, apply_overrides, describe, exit_on_config_error, field_docs, parse_overrides
+
+
+@dataclass
+class Optim:
+    lr: float = 1e-3
+    """Learning rate."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    widths: tuple[int, ...] = (1, 2)
+
+    def __post_init__(self):
+        if self.lr <= 0:
+            raise ValueError(f"lr={self.lr} must be positive")
+
+
+@dataclass
+class Base:
+    total_steps: int = 10
+    """Steps to run."""
+    policy: str = "hrrs"
+    trainer: Optim = field(default_factory=Optim)
+
+    def __post_init__(self):
+        if self.policy not in ("hrrs", "fcfs"):
+            raise ValueError(f"policy={self.policy!r}: use 'hrrs' or 'fcfs'")
+
+
+@dataclass
+class Recipe(Base):
+    max_turns: int = 4
+    """Turns per episode."""
+
+
+def test_typo_suggests_only_the_close_setting():
+    with pytest.raises(ConfigError) as e:
+        apply_overrides(Recipe(), ["trainer.lrr=1"])
+    assert "did you mean trainer.lr?" in str(e.value)
+    assert "betas" not in str(e.value)  # not a dump of every field
+    with pytest.raises(ConfigError, match="did you mean total_steps"):
+        apply_overrides(Recipe(), ["totl_steps=2"])
+
+
+def test_unrelated_key_points_to_help():
+    with pytest.raises(ConfigError, match="unknown setting 'zzz'.*--help lists every setting"):
+        apply_overrides(Recipe(), ["zzz=1"])
+
+
+def test_fixed_length_tuple_is_parsed_per_position_and_length_checked():
+    cfg = apply_overrides(Recipe(), ["trainer.betas=0.8,0.95", "trainer.widths=3,4,5"])
+    assert cfg.trainer.betas == (0.8, 0.95) and cfg.trainer.widths == (3, 4, 5)
+    with pytest.raises(ConfigError, match=r"trainer.betas='0.9': expected 2 comma-separated values"):
+        apply_overrides(Recipe(), ["trainer.betas=0.9"])
+    with pytest.raises(ConfigError, match="trainer.betas"):
+        apply_overrides(Recipe(), ["trainer.betas=[0.9,"])
+
+
+def test_plain_value_errors_from_post_init_become_config_errors_with_the_field_path():
+    with pytest.raises(ConfigError, match="policy='lifo': use 'hrrs' or 'fcfs'"):
+        apply_overrides(Recipe(), ["policy=lifo"])
+    with pytest.raises(ConfigError, match=r"^trainer\.lr=-1.0 must be positive"):
+        apply_overrides(Recipe(), ["trainer.lr=-1"])
+
+
+def test_parse_overrides_exits_with_one_line_message(capsys):
+    with pytest.raises(SystemExit) as e:
+        parse_overrides(Recipe(), ["policy=lifo"])
+    assert str(e.value).startswith("error: policy='lifo'")
+    with pytest.raises(SystemExit) as e:
+        parse_overrides(Recipe(), ["max_turns=abc"])
+    assert str(e.value) == "error: max_turns='abc': expected int"
+
+
+def test_exit_on_config_error_only_catches_config_errors():
+    with pytest.raises(SystemExit, match="error: bad tag"):
+        with exit_on_config_error():
+            raise ConfigError("bad tag")
+    with pytest.raises(KeyError):
+        with exit_on_config_error():
+            raise KeyError("a bug stays a traceback")
+
+
+def test_help_of_a_subclassed_config_shows_inherited_docs():
+    docs = field_docs(Recipe)
+    assert docs["total_steps"] == "Steps to run." and docs["max_turns"] == "Turns per episode."
+    text = describe(Recipe())
+    assert "total_steps = 10    # Steps to run." in text and "trainer.lr = 0.001    # Learning rate." in text
