@@ -1,13 +1,15 @@
 """PipelineConfig: one dataclass for a whole training run (recipes override it from the command line)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from rollart.config import ConfigError
 from rollart.trainer.config import TrainerConfig
 
 MODES = ("async", "sync", "oneoff", "areal")
+log = logging.getLogger("rollart.pipeline")
 
 
 @dataclass
@@ -27,6 +29,19 @@ class EngineSettings:
     """Most tokens computed in one engine step (prefill chunks + decodes)."""
     enable_prefix_caching: bool = True
     """Reuse cached KV blocks of a trajectory's history on its next turn."""
+
+    def __post_init__(self) -> None:
+        from rollart.engine.registry import ENGINES  # names only; no backend is imported
+
+        if self.backend not in ENGINES:
+            raise ConfigError(f"engine.backend={self.backend!r}: choose one of {sorted(ENGINES)}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"engine.dtype={self.dtype!r}: choose float32, bfloat16 or float16")
+        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"engine.{name}={getattr(self, name)} must be >= 1")
+        if not self.kv_cache_memory_gb > 0:
+            raise ConfigError(f"engine.kv_cache_memory_gb={self.kv_cache_memory_gb} must be > 0")
 
 
 @dataclass
@@ -104,7 +119,7 @@ class PipelineConfig:
     checkpoint_every: int = 0
     """Save an atomic checkpoint every this many steps (0: only at the end)."""
     keep_checkpoints: int = 2
-    """Checkpoints kept on disk."""
+    """Checkpoints kept on disk (0 keeps all)."""
     resume: bool = False
     """Continue from the latest checkpoint in the run folder."""
     seed: int = 0
@@ -135,6 +150,57 @@ class PipelineConfig:
         if self.max_concurrency < self.group_size + self.extra_envs_per_group:
             raise ConfigError(f"max_concurrency={self.max_concurrency} cannot hold one group of "
                               f"{self.group_size + self.extra_envs_per_group} envs; raise max_concurrency")
+        for name in ("extra_envs_per_group", "extra_groups", "eval_every", "checkpoint_every", "keep_checkpoints",
+                     "time_limit_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
+        for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be > 0")
+        if self.stop_at_success is not None and not 0 <= self.stop_at_success <= 1:
+            raise ConfigError(f"stop_at_success={self.stop_at_success}: a success rate in [0, 1], or none")
+        if ":" not in self.trainer.backend:
+            from rollart.trainer.registry import TRAINERS
+            if self.trainer.backend not in TRAINERS:
+                raise ConfigError(f"trainer.backend={self.trainer.backend!r}: choose one of {sorted(TRAINERS)} "
+                                  "or give a 'module:Class' string")
+        self._check_hw_affinity()
+
+    def worker_class_list(self) -> list[str]:
+        """The hardware class of each inference worker, in order (worker_classes cycled)."""
+        return [self.worker_classes[i % len(self.worker_classes)] for i in range(self.num_inference_workers)]
+
+    def _check_hw_affinity(self) -> None:
+        if not isinstance(self.hw_affinity, dict):
+            raise ConfigError(f"hw_affinity={self.hw_affinity!r}: give a JSON object of task tag -> hardware class")
+        present = sorted(set(self.worker_class_list()))
+        for tag, cls in self.hw_affinity.items():
+            if cls not in present:
+                raise ConfigError(f"hw_affinity[{tag!r}]={cls!r}: no inference worker has that class (workers: "
+                                  f"{self.worker_class_list()}); map {tag!r} to one of {present}, or add {cls!r} "
+                                  "to worker_classes (with enough num_inference_workers)")
+
+    def check_tasks(self, tasks: list[Any], registered_envs: bool = True) -> None:
+        """Fail fast on tasks this config cannot run: a task tag hw_affinity does not route (no 'default'),
+        or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""
+        names = [t.name for t in tasks]
+        if self.hw_affinity and "default" not in self.hw_affinity:
+            missing = [n for n in dict.fromkeys(names) if n not in self.hw_affinity]
+            if missing:
+                raise ConfigError(f"hw_affinity={self.hw_affinity} routes no worker for task(s) {missing}: "
+                                  "add them, or a 'default' entry, to hw_affinity")
+        unused = [k for k in self.hw_affinity if k != "default" and k not in names]
+        if unused:
+            log.warning("hw_affinity entries %s name no task of this run (tasks: %s); they are unused", unused,
+                        list(dict.fromkeys(names)))
+        if registered_envs:
+            import gymnasium as gym
+            for task in tasks:
+                try:
+                    gym.spec(task.env_id)
+                except gym.error.Error as e:
+                    raise ConfigError(f"task {task.name!r}: env_id={task.env_id!r} is not registered ({e}); "
+                                      "gymnasium.register it, or import the module that does, before starting") from None
 
     @property
     def batch_size(self) -> int:

@@ -93,6 +93,7 @@ class Coordinator:
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
+        cfg.check_tasks([*tasks, *self.eval_tasks], registered_envs=env_pool is None)  # fail before any process starts
         self.reward_fn = reward_fn
         self.env_pool = env_pool
         self.trainer = trainer

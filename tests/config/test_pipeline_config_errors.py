@@ -1,0 +1,76 @@
+"""Covers PipelineConfig's fail-fast checks: engine/trainer backends, ranges, hw_affinity and the run's tasks."""
+import logging
+
+import pytest
+
+from rollart.config import ConfigError, apply_overrides
+from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.rollout.env_manager import TaskSpec
+
+import envs  # noqa: F401  (registers rollart/* ids)
+
+LAKE = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", max_new_tokens=1)
+GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tokens=2)
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("engine.backend=foo", r"engine.backend='foo': choose one of \['torch', 'vllm'\]"),
+    ("engine.dtype=float64", "engine.dtype='float64'"),
+    ("engine.block_size=0", "engine.block_size=0 must be >= 1"),
+    ("engine.kv_cache_memory_gb=0", "engine.kv_cache_memory_gb=0.0 must be > 0"),
+    ("trainer.backend=foo", r"trainer.backend='foo': choose one of \['deepspeed', 'torch'\]"),
+    ("eval_every=-1", "eval_every=-1 must be >= 0"),
+    ("keep_checkpoints=-2", "keep_checkpoints=-2 must be >= 0"),
+    ("stop_at_success=2", r"stop_at_success=2.0: a success rate in \[0, 1\]"),
+    ("sim_time_scale=0", "sim_time_scale=0.0 must be > 0"),
+    ("hw_spill_ratio=0.5", "hw_spill_ratio=0.5: use 0"),
+])
+def test_bad_values_fail_when_parsed(override, needle):
+    with pytest.raises(ConfigError, match=needle):
+        apply_overrides(PipelineConfig(), [override])
+
+
+def test_custom_trainer_class_string_is_accepted():
+    assert apply_overrides(PipelineConfig(), ["trainer.backend=my_pkg.t:MyTrainer"]).trainer.backend == \
+        "my_pkg.t:MyTrainer"
+
+
+def test_hw_affinity_must_name_a_class_some_worker_has():
+    with pytest.raises(ConfigError, match=r"hw_affinity\['FrozenLake'\]='A100': no inference worker has that class"):
+        PipelineConfig(worker_classes=("H20",), hw_affinity={"FrozenLake": "A100"})
+    # two classes listed but one worker: only H800 exists
+    with pytest.raises(ConfigError, match=r"'H20': no inference worker.*workers: \['H800'\]"):
+        PipelineConfig(num_inference_workers=1, worker_classes=("H800", "H20"), hw_affinity={"default": "H20"})
+    ok = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"), hw_affinity={"default": "H20"})
+    assert ok.worker_class_list() == ["H800", "H20"]
+
+
+def test_task_without_route_fails_unless_default():
+    cfg = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"), hw_affinity={"FrozenLake": "H800"})
+    with pytest.raises(ConfigError, match=r"routes no worker for task\(s\) \['GuessNumber'\].*'default' entry"):
+        cfg.check_tasks([LAKE, GAME])
+    cfg.check_tasks([LAKE])  # every task routed: fine
+
+
+def test_affinity_entry_naming_no_task_is_reported(caplog):
+    cfg = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"),
+                         hw_affinity={"Frozen": "H800", "default": "H20"})
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        cfg.check_tasks([LAKE])
+    assert "['Frozen'] name no task of this run" in caplog.text
+
+
+def test_unknown_env_id_fails_with_gymnasiums_suggestion():
+    task = TaskSpec(name="Lake", env_id="rollart/FrozenLak-v0")
+    with pytest.raises(ConfigError, match=r"task 'Lake': env_id='rollart/FrozenLak-v0' is not registered.*FrozenLake"):
+        PipelineConfig().check_tasks([task])
+    PipelineConfig().check_tasks([task], registered_envs=False)  # envs made on remote hosts: not checked here
+
+
+def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
+    cfg = PipelineConfig(logdir=str(tmp_path), num_inference_workers=2, worker_classes=("H800", "H20"),
+                         hw_affinity={"FrozenLake": "H800"})
+    with pytest.raises(ConfigError, match="GuessNumber"):
+        Coordinator(cfg, [LAKE, GAME])
+    assert not any(tmp_path.iterdir())  # no run folder, no model, no actor processes
+
