@@ -10,7 +10,7 @@ with its position marked P and answers one letter (L, D, R, U). Reward 1 at the 
 answer. The inference worker, the trainer and the weight store run as separate actor processes.
 
 Watch in tensorboard (`tensorboard --logdir runs`): charts/eval_success/FrozenLake (greedy success),
-rollout/reward_mean, losses/policy, rollout/staleness, system/* (step-time breakdown).
+rollout/reward_mean, losses/policy, rollout/staleness_mean, system/* (step-time breakdown).
 The last line printed is `final_success=<greedy success rate on evaluation episodes>`.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
@@ -43,7 +43,9 @@ def main() -> None:
     cfg = parse_overrides(default_config())
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"
-    result = asyncio.run(Coordinator(cfg, [TASK]).run())
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, [TASK])
+    result = asyncio.run(coordinator.run())
     evals = ", ".join(f"{step}:{s['mean']:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
@@ -47,7 +47,9 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
-    result = asyncio.run(Coordinator(cfg, [humaneval_task(cfg)]).run())
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, [humaneval_task(cfg)])
+    result = asyncio.run(coordinator.run())
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('HumanEval', float('nan')):.2f}")
 

@@ -29,7 +29,7 @@ knows the format (``model=<HF folder>``). Its 32-token answer budget fits the lo
 (26 tokens + end of turn; 24 cut 31 % of them off).
 
 Watch in tensorboard: rollout/reward/<task>, rollout/success/<task> and charts/eval_success/<task>,
-rollout/staleness, system/* step-time breakdown. Prints every greedy evaluation with its time and ends
+rollout/staleness_mean, system/* step-time breakdown. Prints every greedy evaluation with its time and ends
 with `final_success=<mean greedy success over tasks>`.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import asyncio
 import logging
 import sys
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
@@ -74,6 +74,8 @@ def select_tasks(argv: list[str]) -> tuple[list[TaskSpec], list[str]]:
             names = arg.split("=", 1)[1]
         else:
             rest.append(arg)
+    if any(a in ("-h", "--help") for a in rest):
+        print(f"  tasks = {names!r}    # comma-separated subset of {', '.join(TASKS)} (not a config field)")
     chosen = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in chosen if n not in TASKS]
     if unknown or not chosen:
@@ -81,11 +83,22 @@ def select_tasks(argv: list[str]) -> tuple[list[TaskSpec], list[str]]:
     return [TASKS[n] for n in chosen], rest
 
 
+def route_chosen(cfg: PipelineConfig, tasks: list[TaskSpec]) -> PipelineConfig:
+    """The default hw_affinity also maps tasks left out by ``tasks=``; keep only the chosen ones (and 'default')
+    so the run does not warn about unused entries. A hw_affinity given on the command line is kept as given."""
+    if cfg.hw_affinity == default_config().hw_affinity:
+        names = {t.name for t in tasks} | {"default"}
+        cfg.hw_affinity = {k: v for k, v in cfg.hw_affinity.items() if k in names}
+    return cfg
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     tasks, argv = select_tasks(sys.argv[1:])
-    cfg = parse_overrides(default_config(), argv)
-    result = asyncio.run(Coordinator(cfg, tasks).run())
+    cfg = route_chosen(parse_overrides(default_config(), argv), tasks)
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, tasks)
+    result = asyncio.run(coordinator.run())
     elapsed = {h["step"]: h.get("system/elapsed_s", 0.0) for h in result.history}
     for step, success in result.evals:
         print(f"greedy success at step {step} ({elapsed.get(step, 0.0):.0f} s): "

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.pipeline.config import EngineSettings
 from rollart.rollout.env_manager import TaskSpec
@@ -54,11 +54,14 @@ def main() -> None:
         from rollart.tools.get_smollm2 import get_smollm2
         cfg.model = str(get_smollm2())
     task = TASKS[cfg.task]
-    result = asyncio.run(Coordinator(cfg, [task]).run())
-    zero_shot = result.evals[0][1][task.name] if result.evals else float("nan")
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, [task])
+    result = asyncio.run(coordinator.run())
     evals = ", ".join(f"{step}:{s[task.name]:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
-    print(f"zero_shot={zero_shot:.2f} steps={result.steps} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
+    # the first evaluation is the zero-shot one only if the initial weights were evaluated (eval_at_start)
+    zero_shot = f"zero_shot={result.evals[0][1][task.name]:.2f} " if cfg.eval_at_start and result.evals else ""
+    print(f"{zero_shot}steps={result.steps} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get(task.name, float('nan')):.2f}")
 
 

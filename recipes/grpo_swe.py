@@ -22,7 +22,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
@@ -82,7 +82,9 @@ def env_latency_report(timings: list[dict]) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
-    result = asyncio.run(Coordinator(cfg, [swe_task(cfg)]).run())
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, [swe_task(cfg)])
+    result = asyncio.run(coordinator.run())
     print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('SWE', float('nan')):.2f}")

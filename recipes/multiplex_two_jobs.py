@@ -19,8 +19,9 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal
 
-from rollart.config import parse_overrides
+from rollart.config import ConfigError, parse_overrides
 from rollart.multiplex.client import SharedTrainerClient, shared_trainer_config
 from rollart.multiplex.service import ServiceConfig, TrainingService
 from rollart.pipeline import Coordinator, PipelineConfig
@@ -41,9 +42,9 @@ class MultiplexRecipe:
     """Training steps per job."""
     alone: bool = False
     """Baseline: run each job with a private trainer (one after the other) instead of the shared service."""
-    policy: str = "hrrs"
+    policy: Literal["hrrs", "fcfs"] = "hrrs"
     """Shared-service scheduling policy: 'hrrs' or 'fcfs'."""
-    offload_tier: str = "host"
+    offload_tier: Literal["host", "disk"] = "host"
     """Where the switched-out job's state goes: 'host' or 'disk'."""
     logdir: str = "runs/multiplex"
     """Root folder of both jobs' run folders."""
@@ -53,17 +54,23 @@ class MultiplexRecipe:
     """Wall-clock cap per job."""
     eval_episodes: int = 8
     """Greedy evaluation episodes per eval."""
-    actor_mode: str = "inprocess"
+    actor_mode: Literal["inprocess", "process"] = "inprocess"
     """Actor mode of each job's rollout actors (inference worker, weight store): in-process keeps the process
     count low on a 2-core machine; 'process' gives each its own process."""
-    service_mode: str = "process"
+    service_mode: Literal["process", "inprocess"] = "process"
     """Actor mode of the shared service's worker (its own process by default)."""
 
     def __post_init__(self):
         if self.total_steps < 1:
-            raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
-        if self.policy not in ("hrrs", "fcfs"):
-            raise ValueError(f"policy must be 'hrrs' or 'fcfs', got {self.policy!r}")
+            raise ConfigError(f"total_steps={self.total_steps} must be >= 1")
+        if self.eval_episodes < 1:
+            raise ConfigError(f"eval_episodes={self.eval_episodes} must be >= 1")
+        if self.time_limit_s < 0:
+            raise ConfigError(f"time_limit_s={self.time_limit_s} must be >= 0 (0: no limit)")
+        for name, allowed in (("policy", ("hrrs", "fcfs")), ("offload_tier", ("host", "disk")),
+                              ("actor_mode", ("inprocess", "process")), ("service_mode", ("process", "inprocess"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: choose one of {list(allowed)}")
 
 
 def game_reward(model_dir: str):

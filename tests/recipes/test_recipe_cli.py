@@ -1,0 +1,69 @@
+"""Covers the recipes' command lines: --help, and user mistakes failing fast with one-line errors."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipes import grpo_frozenlake, grpo_humaneval, grpo_multitask, grpo_smollm2, grpo_swe, multiplex_two_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = [grpo_frozenlake, grpo_multitask, grpo_swe, grpo_humaneval, grpo_smollm2, multiplex_two_jobs]
+
+
+def run_main(monkeypatch, module, *argv):
+    """Call ``module.main()`` with ``argv``; return the SystemExit it must raise before any training starts."""
+    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+    with pytest.raises(SystemExit) as e:
+        module.main()
+    return e.value
+
+
+@pytest.mark.parametrize("module", RECIPES, ids=lambda m: m.__name__.split(".")[-1])
+def test_help_lists_every_setting_with_its_doc(monkeypatch, capsys, module):
+    assert run_main(monkeypatch, module, "--help").code == 0
+    out = capsys.readouterr().out
+    assert "total_steps = " in out and "    # " in out.split("total_steps = ")[1].splitlines()[0], out[:500]
+    assert "logdir = " in out
+
+
+def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
+    run_main(monkeypatch, grpo_multitask, "--help")
+    assert "tasks = 'FrozenLake,GuessNumber'    # comma-separated subset of FrozenLake, MathTool, GuessNumber" \
+        in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("module,argv,message", [
+    (grpo_frozenlake, ["totl_steps=2"], "error: unknown setting 'totl_steps' for PipelineConfig; did you mean total_steps?"),
+    (grpo_frozenlake, ["alpha=abc"], "error: alpha='abc': expected int"),
+    (grpo_frozenlake, ["hw_affinity={\"FrozenLake\": \"A100\"}"],
+     "error: hw_affinity['FrozenLake']='A100': no inference worker has that class"),
+    (grpo_frozenlake, ["hw_affinity={\"Frozen\": \"H20\"}"], "routes no worker for task(s) ['FrozenLake']"),
+    (grpo_multitask, ["hw_affinity={\"FrozenLake\": \"H800\"}"], "routes no worker for task(s) ['GuessNumber']"),
+    (grpo_swe, ["engine.backend=vlm"], "error: engine.backend='vlm': choose one of ['torch', 'vllm']"),
+    (grpo_smollm2, ["task=math"], "error: task='math': expected one of ['sort', 'guess']"),
+    (multiplex_two_jobs, ["policy=lifo"], "error: policy='lifo': expected one of ['hrrs', 'fcfs']"),
+    (multiplex_two_jobs, ["total_steps=0"], "error: total_steps=0 must be >= 1"),
+])
+def test_mistakes_exit_with_a_message_naming_them(monkeypatch, tmp_path, module, argv, message):
+    err = run_main(monkeypatch, module, f"logdir={tmp_path}", *argv)
+    assert isinstance(err.code, str) and message in err.code, err.code
+    assert not any(tmp_path.iterdir()), "failed before creating the run folder or starting any process"
+
+
+def test_multitask_drops_default_routes_of_tasks_left_out():
+    tasks, _ = grpo_multitask.select_tasks(["tasks=GuessNumber"])
+    cfg = grpo_multitask.route_chosen(grpo_multitask.default_config(), tasks)
+    assert cfg.hw_affinity == {"default": "H20"}
+    given = grpo_multitask.default_config()
+    given.hw_affinity = {"GuessNumber": "H800"}
+    assert grpo_multitask.route_chosen(given, tasks).hw_affinity == {"GuessNumber": "H800"}
+
+
+def test_a_mistake_prints_one_line_and_no_traceback(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "recipes.grpo_frozenlake", f"logdir={tmp_path}", "mode=fast"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: mode='fast': expected one of ['async', 'sync', 'oneoff', 'areal']"
