@@ -331,10 +331,14 @@ class Coordinator:
     async def _maybe_resume(self) -> None:
         from rollart.trainer.checkpoint import latest
         root = self.run_dir / "checkpoints"
-        found = latest(root) if self.cfg.resume else None
+        found = latest(root)
+        if not self.cfg.resume:
+            if found is not None:  # a re-run in the same folder: its curves land beside the earlier run's
+                log.warning("%s holds an earlier run's checkpoint (%s); starting fresh in the same folder: pass "
+                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found.name)
+            return
         if found is None:
-            if self.cfg.resume:
-                log.warning("resume: no checkpoint under %s; starting fresh", root)
+            log.warning("resume: no checkpoint under %s; starting fresh", root)
             return
         extra = await self.c.trainer.call("load_checkpoint", str(found))
         self.version = await self.c.trainer.call("version")
