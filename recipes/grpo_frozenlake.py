@@ -15,13 +15,14 @@ The last line printed is `final_success=<greedy success rate on evaluation episo
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from rollart.config import exit_on_config_error, parse_overrides
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.config import parse_overrides
+from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
+
+from recipes.launch import run
 
 import envs  # noqa: F401  (registers rollart/FrozenLake-v0)
 
@@ -43,9 +44,7 @@ def main() -> None:
     cfg = parse_overrides(default_config())
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"
-    with exit_on_config_error():
-        coordinator = Coordinator(cfg, [TASK])
-    result = asyncio.run(coordinator.run())
+    result = run(cfg, [TASK])
     evals = ", ".join(f"{step}:{s['mean']:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")

@@ -10,14 +10,15 @@ Watch rollout/success/HumanEval and charts/eval_success/HumanEval in tensorboard
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
-from rollart.config import exit_on_config_error, parse_overrides
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.config import parse_overrides
+from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
+
+from recipes.launch import run
 
 import envs  # noqa: F401  (registers rollart/HumanEval-v0)
 
@@ -47,9 +48,7 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
-    with exit_on_config_error():
-        coordinator = Coordinator(cfg, [humaneval_task(cfg)])
-    result = asyncio.run(coordinator.run())
+    result = run(cfg, [humaneval_task(cfg)])
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('HumanEval', float('nan')):.2f}")
 

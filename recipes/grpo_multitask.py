@@ -34,14 +34,15 @@ with `final_success=<mean greedy success over tasks>`.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 
-from rollart.config import exit_on_config_error, parse_overrides
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.config import parse_overrides
+from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
+
+from recipes.launch import run
 
 import envs  # noqa: F401  (registers the rollart/* envs)
 
@@ -96,9 +97,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     tasks, argv = select_tasks(sys.argv[1:])
     cfg = route_chosen(parse_overrides(default_config(), argv), tasks)
-    with exit_on_config_error():
-        coordinator = Coordinator(cfg, tasks)
-    result = asyncio.run(coordinator.run())
+    result = run(cfg, tasks)
     elapsed = {h["step"]: h.get("system/elapsed_s", 0.0) for h in result.history}
     for step, success in result.evals:
         print(f"greedy success at step {step} ({elapsed.get(step, 0.0):.0f} s): "

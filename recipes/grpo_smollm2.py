@@ -12,16 +12,17 @@ Watch charts/eval_success/<task> and rollout/success/<task> in tensorboard.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.config import exit_on_config_error, parse_overrides
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.config import parse_overrides
+from rollart.pipeline import PipelineConfig
 from rollart.pipeline.config import EngineSettings
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
+
+from recipes.launch import run
 
 import envs  # noqa: F401
 
@@ -54,9 +55,7 @@ def main() -> None:
         from rollart.tools.get_smollm2 import get_smollm2
         cfg.model = str(get_smollm2())
     task = TASKS[cfg.task]
-    with exit_on_config_error():
-        coordinator = Coordinator(cfg, [task])
-    result = asyncio.run(coordinator.run())
+    result = run(cfg, [task])
     evals = ", ".join(f"{step}:{s[task.name]:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     # the first evaluation is the zero-shot one only if the initial weights were evaluated (eval_at_start)

@@ -18,14 +18,15 @@ system/traj_generate_s_mean, rollout/failed/* (env errors are contained per traj
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
-from rollart.config import exit_on_config_error, parse_overrides
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.config import parse_overrides
+from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
+
+from recipes.launch import run
 
 import envs  # noqa: F401  (registers rollart/SWE-v0)
 
@@ -82,9 +83,7 @@ def env_latency_report(timings: list[dict]) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
-    with exit_on_config_error():
-        coordinator = Coordinator(cfg, [swe_task(cfg)])
-    result = asyncio.run(coordinator.run())
+    result = run(cfg, [swe_task(cfg)])
     print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('SWE', float('nan')):.2f}")

@@ -1,0 +1,33 @@
+"""What every recipe's main() does with its config: build the Coordinator, run it, and end cleanly.
+
+A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids) and Ctrl-C both end
+with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` would continue from.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from rollart.config import exit_on_config_error
+from rollart.pipeline import Coordinator, PipelineConfig, RunResult
+from rollart.rollout.env_manager import TaskSpec
+
+
+def interrupted_message(coordinator: Coordinator) -> str:
+    from rollart.trainer.checkpoint import latest
+    found = latest(coordinator.run_dir / "checkpoints")
+    if found is None:
+        return (f"interrupted: no checkpoint in {coordinator.run_dir} yet (checkpoint_every="
+                f"{coordinator.cfg.checkpoint_every}); a new run starts from scratch")
+    return f"interrupted: --resume continues from {found}"
+
+
+def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
+    """``asyncio.run(Coordinator(cfg, tasks, **kwargs).run())`` with the clean endings above."""
+    with exit_on_config_error():
+        coordinator = Coordinator(cfg, tasks, **kwargs)
+    try:
+        return asyncio.run(coordinator.run())
+    except KeyboardInterrupt:
+        print(interrupted_message(coordinator), file=sys.stderr)
+        raise SystemExit(130) from None

@@ -1,0 +1,63 @@
+"""Covers Ctrl-C on a recipe: it ends with one line naming the checkpoint --resume continues from, actors gone."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from recipes.grpo_frozenlake import TASK, default_config
+from recipes.launch import interrupted_message
+from rollart.config import apply_overrides
+from rollart.pipeline import Coordinator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_message_without_a_checkpoint_says_so(tmp_path):
+    cfg = apply_overrides(default_config(), [f"logdir={tmp_path}"])
+    msg = interrupted_message(Coordinator(cfg, [TASK]))
+    assert msg.startswith("interrupted: no checkpoint in") and "checkpoint_every=20" in msg
+
+
+def test_ctrl_c_ends_with_the_checkpoint_to_resume(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "recipes.grpo_frozenlake", f"logdir={tmp_path}", "total_steps=1000", "batch_groups=1",
+           "group_size=2", "max_concurrency=4", "eval_every=0", "checkpoint_every=1", "quiet=true"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    try:
+        latest = tmp_path / "grpo_frozenlake" / "checkpoints" / "latest"
+        deadline = time.monotonic() + 240
+        while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # wait for the first checkpoint (not a timing assertion)
+        assert latest.exists(), "no checkpoint was written"
+        assert len(actors_of(proc.pid)) == 3  # trainer, weight store, inference worker
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("interrupted: --resume continues from ") and "/checkpoints/step_" in last, err[-3000:]
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 60
+    while actors_of(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)  # actor processes leave when their parent is gone
+    assert not actors_of(proc.pid)
+
+
+def actors_of(pid: int) -> list[str]:
+    """Command lines of live actor processes started by ``pid`` (they carry --parent-pid PID)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rollart.actors.serve" in args and b"--parent-pid" in args and \
+                args[args.index(b"--parent-pid") + 1] == str(pid).encode():
+            found.append(b" ".join(args).decode(errors="replace"))
+    return found
