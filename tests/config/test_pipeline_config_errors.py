@@ -74,3 +74,19 @@ def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
         Coordinator(cfg, [LAKE, GAME])
     assert not any(tmp_path.iterdir())  # no run folder, no model, no actor processes
 
+
+
+def test_a_backend_not_installed_fails_before_starting(tmp_path):
+    import importlib.util
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    cfg = apply_overrides(PipelineConfig(), [f"logdir={tmp_path}", "engine.backend=vllm"])
+    with pytest.raises(ConfigError, match="engine.backend=vllm: the 'vllm' engine backend needs vllm.*engine.backend=torch"):
+        Coordinator(cfg, [LAKE])
+
+
+def test_model_folder_without_tokenizer_is_named(tmp_path):
+    from rollart.pipeline.coordinator import ensure_model
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SystemExit, match="has no tokenizer.json; pass an HF-format model folder with its tokenizer"):
+        ensure_model(PipelineConfig(model=str(tmp_path)), tmp_path / "run")

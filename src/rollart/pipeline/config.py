@@ -180,6 +180,18 @@ class PipelineConfig:
                                   f"{self.worker_class_list()}); map {tag!r} to one of {present}, or add {cls!r} "
                                   "to worker_classes (with enough num_inference_workers)")
 
+    def preflight(self, tasks: list[Any], registered_envs: bool = True) -> None:
+        """What the Coordinator checks before starting any process: the tasks (below) and that the chosen
+        engine and trainer backends are installed here (their actor processes use this Python)."""
+        self.check_tasks(tasks, registered_envs)
+        import importlib.util
+        if self.engine.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            from rollart.engine.vllm_backend import INSTALL_HINT
+            raise ConfigError(f"engine.backend=vllm: {INSTALL_HINT}; or use engine.backend=torch")
+        if self.trainer.backend == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError("trainer.backend=deepspeed needs DeepSpeed: pip install deepspeed "
+                              "(DS_BUILD_OPS=0 on CPU); or use trainer.backend=torch")
+
     def check_tasks(self, tasks: list[Any], registered_envs: bool = True) -> None:
         """Fail fast on tasks this config cannot run: a task tag hw_affinity does not route (no 'default'),
         or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""

@@ -76,9 +76,10 @@ class RunResult:
 def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
     """The model folder to train: cfg.model, or a tiny random-init model built once in the run folder."""
     if cfg.model:
-        if not (Path(cfg.model) / "config.json").exists():
-            raise SystemExit(f"error: model={cfg.model!r} has no config.json; pass an HF-format model folder "
-                             "(python -m rollart.tools.make_tiny_model OUT builds one)")
+        missing = [f for f in ("config.json", "tokenizer.json") if not (Path(cfg.model) / f).exists()]
+        if missing:
+            raise SystemExit(f"error: model={cfg.model!r} has no {' or '.join(missing)}; pass an HF-format model "
+                             "folder with its tokenizer (python -m rollart.tools.make_tiny_model OUT builds one)")
         return cfg.model
     out = run_dir / "init_model"
     if not (out / "model.safetensors").exists():
@@ -93,7 +94,7 @@ class Coordinator:
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
-        cfg.check_tasks([*tasks, *self.eval_tasks], registered_envs=env_pool is None)  # fail before any process starts
+        cfg.preflight([*tasks, *self.eval_tasks], registered_envs=env_pool is None)  # fail before any process starts
         self.reward_fn = reward_fn
         self.env_pool = env_pool
         self.trainer = trainer
