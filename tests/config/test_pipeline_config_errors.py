@@ -24,6 +24,7 @@ GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tok
     ("stop_at_success=2", r"stop_at_success=2.0: a success rate in \[0, 1\]"),
     ("sim_time_scale=0", "sim_time_scale=0.0 must be > 0"),
     ("hw_spill_ratio=0.5", "hw_spill_ratio=0.5: use 0"),
+    ("group_size=1", "group_size=1: GRPO compares trajectories within a group"),
 ])
 def test_bad_values_fail_when_parsed(override, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -90,3 +91,7 @@ def test_model_folder_without_tokenizer_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(SystemExit, match="has no tokenizer.json; pass an HF-format model folder with its tokenizer"):
         ensure_model(PipelineConfig(model=str(tmp_path)), tmp_path / "run")
+
+
+def test_group_of_one_is_fine_for_ppo():
+    assert apply_overrides(PipelineConfig(), ["group_size=1", "trainer.algorithm=ppo"]).group_size == 1

@@ -157,6 +157,9 @@ class PipelineConfig:
         for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be > 0")
+        if self.trainer.algorithm == "grpo" and self.group_size < 2:
+            raise ConfigError(f"group_size={self.group_size}: GRPO compares trajectories within a group, so one alone "
+                              "has advantage 0 and nothing is learned; use group_size >= 2 (or trainer.algorithm=ppo)")
         if self.stop_at_success is not None and not 0 <= self.stop_at_success <= 1:
             raise ConfigError(f"stop_at_success={self.stop_at_success}: a success rate in [0, 1], or none")
         if ":" not in self.trainer.backend:
