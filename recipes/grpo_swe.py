@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from rollart.config import parse_overrides
+from rollart.config import ConfigError, exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer import TrainerConfig
@@ -54,6 +54,19 @@ def default_config() -> SWEConfig:
                      eval_every=0, eval_episodes=2, run_name="grpo_swe", checkpoint_every=10)
 
 
+def check_tasks_load(cfg: SWEConfig) -> int:
+    """Load the task suite once before starting (a missing file or snapshot folder, or a bad JSONL line, is
+    named here rather than failing every episode); returns the number of tasks."""
+    from envs.swe.env import SWEEnvConfig, load_tasks
+    try:
+        tasks = load_tasks(SWEEnvConfig(tasks=cfg.tasks, repos_root=cfg.repos_root))
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"tasks={cfg.tasks!r} repos_root={cfg.repos_root!r}: cannot load the SWE tasks: {e}") from None
+    if not tasks:
+        raise ConfigError(f"tasks={cfg.tasks!r} holds no SWE task")
+    return len(tasks)
+
+
 def swe_task(cfg: SWEConfig) -> TaskSpec:
     return TaskSpec(name="SWE", env_id="rollart/SWE-v0",
                     env_kwargs={"tasks": cfg.tasks, "repos_root": cfg.repos_root, "max_turns": cfg.env_max_turns,
@@ -83,6 +96,8 @@ def env_latency_report(timings: list[dict]) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
+    with exit_on_config_error():
+        check_tasks_load(cfg)
     result = run(cfg, [swe_task(cfg)])
     print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
