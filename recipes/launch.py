@@ -1,7 +1,8 @@
 """What every recipe's main() does with its config: build the Coordinator, run it, and end cleanly.
 
-A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids) and Ctrl-C both end
-with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` would continue from.
+A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids), a rollout that cannot
+make progress (every group failing, e.g. an env that always raises: the message counts the reasons) and Ctrl-C
+end with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` continues from.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from rollart.config import exit_on_config_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import RolloutError
 
 
 def interrupted_message(coordinator: Coordinator) -> str:
@@ -28,6 +30,8 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
         coordinator = Coordinator(cfg, tasks, **kwargs)
     try:
         return asyncio.run(coordinator.run())
+    except RolloutError as e:
+        raise SystemExit(f"error: rollout stopped: {e}") from None
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,4 +1,5 @@
-"""Covers the README's "Your own environment": a gymnasium env in the user's package, played and trained."""
+"""Covers the README's "Your own environment": a gymnasium env in the user's package, played and trained;
+a broken one stops the run with its reason."""
 import asyncio
 import os
 import subprocess
@@ -6,6 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import gymnasium as gym
+import pytest
+
+from recipes.launch import run
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 
@@ -66,3 +71,15 @@ def test_training_runs_on_a_user_registered_env(tmp_path, monkeypatch):
     assert result.steps == 2 and set(result.final_success) == {"Echo", "mean"}
     assert all("rollout/reward/Echo" in h for h in result.history)
     assert sum(h["rollout/failed"] for h in result.history) == 0  # the env ran: no trajectory failed
+
+
+def test_an_env_that_never_works_stops_the_run_with_its_reason(tmp_path, monkeypatch):
+    (tmp_path / "my_pkg_broken.py").write_text(ECHO.replace('return f"say: {self.word}", {}', 'return {"word": 1}, {}'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gym.register(id="my_pkg_broken/Echo-v0", entry_point="my_pkg_broken:EchoEnv", max_episode_steps=4)
+    task = TaskSpec(name="Broken", env_id="my_pkg_broken/Echo-v0", max_new_tokens=4)
+    cfg = PipelineConfig(total_steps=2, batch_groups=1, group_size=2, max_concurrency=4, eval_episodes=1,
+                         actor_mode="inprocess", logdir=str(tmp_path / "runs"), quiet=True)
+    with pytest.raises(SystemExit) as e:
+        run(cfg, [task])
+    assert str(e.value).startswith("error: rollout stopped: ") and "returned a dict observation" in str(e.value)
