@@ -144,12 +144,26 @@ def parse_overrides(cfg: T, argv: Sequence[str] | None = None) -> T:
     if any(a in ("-h", "--help") for a in argv):
         print(describe(cfg))
         raise SystemExit(0)
-    flags = [a for a in argv if a.startswith("--") and "=" not in a]
-    argv = [a for a in argv if a not in flags]
-    for flag in flags:  # bare boolean flags: --resume == resume=true
-        argv.append(flag.lstrip("-").replace("-", "_") + "=true")
     with exit_on_config_error():
-        return apply_overrides(cfg, argv)
+        return apply_overrides(cfg, _flags_to_overrides(argv))
+
+
+def _flags_to_overrides(argv: list[str]) -> list[str]:
+    """``--resume`` -> ``resume=true``; argparse habits ``--mode sync`` -> ``mode=sync``; the rest unchanged."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and "=" not in arg:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if nxt is not None and "=" not in nxt and not nxt.startswith("--"):
+                out.append(f"{arg}={nxt}")
+                i += 2
+                continue
+            out.append(f"{arg}=true")  # a bare flag is a boolean switched on
+        else:
+            out.append(arg)
+        i += 1
+    return out
 
 
 @contextlib.contextmanager

@@ -90,3 +90,20 @@ def test_help_of_a_subclassed_config_shows_inherited_docs():
     assert docs["total_steps"] == "Steps to run." and docs["max_turns"] == "Turns per episode."
     text = describe(Recipe())
     assert "total_steps = 10    # Steps to run." in text and "trainer.lr = 0.001    # Learning rate." in text
+
+
+def test_argparse_habits_are_understood():
+    cfg = parse_overrides(Recipe(), ["--total_steps", "5", "--policy", "fcfs", "--max-turns=2"])
+    assert (cfg.total_steps, cfg.policy, cfg.max_turns) == (5, "fcfs", 2)
+
+
+def test_bare_flag_before_an_override_is_a_boolean():
+    @dataclass
+    class Run:
+        resume: bool = False
+        steps: int = 1
+
+    assert parse_overrides(Run(), ["--resume", "steps=3"]) == Run(resume=True, steps=3)
+    assert parse_overrides(Run(), ["steps=3", "--resume"]) == Run(resume=True, steps=3)
+    with pytest.raises(SystemExit, match="bad override '4'"):
+        parse_overrides(Run(), ["steps=3", "4"])
