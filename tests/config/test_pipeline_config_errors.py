@@ -78,8 +78,8 @@ def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
 
 
 def test_a_backend_not_installed_fails_before_starting(tmp_path):
-    import importlib.util
-    if importlib.util.find_spec("vllm") is not None:
+    from rollart.pipeline.config import _installed
+    if _installed("vllm"):
         pytest.skip("vllm is installed here")
     cfg = apply_overrides(PipelineConfig(), [f"logdir={tmp_path}", "engine.backend=vllm"])
     with pytest.raises(ConfigError, match="engine.backend=vllm: the 'vllm' engine backend needs vllm.*engine.backend=torch"):

@@ -187,11 +187,10 @@ class PipelineConfig:
         """What the Coordinator checks before starting any process: the tasks (below) and that the chosen
         engine and trainer backends are installed here (their actor processes use this Python)."""
         self.check_tasks(tasks, registered_envs)
-        import importlib.util
-        if self.engine.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        if self.engine.backend == "vllm" and not _installed("vllm"):
             from rollart.engine.vllm_backend import INSTALL_HINT
             raise ConfigError(f"engine.backend=vllm: {INSTALL_HINT}; or use engine.backend=torch")
-        if self.trainer.backend == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        if self.trainer.backend == "deepspeed" and not _installed("deepspeed"):
             raise ConfigError("trainer.backend=deepspeed needs DeepSpeed: pip install deepspeed "
                               "(DS_BUILD_OPS=0 on CPU); or use trainer.backend=torch")
 
@@ -220,3 +219,10 @@ class PipelineConfig:
     @property
     def batch_size(self) -> int:
         return self.batch_groups * self.group_size
+
+
+def _installed(package: str) -> bool:
+    """Importable as a real package (a bare folder of that name, e.g. tests/vllm, is a namespace package)."""
+    import importlib.util
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin is not None
