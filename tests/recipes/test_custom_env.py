@@ -1,5 +1,4 @@
-"""Covers the README's "Your own environment": a gymnasium env in the user's package, played and trained;
-a broken one stops the run with its reason."""
+"""Covers the README's custom-env flow: a user's gymnasium env played and trained; a broken one stops the run."""
 import asyncio
 import os
 import subprocess
