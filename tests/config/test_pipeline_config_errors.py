@@ -25,6 +25,7 @@ GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tok
     ("sim_time_scale=0", "sim_time_scale=0.0 must be > 0"),
     ("hw_spill_ratio=0.5", "hw_spill_ratio=0.5: use 0"),
     ("group_size=1", "group_size=1: GRPO compares trajectories within a group"),
+    ("trainer.world_size=2", "trainer.world_size=2: the pipeline starts one trainer process"),
 ])
 def test_bad_values_fail_when_parsed(override, needle):
     with pytest.raises(ConfigError, match=needle):

@@ -162,6 +162,9 @@ class PipelineConfig:
                               "has advantage 0 and nothing is learned; use group_size >= 2 (or trainer.algorithm=ppo)")
         if self.stop_at_success is not None and not 0 <= self.stop_at_success <= 1:
             raise ConfigError(f"stop_at_success={self.stop_at_success}: a success rate in [0, 1], or none")
+        if self.trainer.world_size != 1:  # rank 0 would wait forever for ranks nobody starts
+            raise ConfigError(f"trainer.world_size={self.trainer.world_size}: the pipeline starts one trainer process; "
+                              "use 1 (data-parallel trainers run under torchrun, see rollart.trainer.torch_trainer)")
         if ":" not in self.trainer.backend:
             from rollart.trainer.registry import TRAINERS
             if self.trainer.backend not in TRAINERS:
