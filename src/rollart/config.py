@@ -72,26 +72,34 @@ def _parse_value(raw: str, tp: Any, name: str) -> Any:
         parsed = [_parse_value(str(x), elem, name) for x in items]
         return tuple(parsed) if (origin or tp) is tuple else parsed
     if origin is dict or tp is dict:
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{name}: expected a JSON object, got {raw!r} ({e})") from None
+        value = _literal(raw)
         if not isinstance(value, dict):
-            raise ConfigError(f"{name}: expected a JSON object, got {raw!r}")
+            raise ConfigError(f"{name}: expected a JSON object, got {raw!r}; write it in single quotes, "
+                              f"e.g. {name}='{{\"FrozenLake\": \"H800\", \"default\": \"H20\"}}'")
         return value
     raise ConfigError(f"{name}: cannot parse values of type {tp!r} from the command line")
 
 
 def _parse_items(raw: str, name: str) -> list:
-    if not raw.startswith("["):
-        return [s for s in raw.split(",") if s]
+    if not raw.startswith(("[", "(")):
+        return [s.strip() for s in raw.split(",") if s.strip()]
+    items = _literal(raw)  # JSON, or the Python form --help prints
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{name}: expected comma-separated values (e.g. a,b) or a JSON list, got {raw!r}")
+    return list(items)
+
+
+def _literal(raw: str) -> Any:
+    """JSON, else a Python literal (what ``--help`` shows, e.g. ``{'a': 'b'}`` or ``('H800', 'H20')``); None if neither."""
+    import ast
     try:
-        items = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{name}: expected a JSON list or comma-separated values, got {raw!r} ({e})") from None
-    if not isinstance(items, list):
-        raise ConfigError(f"{name}: expected a JSON list or comma-separated values, got {raw!r}")
-    return items
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -104,7 +112,8 @@ def apply_overrides(cfg: T, overrides: Sequence[str]) -> T:
     changes: dict[str, Any] = {}
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"bad override {item!r}: write key=value (e.g. total_steps=20)")
+            raise ConfigError(f"bad override {item!r}: write key=value (e.g. total_steps=20), and quote a value "
+                              "holding spaces or braces: hw_affinity='{\"FrozenLake\": \"H800\"}'")
         key, raw = item.split("=", 1)
         changes[key.lstrip("-").replace("-", "_")] = raw
     return _apply(cfg, changes, prefix="")

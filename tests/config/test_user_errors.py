@@ -107,3 +107,23 @@ def test_bare_flag_before_an_override_is_a_boolean():
     assert parse_overrides(Run(), ["steps=3", "--resume"]) == Run(resume=True, steps=3)
     with pytest.raises(SystemExit, match="bad override '4'"):
         parse_overrides(Run(), ["steps=3", "4"])
+
+
+@dataclass
+class Routing:
+    worker_classes: tuple[str, ...] = ("H800", "H20")
+    hw_affinity: dict = field(default_factory=lambda: {"FrozenLake": "H800"})
+
+
+def test_values_as_help_prints_them_are_accepted():
+    shown = describe(Routing())
+    assert "worker_classes = ('H800', 'H20')" in shown and "hw_affinity = {'FrozenLake': 'H800'}" in shown
+    cfg = apply_overrides(Routing(), ["worker_classes=('H20', 'H800')", "hw_affinity={'Lake': 'H20'}"])
+    assert cfg.worker_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
+    cfg = apply_overrides(Routing(), ["worker_classes=H20, H800", 'hw_affinity={"Lake": "H20"}'])
+    assert cfg.worker_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
+
+
+def test_unquoted_json_object_gets_a_quoting_hint():
+    with pytest.raises(ConfigError, match=r"hw_affinity: expected a JSON object, got '\{FrozenLake:H800\}'; write it in single quotes"):
+        apply_overrides(Routing(), ["hw_affinity={FrozenLake:H800}"])  # what the shell leaves of {"FrozenLake":"H800"}
