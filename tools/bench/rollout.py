@@ -24,6 +24,11 @@ latency. Env latency is injected per turn by envs.faults with the paper's shape,
    and env threads) per trajectory turn of a 128-env batch with no injected latency and an instant
    policy (least-disturbed of 5 runs); per-turn CPU is what queues up when trajectories move in
    lockstep (σ = 0.1μ).
+   The process is pinned to one CPU (``--pin-cpu``, default the first usable one; ``-1`` leaves it free),
+   as EnvHostConfig.cpu_affinity pins an env-host process: the envs run Python under one GIL, and on
+   this 2-vCPU VM every env call handed between threads on different cores cost a cross-core GIL
+   hand-off, costing 2-3x the CPU per turn whenever the other core was idle (BENCHMARKS.md, rollout).
+   The micro-benchmark line also prints voluntary context switches per turn, which show that regime.
 2. Redundant env rollouts (MathTool: 1–2 turns, decode-heavy generate latency; per-call latency
    N(μ, 0.1μ) with heavy-tailed Pareto stragglers and ~5% env failures). Baseline: exactly G groups
    of n, a failed env is replaced. Redundant: +n/4 envs per group and +G/4 groups, extras cancelled
@@ -37,6 +42,7 @@ import asyncio
 import functools
 import os
 import re
+import resource
 import statistics
 import sys
 import time
@@ -58,16 +64,18 @@ GROUP = 8
 
 
 _HOST: list[EnvHost] = []
+PIN_CPU: list[int] = []  # set by --pin-cpu before the host starts; empty = not pinned
 
 
 def env_host() -> EnvHost:
     """One in-process env host shared by every run (its threads are started once). As an env-host
     process would, it lowers the GIL switch interval to 0.2 ms and freezes the objects alive at its
     start (the imports) out of the cyclic GC, and it reuses envs across trajectories (long-lived envs,
-    reset per trajectory, as in the paper; see EnvHostConfig)."""
+    reset per trajectory, as in the paper; see EnvHostConfig), and it pins the process to one CPU (--pin-cpu)."""
     if not _HOST:
         _HOST.append(EnvHost(EnvHostConfig(max_threads=4096, min_threads=160, step_timeout_s=60,
-                                           gil_switch_interval_s=0.0002, gc_freeze=True, reuse_envs=True)))
+                                           gil_switch_interval_s=0.0002, gc_freeze=True, reuse_envs=True,
+                                           cpu_affinity=tuple(PIN_CPU))))
     return _HOST[0]
 
 
@@ -139,18 +147,21 @@ async def single_batch(sigma: float, envs: int, seed: int) -> tuple[float, float
     return measured, ideal
 
 
-async def cpu_per_turn(envs: int, seed: int) -> tuple[float, float, float]:
+async def cpu_per_turn(envs: int, seed: int) -> tuple[float, float, float, float]:
     """Micro-benchmark of the rollout path's own cost: one trajectory-level batch of FrozenLake with no
     injected env latency and an instant scripted policy. Returns µs per turn of (wall time, CPU of the
-    whole process — loop and env threads —, CPU of the loop thread)."""
+    whole process — loop and env threads —, CPU of the loop thread) and voluntary context switches of
+    the process per turn (threads blocking on the GIL or a queue: cross-core hand-offs raise it)."""
     task = TaskSpec("frozenlake", "rollart/FrozenLake-v0", faults={"mean": 0.0, "fault_seed": seed}, max_turns=12)
     cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, seed=seed)
     sched = await make_scheduler(task, choose_frozenlake, 0.0, cfg, warm=envs)
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     wall, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     groups = await sched.collect_batch(envs // GROUP)
     wall, cpu, loop_cpu = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - loop_cpu
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
     turns = sum(t.num_turns for g in groups for t in g)
-    return wall / turns * 1e6, cpu / turns * 1e6, loop_cpu / turns * 1e6
+    return wall / turns * 1e6, cpu / turns * 1e6, loop_cpu / turns * 1e6, switches / turns
 
 
 _WORD = re.compile(r"has (\d+) \w+ and buys (\d+) boxes with (\d+) \w+ each, then gives away (\d+)")
@@ -231,8 +242,10 @@ async def main_async(args) -> str:
     # last, so that the env hosts' fault seeds above stay those of earlier runs
     micro = [await cpu_per_turn(128, seed) for seed in range(5)]  # least-disturbed of 5 (shared machine)
     wall_us, cpu_us, loop_us = (min(m[k] for m in micro) for k in range(3))
+    vcsw = statistics.median(m[3] for m in micro)
     print(f"micro (128 envs, no injected latency, instant policy): wall={wall_us:.0f}us/turn "
-          f"cpu={cpu_us:.0f}us/turn loop_thread_cpu={loop_us:.0f}us/turn (min of 5)", flush=True)
+          f"cpu={cpu_us:.0f}us/turn loop_thread_cpu={loop_us:.0f}us/turn (min of 5) "
+          f"voluntary_switches={vcsw:.2f}/turn (median) cpus={sorted(os.sched_getaffinity(0))}", flush=True)
 
     plot(r2, red)
     best = max(x["speedup"] for x in red)
@@ -240,7 +253,8 @@ async def main_async(args) -> str:
     return (f"traj_vs_batch_sigma_min={r2[0]['ratio']:.2f} traj_vs_batch_sigma_max={r2[-1]['ratio']:.2f} "
             f"single_batch_sigma_min={r2[0]['single_ratio']:.2f} single_batch_sigma_max={r2[-1]['single_ratio']:.2f} "
             f"vs_ideal={max(x['vs_ideal'] for x in r2):.3f} redundant_speedup={best:.2f} "
-            f"redundant_speedup_mean={mean:.2f} cpu_us_per_turn={cpu_us:.0f} envs={envs}")
+            f"redundant_speedup_mean={mean:.2f} cpu_us_per_turn={cpu_us:.0f} envs={envs} "
+            f"pin_cpu={PIN_CPU[0] if PIN_CPU else -1}")
 
 
 def plot(r2: list[dict], red: list[dict]) -> None:
@@ -275,7 +289,12 @@ def plot(r2: list[dict], red: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="< 60 s: fewer envs, batches and repeats")
+    parser.add_argument("--pin-cpu", type=int, default=min(os.sched_getaffinity(0)),
+                        help="CPU the process (event loop and env threads) is pinned to, as an env-host "
+                             "process is (EnvHostConfig.cpu_affinity); -1: not pinned")
     args = parser.parse_args()
+    if args.pin_cpu >= 0:
+        PIN_CPU.append(args.pin_cpu)
     start = time.perf_counter()
     line = asyncio.run(main_async(args))
     print(f"total {time.perf_counter() - start:.1f}s")

@@ -15,6 +15,7 @@ import gc
 import importlib
 import itertools
 import json
+import os
 import sys
 import time
 import traceback
@@ -55,8 +56,18 @@ class EnvHostConfig:
     never reused. Off by default: an env whose reset() does not clean up its last episode must not be."""
     max_idle_envs: int = 1024
     """Most released envs kept for reuse; beyond that a released env is closed."""
+    cpu_affinity: tuple[int, ...] = ()
+    """If set, every thread of the process (the event loop's, the env threads, and threads started
+    later, which inherit it) is pinned to these CPUs when the host starts (Linux). Envs that run Python
+    hold the GIL, so a second core buys them nothing, while each env call handed between threads on
+    different cores costs a cross-core GIL hand-off: on the 2-vCPU VM of BENCHMARKS.md (rollout) that
+    cost 2-3x the CPU per turn whenever the other core was idle. Process-wide and never undone: for
+    env-host and rollout processes, not for one that also runs a model or GIL-releasing heavy envs."""
 
     def __post_init__(self) -> None:
+        self.cpu_affinity = tuple(self.cpu_affinity)  # msgpack/CLI give lists
+        if not all(isinstance(c, int) and c >= 0 for c in self.cpu_affinity):
+            raise ValueError(f"cpu_affinity must be CPU numbers >= 0, got {self.cpu_affinity!r}")
         for name in ("create_timeout_s", "reset_timeout_s", "step_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -91,6 +102,26 @@ def to_plain(value: Any) -> Any:
 _PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
+def pin_process(cpus: tuple[int, ...] | set[int]) -> None:
+    """Pin every thread of this process to ``cpus`` (threads started later inherit it from their
+    creator). ``os.sched_setaffinity(0, ...)`` alone pins only the calling thread on Linux."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise ValueError("EnvHostConfig.cpu_affinity needs os.sched_setaffinity (Linux); leave it empty here")
+    cpus, available = set(cpus), os.sched_getaffinity(0)
+    try:
+        if max(cpus) >= (os.cpu_count() or 1):
+            raise OSError
+        os.sched_setaffinity(0, cpus)  # the calling thread first: the kernel refuses CPUs it may not use
+    except OSError:
+        raise ValueError(f"EnvHostConfig.cpu_affinity={sorted(cpus)} names a CPU this process may not use; "
+                         f"available: {sorted(available)}") from None
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # the thread ended meanwhile
+
+
 def _describe(e: BaseException) -> str:
     where = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
     loc = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
@@ -109,6 +140,8 @@ class EnvHost:
             sys.setswitchinterval(self.config.gil_switch_interval_s)
         if self.config.gc_freeze:
             gc.freeze()
+        if self.config.cpu_affinity:
+            pin_process(self.config.cpu_affinity)
         self.pool = DaemonThreadPool(self.config.max_threads)
         self.pool.prestart(self.config.min_threads)
         self._watchdog = _Watchdog()
