@@ -168,7 +168,10 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     r = parse_overrides(MultiplexRecipe())
-    out = asyncio.run(run(r))
+    try:
+        out = asyncio.run(run(r))
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted (this recipe does not resume; run it again)") from None
     print(f"mode={'alone' if r.alone else 'shared'} total_wall_s={out['wall_s']:.0f} "
           + " ".join(f"{j}_reward_first={out[j]['first']:.3f} {j}_reward_last={out[j]['last']:.3f} "
                      f"{j}_slope={out[j]['slope']:.4f} {j}_p={out[j]['p']:.2g} {j}_success={out[j]['success']:.2f}"
