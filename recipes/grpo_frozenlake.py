@@ -41,7 +41,7 @@ def default_config() -> PipelineConfig:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = parse_overrides(default_config())
+    cfg = parse_overrides(default_config(), doc=__doc__)
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"
     result = run(cfg, [TASK])

@@ -47,7 +47,7 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = parse_overrides(default_config())
+    cfg = parse_overrides(default_config(), doc=__doc__)
     result = run(cfg, [humaneval_task(cfg)])
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('HumanEval', float('nan')):.2f}")

@@ -75,8 +75,6 @@ def select_tasks(argv: list[str]) -> tuple[list[TaskSpec], list[str]]:
             names = arg.split("=", 1)[1]
         else:
             rest.append(arg)
-    if any(a in ("-h", "--help") for a in rest):
-        print(f"  tasks = {names!r}    # comma-separated subset of {', '.join(TASKS)} (not a config field)")
     chosen = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in chosen if n not in TASKS]
     if unknown or not chosen:
@@ -96,7 +94,8 @@ def route_chosen(cfg: PipelineConfig, tasks: list[TaskSpec]) -> PipelineConfig:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     tasks, argv = select_tasks(sys.argv[1:])
-    cfg = route_chosen(parse_overrides(default_config(), argv), tasks)
+    tasks_line = f"  tasks = {DEFAULT_TASKS!r}    # comma-separated subset of {', '.join(TASKS)} (not a config field)"
+    cfg = route_chosen(parse_overrides(default_config(), argv, doc=f"{__doc__.strip()}\n\n{tasks_line}"), tasks)
     result = run(cfg, tasks)
     elapsed = {h["step"]: h.get("system/elapsed_s", 0.0) for h in result.history}
     for step, success in result.evals:

@@ -69,7 +69,7 @@ def smollm2_folder(cache=None):
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = parse_overrides(default_config())
+    cfg = parse_overrides(default_config(), doc=__doc__)
     if not cfg.model:
         cfg.model = str(smollm2_folder())
     task = TASKS[cfg.task]

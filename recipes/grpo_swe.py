@@ -95,7 +95,7 @@ def env_latency_report(timings: list[dict]) -> str:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cfg = parse_overrides(default_config())
+    cfg = parse_overrides(default_config(), doc=__doc__)
     with exit_on_config_error():
         check_tasks_load(cfg)
     result = run(cfg, [swe_task(cfg)])

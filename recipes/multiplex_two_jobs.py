@@ -167,7 +167,7 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    r = parse_overrides(MultiplexRecipe())
+    r = parse_overrides(MultiplexRecipe(), doc=__doc__)
     try:
         out = asyncio.run(run(r))
     except KeyboardInterrupt:

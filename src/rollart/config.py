@@ -147,10 +147,13 @@ def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
         raise ConfigError(f"{prefix}{e}" if prefix and not str(e).startswith(prefix) else str(e)) from None
 
 
-def parse_overrides(cfg: T, argv: Sequence[str] | None = None) -> T:
-    """Apply ``sys.argv[1:]`` (or ``argv``) overrides to ``cfg``; ``--help`` prints the fields."""
+def parse_overrides(cfg: T, argv: Sequence[str] | None = None, doc: str | None = None) -> T:
+    """Apply ``sys.argv[1:]`` (or ``argv``) overrides to ``cfg``; ``--help`` prints ``doc`` (e.g. the recipe's
+    docstring: what it does, how to run it, what to watch) and then every field."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
+        if doc:
+            print(doc.strip() + "\n\nSettings (key=value):")
         print(describe(cfg))
         raise SystemExit(0)
     with exit_on_config_error():

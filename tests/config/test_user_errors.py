@@ -127,3 +127,11 @@ def test_values_as_help_prints_them_are_accepted():
 def test_unquoted_json_object_gets_a_quoting_hint():
     with pytest.raises(ConfigError, match=r"hw_affinity: expected a JSON object, got '\{FrozenLake:H800\}'; write it in single quotes"):
         apply_overrides(Routing(), ["hw_affinity={FrozenLake:H800}"])  # what the shell leaves of {"FrozenLake":"H800"}
+
+
+def test_help_prints_the_doc_first(capsys):
+    with pytest.raises(SystemExit) as e:
+        parse_overrides(Recipe(), ["--help"], doc="\nTrains a thing.\n\n    python -m recipes.thing\n")
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert out.startswith("Trains a thing.\n\n    python -m recipes.thing\n\nSettings (key=value):\n  total_steps = 10")

@@ -26,6 +26,7 @@ def test_help_lists_every_setting_with_its_doc(monkeypatch, capsys, module):
     out = capsys.readouterr().out
     assert "total_steps = " in out and "    # " in out.split("total_steps = ")[1].splitlines()[0], out[:500]
     assert "logdir = " in out
+    assert out.startswith(module.__doc__.strip().splitlines()[0])  # what the recipe does and how to run it
 
 
 def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
