@@ -61,7 +61,8 @@ def check_tasks_load(cfg: SWEConfig) -> int:
     try:
         tasks = load_tasks(SWEEnvConfig(tasks=cfg.tasks, repos_root=cfg.repos_root))
     except (OSError, ValueError, KeyError) as e:
-        raise ConfigError(f"tasks={cfg.tasks!r} repos_root={cfg.repos_root!r}: cannot load the SWE tasks: {e}") from None
+        raise ConfigError(f"tasks={cfg.tasks!r} repos_root={cfg.repos_root!r}: cannot load the SWE tasks: "
+                          f"{e}") from None
     if not tasks:
         raise ConfigError(f"tasks={cfg.tasks!r} holds no SWE task")
     return len(tasks)

@@ -8,9 +8,10 @@ Each job keeps its own rollout (inference worker, envs, weight store, coordinato
 shared: a single DeploymentWorker process time-slices the two jobs' trainers, switching the resident
 job's model and optimizer state out to the StateManager (host or disk tier) when the other job's
 operation is admitted (HRRS order). The deployment each job goes on is chosen by the service's Placer
-(its default demand: a quarter of every period, micro-shifted next to the other job's). Each job prints its reward curve summary and greedy success; the
-last line gives both as key=value pairs. Watch in tensorboard (`tensorboard --logdir runs/multiplex`):
-rollout/reward_mean and charts/eval_success/* per job run folder.
+(its default demand: a quarter of every period, micro-shifted next to the other job's). Each job prints
+its reward curve summary and greedy success; the last line gives both as key=value pairs. Watch in
+tensorboard (`tensorboard --logdir runs/multiplex`): rollout/reward_mean and charts/eval_success/* per job
+run folder.
 """
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def _parse_items(raw: str, name: str) -> list:
 
 
 def _literal(raw: str) -> Any:
-    """JSON, else a Python literal (what ``--help`` shows, e.g. ``{'a': 'b'}`` or ``('H800', 'H20')``); None if neither."""
+    """JSON, else a Python literal (as ``--help`` shows it: ``{'a': 'b'}``, ``('H800', 'H20')``); None if neither."""
     import ast
     try:
         return json.loads(raw)

@@ -83,7 +83,7 @@ def test_a_backend_not_installed_fails_before_starting(tmp_path):
     if _installed("vllm"):
         pytest.skip("vllm is installed here")
     cfg = apply_overrides(PipelineConfig(), [f"logdir={tmp_path}", "engine.backend=vllm"])
-    with pytest.raises(ConfigError, match="engine.backend=vllm: the 'vllm' engine backend needs vllm.*engine.backend=torch"):
+    with pytest.raises(ConfigError, match="engine.backend=vllm: the 'vllm' engine backend needs vllm.*backend=torch"):
         Coordinator(cfg, [LAKE])
 
 

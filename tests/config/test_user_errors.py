@@ -125,7 +125,8 @@ def test_values_as_help_prints_them_are_accepted():
 
 
 def test_unquoted_json_object_gets_a_quoting_hint():
-    with pytest.raises(ConfigError, match=r"hw_affinity: expected a JSON object, got '\{FrozenLake:H800\}'; write it in single quotes"):
+    with pytest.raises(ConfigError, match=r"hw_affinity: expected a JSON object, got '\{FrozenLake:H800\}'; "
+                                          "write it in single quotes"):
         apply_overrides(Routing(), ["hw_affinity={FrozenLake:H800}"])  # what the shell leaves of {"FrozenLake":"H800"}
 
 

@@ -36,7 +36,8 @@ def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("module,argv,message", [
-    (grpo_frozenlake, ["totl_steps=2"], "error: unknown setting 'totl_steps' for PipelineConfig; did you mean total_steps?"),
+    (grpo_frozenlake, ["totl_steps=2"],
+     "error: unknown setting 'totl_steps' for PipelineConfig; did you mean total_steps?"),
     (grpo_frozenlake, ["alpha=abc"], "error: alpha='abc': expected int"),
     (grpo_frozenlake, ["hw_affinity={\"FrozenLake\": \"A100\"}"],
      "error: hw_affinity['FrozenLake']='A100': no inference worker has that class"),

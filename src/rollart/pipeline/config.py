@@ -217,7 +217,8 @@ class PipelineConfig:
                     gym.spec(task.env_id)
                 except gym.error.Error as e:
                     raise ConfigError(f"task {task.name!r}: env_id={task.env_id!r} is not registered ({e}); "
-                                      "gymnasium.register it, or import the module that does, before starting") from None
+                                      "gymnasium.register it, or import the module that does, before starting"
+                                      ) from None
 
     @property
     def batch_size(self) -> int:
