@@ -8,7 +8,8 @@ safetensors folder under ~/.cache/rollart by `python -m rollart.tools.get_smollm
 conversion needs the smollm2 extra: `pip install -e ".[smollm2]"` (gguf, accelerate).
 Default task: sort three numbers (single turn; any answer whose integers are in sorted order counts) —
 SmolLM2-135M gets part of these right zero-shot, so GRPO has signal from the first step. The initial
-weights are evaluated first (zero-shot rate), then every eval_every steps. Expect ~2-3 s per forward+backward of 4x128 tokens on 2 cores.
+weights are evaluated first (zero-shot rate), then every eval_every steps. Expect ~2-3 s per
+forward+backward of 4x128 tokens on 2 cores.
 Watch charts/eval_success/<task> and rollout/success/<task> in tensorboard.
 """
 from __future__ import annotations
