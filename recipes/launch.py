@@ -28,6 +28,8 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     """``asyncio.run(Coordinator(cfg, tasks, **kwargs).run())`` with the clean endings above."""
     with exit_on_config_error():
         coordinator = Coordinator(cfg, tasks, **kwargs)
+    print(f"run folder: {coordinator.run_dir} (config.json, checkpoints/; watch: tensorboard --logdir {cfg.logdir})",
+          flush=True)
     try:
         return asyncio.run(coordinator.run())
     except RolloutError as e:

@@ -16,6 +16,7 @@ def run_recipe(module: str, tmp_path: Path, *overrides: str) -> str:
     proc = subprocess.run([sys.executable, "-m", module, f"logdir={tmp_path}", *TINY, *overrides],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert f"run folder: {tmp_path}/" in proc.stdout and f"tensorboard --logdir {tmp_path})" in proc.stdout
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("final_success="), proc.stdout[-2000:]
     assert 0.0 <= float(last.split("=", 1)[1]) <= 1.0
