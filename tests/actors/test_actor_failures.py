@@ -2,6 +2,7 @@
 import asyncio
 import os
 import signal
+import sys
 
 import pytest
 
@@ -126,7 +127,7 @@ async def test_actor_processes_die_with_their_coordinator(tmp_path):
         "    print(await h.getpid(), flush=True)\n"
         "    await asyncio.sleep(60)\n"
         "asyncio.run(main())\n")
-    proc = await asyncio.create_subprocess_exec("python", str(script), stdout=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(script), stdout=asyncio.subprocess.PIPE)
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     actor_pid = int(line)
     assert pid_alive(actor_pid)
