@@ -26,7 +26,7 @@ class Countdown(gym.Env):
 
     def step(self, action):
         if self.crash_at is not None and self.left == self.crash_at:
-            raise RuntimeError("user env exploded")
+            raise RuntimeError(f"user env exploded at counter {self.left}")
         if action.strip() != "next":
             return f"counter {self.left} (say next)", -0.1, False, False, {"success": False}
         self.left -= 1

@@ -121,7 +121,10 @@ class RolloutScheduler:
         self._failed_in_a_row = 0
         self.counters: Counter = Counter()
         self.reasons: Counter = Counter()
-        """Why trajectories did not make it into a group: 'failed: ...' / 'aborted: ...'."""
+        """Why trajectories did not make it into a group: 'failed: ...' / 'aborted: ...', numbers replaced by N
+        so that reasons differing only in ids or ports count together."""
+        self.reason_examples: dict[str, str] = {}
+        """One exact reason text (the first seen, up to 400 characters) for each key of ``reasons``."""
 
     # ------------------------------------------------------------------ public API
     async def collect_batch(self, num_groups: int) -> list[list[Trajectory]]:
@@ -202,7 +205,7 @@ class RolloutScheduler:
             slots.release()
 
     def _failure_summary(self, failed: int) -> str:
-        reasons = "; ".join(f"{r} (x{n})" for r, n in self.reasons.most_common(3))
+        reasons = "; ".join(f"{self.reason_examples.get(r, r)} (x{n})" for r, n in self.reasons.most_common(3))
         return (f"{failed} GRPO groups in a row could not be completed (max_failed_groups="
                 f"{self.config.max_failed_groups}); most common reasons: {reasons or 'none recorded'}")
 
@@ -236,7 +239,9 @@ class RolloutScheduler:
                 if traj.status == "done":
                     done.append(traj)
                     continue
-                self.reasons[f"{traj.status}: " + re.sub(r"\d+", "N", traj.reason)[:120]] += 1
+                key = f"{traj.status}: " + re.sub(r"\d+", "N", traj.reason)[:120]
+                self.reasons[key] += 1
+                self.reason_examples.setdefault(key, f"{traj.status}: {traj.reason}"[:400])
                 self.counters[traj.status] += 1
                 running = len(members) - finished
                 if len(done) + running < cfg.group_size and replacements < cfg.max_replacements:
