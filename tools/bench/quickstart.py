@@ -127,6 +127,26 @@ def run_system(model_dir: str, steps: int, target: float | None, budget_s: float
     return result.steps, elapsed, reached
 
 
+def plot(s_per: float, l_per: float, s_reach: float | None, l_reach: float | None, path: Path) -> None:
+    """Seconds per step, and (full run) seconds to greedy success >= 0.9, of rollart and the hand-written loop."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    full = s_reach is not None or l_reach is not None
+    fig, axes = plt.subplots(1, 2 if full else 1, figsize=(9 if full else 4.5, 3.5), squeeze=False)
+    names, colors = ["rollart", "hand-written loop"], ["tab:green", "tab:gray"]
+    axes[0][0].bar(names, [s_per, l_per], color=colors)
+    axes[0][0].set_ylabel("s / training step")
+    axes[0][0].set_title("quickstart: time per step")
+    if full:
+        axes[0][1].bar(names, [s_reach or 0.0, l_reach or 0.0], color=colors)
+        axes[0][1].set_ylabel("s to greedy success >= 0.9")
+        axes[0][1].set_title("quickstart: time to target (aim: rollart <= 2x)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps each; compare time per step")
@@ -146,6 +166,7 @@ def main() -> None:
     s_per, l_per = s_time / max(s_steps, 1), l_time / max(l_steps, 1)
     print(f"rollart: {s_steps} steps in {s_time:.1f} s ({s_per:.2f} s/step), reached target at {s_reach}")
     print(f"hand-written loop: {l_steps} steps in {l_time:.1f} s ({l_per:.2f} s/step), reached target at {l_reach}")
+    plot(s_per, l_per, s_reach, l_reach, Path(__file__).parent / "plots" / "quickstart.png")
     line = f"system_vs_loop_step={s_per / l_per:.2f}"
     if not args.quick:
         ratio = (s_reach / l_reach) if (s_reach and l_reach) else float("nan")

@@ -59,6 +59,20 @@ def run_one(backend: str, model: str, batch: int, tokens: int) -> dict:
     return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall)
 
 
+def plot(results: dict, title: str, path: Path) -> None:
+    """Decode throughput of each engine on this CPU."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    ax.bar(list(results), [r["tok_s"] for r in results.values()], color=["tab:green", "tab:blue"])
+    ax.set_ylabel("generated tokens / s (this CPU)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny test model, B=8, T=32")
@@ -89,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
         r = results[backend]
         print(f"{backend:<6} startup {r['startup_s']:6.1f} s   batch {batch} x {tokens} tokens in "
               f"{r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s")
+    plot(results, f"{Path(model).name}, batch {batch} x {tokens} tokens",
+         Path(__file__).parent / "plots" / "vllm_engine.png")
     ratio = results["torch"]["tok_s"] / results["vllm"]["tok_s"]
     print(f"model={Path(model).name} batch={batch} tokens={tokens} torch_tok_s={results['torch']['tok_s']:.1f} "
           f"vllm_tok_s={results['vllm']['tok_s']:.1f} torch_vs_vllm={ratio:.2f}")
