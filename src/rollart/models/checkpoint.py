@@ -57,13 +57,26 @@ def load_weights(model: CausalLM, named_tensors: Iterable[tuple[str, torch.Tenso
     return loaded
 
 
+META_INIT_MIN_PARAMS = 20_000_000
+"""Models at least this large are built on the meta device (no random init) before their weights load."""
+
+
+def _approx_params(config: ModelConfig) -> int:
+    h, layers = config.hidden_size, config.num_hidden_layers
+    embed = config.vocab_size * h * (1 if config.tie_word_embeddings else 2)
+    return embed + layers * (4 * h * h + 3 * h * config.intermediate_size)
+
+
 def load_model(path: str | Path, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> CausalLM:
     """Build a CausalLM from an HF-format folder; every parameter must be present in the checkpoint."""
     path = Path(path)
     config = ModelConfig.from_pretrained(path)
-    with torch.device("meta"):
-        model = CausalLM(config)
-    model.to_empty(device=device)
+    if _approx_params(config) < META_INIT_MIN_PARAMS:  # small: random init costs less than the meta device's
+        model = CausalLM(config).to(device)            # one-time lazy imports (~1-2 s in every process)
+    else:  # large: skip the random init whose values the checkpoint overwrites anyway
+        with torch.device("meta"):
+            model = CausalLM(config)
+        model.to_empty(device=device)
     model.tie_weights()
     model.to(dtype)
     state = load_state_dict(path)
