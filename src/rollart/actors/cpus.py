@@ -39,7 +39,13 @@ def pin_process(cpus: set[int]) -> set[int]:
     previous = os.sched_getaffinity(0)
     allowed = set(range(os.cpu_count() or 1))
     if not cpus <= allowed:
-        raise ValueError(f"cannot pin to cores {format_cpus(cpus)}: this machine has cores {format_cpus(allowed)}")
+        raise ValueError(f"cannot pin to cores {format_cpus(cpus)}: this machine has cores {format_cpus(allowed)} "
+                         f"(available to this process: {format_cpus(previous)})")
+    try:
+        os.sched_setaffinity(0, cpus)  # the calling thread first: the kernel refuses cores a cpuset denies us
+    except OSError:
+        raise ValueError(f"cannot pin to cores {format_cpus(cpus)}: the cores available to this process are "
+                         f"{format_cpus(previous)}") from None
     for tid in os.listdir("/proc/self/task"):
         try:
             os.sched_setaffinity(int(tid), cpus)

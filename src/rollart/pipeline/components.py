@@ -84,8 +84,7 @@ async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Compone
                   system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode,
                                env=rollout_env)]
         names = []
-        for i in range(cfg.num_inference_workers):
-            hw = cfg.worker_classes[i % len(cfg.worker_classes)]
+        for i, hw in enumerate(cfg.worker_class_list()):
             name = f"gen{i}-{hw}"
             speed = speed_config(hw, cfg.sim_time_scale) if cfg.simulate_hardware else None
             names.append((name, hw))

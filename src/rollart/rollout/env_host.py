@@ -103,23 +103,15 @@ _PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def pin_process(cpus: tuple[int, ...] | set[int]) -> None:
-    """Pin every thread of this process to ``cpus`` (threads started later inherit it from their
-    creator). ``os.sched_setaffinity(0, ...)`` alone pins only the calling thread on Linux."""
+    """Pin every thread of this process to ``cpus`` (rollart.actors.cpus.pin_process), as
+    ``EnvHostConfig.cpu_affinity`` asks; a CPU this process may not use is an error naming that setting."""
+    from rollart.actors.cpus import pin_process as pin_all_threads
     if not hasattr(os, "sched_setaffinity"):
         raise ValueError("EnvHostConfig.cpu_affinity needs os.sched_setaffinity (Linux); leave it empty here")
-    cpus, available = set(cpus), os.sched_getaffinity(0)
     try:
-        if max(cpus) >= (os.cpu_count() or 1):
-            raise OSError
-        os.sched_setaffinity(0, cpus)  # the calling thread first: the kernel refuses CPUs it may not use
-    except OSError:
-        raise ValueError(f"EnvHostConfig.cpu_affinity={sorted(cpus)} names a CPU this process may not use; "
-                         f"available: {sorted(available)}") from None
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except (ProcessLookupError, FileNotFoundError):
-            pass  # the thread ended meanwhile
+        pin_all_threads(set(cpus))
+    except ValueError as e:
+        raise ValueError(f"EnvHostConfig.cpu_affinity={sorted(cpus)}: {e}") from None
 
 
 def _describe(e: BaseException) -> str:

@@ -45,17 +45,18 @@ class Router:
         own = [w for w in live if w.hw_class == hw_class]
         if own:
             return own
-        present = sorted({w.hw_class for w in live} - {hw_class})
-        if hw_class in self.cfg.fallback:
-            order = list(self.cfg.fallback[hw_class])
-        else:
-            order = compatible_classes(hw_class, present)
-        for alt in order:
+        for alt in self.fallback_order(hw_class, sorted({w.hw_class for w in live} - {hw_class})):
             alts = [w for w in live if w.hw_class == alt]
             if alts:
                 self.counters["fallbacks"] += 1
                 return alts
         return []
+
+    def fallback_order(self, hw_class: str, present: list[str]) -> list[str]:
+        """Classes that may stand in for ``hw_class``, best first: cfg.fallback's list, else the compatible ones."""
+        if hw_class in self.cfg.fallback:
+            return list(self.cfg.fallback[hw_class])
+        return compatible_classes(hw_class, present)
 
     def spill_group(self, hw_class: str | None, group: list[WorkerSlot]) -> list[WorkerSlot]:
         """Live workers of the fallback classes of ``hw_class`` that ``group`` may overflow to (spill_ratio)."""
@@ -63,9 +64,7 @@ class Router:
             return []
         classes = {w.hw_class for w in group}
         live = [w for w in self.workers.values() if not w.dead and w.hw_class not in classes]
-        present = sorted({w.hw_class for w in live})
-        order = self.cfg.fallback.get(hw_class, None)
-        allowed = set(order if order is not None else compatible_classes(hw_class, present))
+        allowed = set(self.fallback_order(hw_class, sorted({w.hw_class for w in live})))
         return [w for w in live if w.hw_class in allowed]
 
     def pick(self, trajectory_id: str, hw_class: str | None, phase: str = "") -> WorkerSlot:
