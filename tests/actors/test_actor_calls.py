@@ -9,7 +9,7 @@ import torch
 
 from rollart.actors import ActorSystem, ActorTimeoutError, RemoteError
 from rollart.engine.sampling import SamplingParams
-from rollart.rollout.types import GenerationResult, Trajectory
+from rollart.types import GenerationResult, Trajectory
 
 import sample_actors
 from sample_actors import Echo, Point

@@ -8,7 +8,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rollart.monitor import MetricsLogger, ProgressBar, staleness_values, trajectory_metrics
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 
 @dataclass

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from rollart.models import CausalLM, ModelConfig, save_model
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 VOCAB = 32
 

@@ -10,7 +10,7 @@ from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ScriptedPolicy
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 
 def group(gid, start_version, size=2):

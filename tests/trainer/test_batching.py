@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 from rollart.trainer.batching import BatchError, build_batch, micro_batches, select_rows, shard_rows
 
 from tiny_policy import make_trajectories

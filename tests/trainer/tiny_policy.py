@@ -6,7 +6,7 @@ import random
 import torch
 
 from rollart.models import CausalLM, ModelConfig
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 VOCAB = 32
 

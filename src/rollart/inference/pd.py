@@ -21,7 +21,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from rollart.engine.sampling import SamplingParams
-from rollart.rollout.types import GenerationResult
+from rollart.types import GenerationResult
 
 if TYPE_CHECKING:
     from rollart.rollout.proxy import LLMProxy

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from rollart.engine.sampling import InvalidRequestError, SamplingParams
 from rollart.inference.speed import SpeedModel, SpeedModelConfig, StepWork
-from rollart.rollout.types import GenerationResult
+from rollart.types import GenerationResult
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Sequence
 
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 
 def staleness_values(trajectories: Sequence[Trajectory], version: int, per_token: bool = False) -> list[int]:

@@ -44,7 +44,7 @@ from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 log = logging.getLogger("rollart.pipeline")
 

@@ -24,7 +24,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 Mode = Literal["async", "areal", "oneoff", "sync"]
 

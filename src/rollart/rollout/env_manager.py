@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from rollart.engine.sampling import SamplingParams
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 
 @dataclass

@@ -43,7 +43,7 @@ from rollart.engine.sampling import InvalidRequestError, SamplingParams
 from rollart.rollout.admission import AdmissionGate
 from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTagError
 from rollart.rollout.routing import Router
-from rollart.rollout.types import GenerationResult
+from rollart.types import GenerationResult
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
 

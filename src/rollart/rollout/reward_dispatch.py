@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Awaitable, Callable
 
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 RewardFn = Callable[[Trajectory], Awaitable[float]]
 

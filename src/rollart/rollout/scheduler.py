@@ -25,7 +25,7 @@ from typing import Literal
 from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Callable
 
 from rollart.engine.sampling import SamplingParams
-from rollart.rollout.types import GenerationResult
+from rollart.types import GenerationResult
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = "chatml"

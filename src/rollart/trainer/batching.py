@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from rollart.rollout.types import Trajectory
+from rollart.types import Trajectory
 from rollart.trainer.losses import group_advantages
 
 class BatchError(ValueError):

@@ -1,4 +1,4 @@
-"""Data that flows through rollout: generation results and finished trajectories.
+"""The data vocabulary every plane shares: generation results and finished trajectories.
 
 Per-token arrays in a Trajectory are aligned with ``token_ids`` (prompt, observations and model
 output concatenated in chat-template order). ``loss_mask[i] == 1`` only for tokens the model
