@@ -1,4 +1,4 @@
-"""Multi-task asynchronous GRPO with hardware-affinity routing (rollart.txt §3.1 R1, §5.2).
+"""Multi-task asynchronous GRPO with hardware-affinity routing (RollArt §3.1 R1, §5.2).
 
     python -m recipes.grpo_multitask                             # FrozenLake + guess-the-number
     python -m recipes.grpo_multitask tasks=FrozenLake,MathTool,GuessNumber   # any subset of TASKS

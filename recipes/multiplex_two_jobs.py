@@ -1,4 +1,4 @@
-"""Two RL jobs share one training service (plexrl.txt): FrozenLake and GuessNumber, concurrently, one run.
+"""Two RL jobs share one training service (PlexRL): FrozenLake and GuessNumber, concurrently, one run.
 
     python -m recipes.multiplex_two_jobs                    # both jobs train through ONE shared deployment
     python -m recipes.multiplex_two_jobs alone=true         # baseline: each job with its private trainer

@@ -4,13 +4,13 @@
     python tools/bench/affinity.py            # Qwen3-8B/14B/32B for the R1 ablation
 
 A CPU cannot run H800s and H20s, so every figure here is **simulated** with rollart's speed model
-(``rollart.inference.speed``: roofline step time from rollart.txt Table 2 - H800 989.5 TFLOPS /
+(``rollart.inference.speed``: roofline step time from RollArt Table 2 - H800 989.5 TFLOPS /
 3.35 TB/s / 80 GB, H20 148 TFLOPS / 4 TB/s / 96 GB, normalized cost 2.85 : 1 - with paper-scale Qwen3
 shapes, same MFU 0.5 / MBU 0.8 for both classes) driving a discrete-event model of trajectory-level
 rollout with continuous batching, prefix caching, a KV budget and sticky routing
 (``rollart.inference.hwsim``).
 
-1. Fig. 4 (rollart.txt §3.1): Qwen3-8B on a cost-equivalent 2 x H800 vs 6 x H20, batch sizes 8-64.
+1. Fig. 4 (RollArt §3.1): Qwen3-8B on a cost-equivalent 2 x H800 vs 6 x H20, batch sizes 8-64.
    FrozenLake (prefill-heavy): 600-token prompt, 20-40 turns, each adding a 512-token visual
    observation and a 10-40-token action. GEM-Math (decode-heavy): 300-token prompt, 1-4 turns of
    1000-6000-token reasoning, 100-token tool outputs. Paper: FrozenLake on H800 as low as 0.53x the H20

@@ -3,7 +3,7 @@
     python tools/bench/async_training.py --quick   # a few steps per mode: step-time ratios (< 60 s)
     python tools/bench/async_training.py           # time-to-score per mode (Fig. 10a) + α sweep 1..6 (Fig. 13)
 
-rollart.txt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
+RollArt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
 other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_model, ``--model-size``):
 
 * disaggregated on one machine (R4: "training and rollout execute concurrently on separate GPUs"): one
@@ -39,7 +39,7 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
-rollart.txt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls from the store cross a
+RollArt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls from the store cross a
 SIMULATED slower link (``weight_link_bytes_per_s``), standing in for the cross-cluster hop of Table 4.
 
 Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= … samehw_vs_*= …`` —
@@ -121,7 +121,7 @@ AFFINITY = {"FrozenLake": "H800", "default": "H20"}
 BASELINE_WORKERS = dict(num_inference_workers=3, worker_classes=("H800",), hw_affinity={})
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
-    # rollart.txt §7.1: 64 H800 + 32 H20 roll out (32 H800 train): a third of the rollout GPUs are H20s,
+    # RollArt §7.1: 64 H800 + 32 H20 roll out (32 H800 train): a third of the rollout GPUs are H20s,
     # the mix costs 83 % of the baselines' all-H800 cluster (Table 2 prices; here (3×2.85+1)/(4×2.85) = 84 %
     # counting the trainer as one H800 worker). Decode-heavy tasks go to the H20, the rest to the H800s.
     "rollart": dict(mode="async", alpha=1, num_inference_workers=3, worker_classes=("H800", "H800", "H20"),
@@ -137,7 +137,7 @@ MODES = {
 
 def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(trainer cores, rollout cores): training and rollout on separate cores of this machine, as on
-    separate clusters (rollart.txt R4) — the trainer process on the first core; this coordinator (envs,
+    separate clusters (RollArt R4) — the trainer process on the first core; this coordinator (envs,
     scheduler, rewards, inference workers) on the rest. Every mode gets the same split."""
     cores = tuple(sorted(os.sched_getaffinity(0)))
     return (cores[:1], cores[1:]) if len(cores) >= 2 else ((), ())
@@ -324,7 +324,7 @@ def main() -> None:
     ap.add_argument("--split-cores", action=argparse.BooleanOptionalAction, default=True,
                     help="trainer process on core 0, rollout on the other cores (default on)")
     ap.add_argument("--redundant", type=int, default=0,
-                    help="rollart only: redundant env rollouts, extra envs per group (rollart.txt §6.3)")
+                    help="rollart only: redundant env rollouts, extra envs per group (RollArt §6.3)")
     ap.add_argument("--spill", type=float, default=0.0,
                     help="rollart only: hw_spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")

@@ -1,4 +1,4 @@
-"""Multiplexing (plexrl.txt §6.2–6.3, §4.4): GPU-hours of 2-job packing, trace drain time, HRRS vs FCFS.
+"""Multiplexing (PlexRL §6.2–6.3, §4.4): GPU-hours of 2-job packing, trace drain time, HRRS vs FCFS.
 
     python tools/bench/multiplex.py            # full: 120-job trace on 16 groups, 100-step jobs
     python tools/bench/multiplex.py --quick    # < 60 s: 48-job trace on 8 groups

@@ -3,7 +3,7 @@
     python tools/bench/planner.py            # full: 24-GPU ILP settings, 64-GPU searches of ~50 s (~25 min)
     python tools/bench/planner.py --quick    # < 60 s: a 12-GPU ILP setting and ~1 s searches
 
-All step times are SIMULATED: they are the HetRL cost model's estimates (hetrl.txt App. B), the same
+All step times are SIMULATED: they are the HetRL cost model's estimates (HetRL App. B), the same
 model for every planner — the homogeneous (verl-like) planner picks its plan assuming identical GPUs
 and links, then that plan is costed on the real topology, as the paper evaluates verl.
   1. ILP vs SHA-EA on <= 24 GPUs, same objective and search space      -> sha_ea_gap_pct, ilp_s

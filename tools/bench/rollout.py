@@ -1,4 +1,4 @@
-"""Rollout benchmark: trajectory-level vs batched env interaction (rollart.txt §7.3 R2, Fig. 11b),
+"""Rollout benchmark: trajectory-level vs batched env interaction (RollArt §7.3 R2, Fig. 11b),
 distance to the ideal critical path, and redundant env rollouts (§7.4, Fig. 14b).
 
     python tools/bench/rollout.py --quick    # < 60 s on 2 cores

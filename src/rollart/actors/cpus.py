@@ -1,6 +1,6 @@
 """CPU pinning: run an actor process (or this coordinator) on given cores.
 
-Disaggregation on one machine: the paper runs training and rollout on separate GPU clusters (rollart.txt
+Disaggregation on one machine: the paper runs training and rollout on separate GPU clusters (RollArt
 R4); a benchmark on one host gives each its own cores instead, so overlapping them buys what it buys on
 separate hardware. ``ROLLART_CPUS="0"`` (or "0,2-3") in an actor's environment pins that actor process.
 """

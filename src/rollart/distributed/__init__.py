@@ -1,4 +1,4 @@
-"""rollart's programming model (rollart.txt §5): Workers, Clusters, decorators, ResourceManager.
+"""rollart's programming model (RollArt §5): Workers, Clusters, decorators, ResourceManager.
 
     import rollart.distributed as rdist
 

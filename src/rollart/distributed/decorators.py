@@ -1,4 +1,4 @@
-"""Method declarations a Cluster turns into dispatch (rollart.txt §5.2, Listing 1).
+"""Method declarations a Cluster turns into dispatch (RollArt §5.2, Listing 1).
 
 The decorators only attach a ``Dispatch`` record to the function; the function itself is unchanged,
 so a Worker stays a plain class that runs anywhere (in a test, in an actor process).

@@ -1,6 +1,6 @@
 """Hardware classes a ResourceManager can hold, and which class stands in for which.
 
-H20 / H800 figures are rollart.txt Table 2 (cost normalised to H20 = 1.00). A100 / L40S / L4 are
+H20 / H800 figures are RollArt Table 2 (cost normalised to H20 = 1.00). A100 / L40S / L4 are
 NVIDIA datasheet figures (dense BF16 TFLOPS); their relative costs are rough rental-price ratios added
 by us, not from the paper. On CPU-only machines these labels name the CPU processes that play each
 class: routing, placement and fallback are real, the speeds are not.
@@ -46,7 +46,7 @@ ROLE_NEEDS = {
     "env": "cpu",            # stateful CPU-bound environments
     "reward": "serverless",  # stateless scoring: serverless, else local
 }
-"""Role -> what its default hardware should be good at (rollart.txt §4.1, §5.2)."""
+"""Role -> what its default hardware should be good at (RollArt §4.1, §5.2)."""
 
 
 def spec(name: str) -> HardwareSpec:

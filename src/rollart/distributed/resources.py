@@ -5,7 +5,7 @@
     b = rm.allocate("generate", hw="H800", owner="gen-1")  # explicit preference
     print(rm.binding_table())
 
-A pool is a device count, a list of device ids (``{"H800": list(range(8))}`` as in rollart.txt
+A pool is a device count, a list of device ids (``{"H800": list(range(8))}`` as in RollArt
 Listing 1), or for ``serverless`` an endpoint URL (or ``{"url": ..., "token": ...}``) with unbounded
 capacity. When the preferred pool has no free device, ``allocate`` binds a compatible stand-in
 (``hardware.fallbacks``) and notes it in the table instead of stalling; only when nothing compatible

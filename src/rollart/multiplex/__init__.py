@@ -1,4 +1,4 @@
-"""Multiplexing: training as a service shared by several RL jobs (plexrl.txt).
+"""Multiplexing: training as a service shared by several RL jobs (PlexRL).
 
 ``service`` (TrainingService: Router + Scheduler over worker-process groups, Placer admission), ``worker``
 (DeploymentWorker, one rank), ``router`` (deployment -> group, serial per group), ``scheduler`` (HRRS,

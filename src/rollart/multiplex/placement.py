@@ -1,4 +1,4 @@
-"""Spatio-temporal placement: fit jobs' periodic demand traces into a cyclic horizon (plexrl.txt §4.3, §5.2.1).
+"""Spatio-temporal placement: fit jobs' periodic demand traces into a cyclic horizon (PlexRL §4.3, §5.2.1).
 
     CyclicHorizon   H slots as a ring buffer; time t maps to slot t mod H
     SegmentTree     free-node count per slot, range-add + range-min (the Global Capacity Profile): a

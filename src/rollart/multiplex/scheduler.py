@@ -1,4 +1,4 @@
-"""Scheduler: per-job request queues, HRRS ordering, automatic context switches (plexrl.txt §4.4, §5.2).
+"""Scheduler: per-job request queues, HRRS ordering, automatic context switches (PlexRL §4.4, §5.2).
 
 Every request becomes a ``QueuedOperation`` holding an asyncio future, appended to its job's FIFO queue;
 ``submit`` returns at once. One dispatcher task per deployment repeatedly takes the best queue head:

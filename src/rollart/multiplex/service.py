@@ -1,4 +1,4 @@
-"""TrainingService: a training deployment shared by several RL jobs (plexrl.txt §4.1–4.2, §5.1).
+"""TrainingService: a training deployment shared by several RL jobs (PlexRL §4.1–4.2, §5.1).
 
     service = TrainingService(ServiceConfig(deployments=1))
     await service.start()
@@ -13,7 +13,7 @@ alone. The narrow API: forward, forward_backward, optim_step, train_step, weight
 rollout), save_checkpoint / load_checkpoint, materialize. A job's failing request fails only that
 request; a job that goes away is completed and its queue dropped; the service and other jobs go on.
 
-Which deployment a job goes on is the Placer's decision (plexrl.txt §4.3): every deployment is a node of a
+Which deployment a job goes on is the Placer's decision (PlexRL §4.3): every deployment is a node of a
 cyclic horizon, a job brings a periodic demand trace (or gets ``default_duty`` of each period) and is
 fitted, with the smallest micro-shift, onto the least-loaded deployment with free windows for it; its
 windows stay reserved until ``complete_job``. ``demand="profile"`` is the cold start: the job gets an idle
@@ -58,7 +58,7 @@ class ServiceConfig:
     spill_dir: str = ""
     """Folder for the disk tier ('' = a temporary folder)."""
     placement_horizon: int = 120
-    """Slots of the cyclic placement horizon (plexrl.txt §4.3); a job's demand trace period must divide it."""
+    """Slots of the cyclic placement horizon (PlexRL §4.3); a job's demand trace period must divide it."""
     default_duty: float = 0.25
     """Share of each period reserved for a job registered without a demand trace (busy for the first
     ``default_duty`` of every ``default_period`` slots; four such jobs fill a deployment)."""

@@ -1,4 +1,4 @@
-"""Trace replay of RLVR jobs on a cluster of training node groups (plexrl.txt §6.2–6.3). SIMULATED.
+"""Trace replay of RLVR jobs on a cluster of training node groups (PlexRL §6.2–6.3). SIMULATED.
 
 Job shapes are the paper's measured phases (§6.3 table): per step, rollout on the job's own rollout GPUs
 takes the cycle time; training is three serial operations — compute_log_prob, update_actor,
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from rollart.multiplex.placement import Placer, Trace
 from rollart.multiplex.scheduler import hrrs_priority
 
-# plexrl.txt §6.3: cycle time and the three training operations per step, seconds
+# PlexRL §6.3: cycle time and the three training operations per step, seconds
 SHAPES = {
     "7B": dict(cycle=289.03, ops=(9.66, 38.08, 9.76)),
     "30B": dict(cycle=284.80, ops=(19.62, 56.35, 7.57)),
@@ -41,7 +41,7 @@ TABLE1 = {
     "30B": dict(dp=8, cp=8, ep=8, pp=1, dp_r=4, tp_r=2),
     "235B": dict(dp=1, cp=8, ep=8, pp=12, dp_r=4, tp_r=8),
 }
-"""plexrl.txt §6.1 Tab. 1, the per-job GPU allocation of the §6.2 runs (the same for Split-Async and
+"""PlexRL §6.1 Tab. 1, the per-job GPU allocation of the §6.2 runs (the same for Split-Async and
 PlexRL; PlexRL's shared training pool is one such deployment time-sliced by two jobs). Our copy lost the
 header row; the six value columns are read as DP, CP, EP, PP (training) and DP_r, TP_r (rollout):
 §6.1 names the symbols in the order "DP, CP, EP, PP, TP" and says "subscript denotes rollout
@@ -60,7 +60,7 @@ def table1_pools(model: str) -> tuple[int, int]:
 
 
 PAPER_SAVED_PCT = {"7B": 31.36, "30B": 30.10, "235B": 37.58}
-"""plexrl.txt §6.2: measured GPU-hour reduction of two-job packing vs Split-Async, 100-step budgets."""
+"""PlexRL §6.2: measured GPU-hour reduction of two-job packing vs Split-Async, 100-step budgets."""
 SLOT_S = 5.0
 """Placement grid: 5 s slots; planning periods rounded to 300 s / 600 s (divisors of the horizon)."""
 HORIZON_SLOTS = 240

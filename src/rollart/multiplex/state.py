@@ -1,4 +1,4 @@
-"""StateManager: node-local authority over where each job's model/optimizer state lives (plexrl.txt §4.5).
+"""StateManager: node-local authority over where each job's model/optimizer state lives (PlexRL §4.5).
 
 Tiers, from hot to cold::
 

@@ -6,7 +6,7 @@ is live; every other job's state sits in the node's StateManager (host or disk t
 guarantees they and every other operation reach this worker one at a time. As a proof, the worker counts
 operations in flight: ``max_in_flight`` must stay 1 (and it keeps its own log of executed operations).
 
-Operations (the narrow API of plexrl.txt §4.2): forward, forward_backward, optim_step, train_step (the
+Operations (the narrow API of PlexRL §4.2): forward, forward_backward, optim_step, train_step (the
 two fused, exactly the private trainer's step), save/load checkpoint, weight_buckets (sync to rollout),
 materialize (checkpoint straight from managed state, no switch needed).
 """

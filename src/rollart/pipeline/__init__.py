@@ -1,4 +1,4 @@
-"""The coordinator: rollout, reward and training overlapped under the α-bounded protocol (rollart.txt §6.2).
+"""The coordinator: rollout, reward and training overlapped under the α-bounded protocol (RollArt §6.2).
 
     from rollart.pipeline import PipelineConfig, Coordinator
     result = asyncio.run(Coordinator(cfg, tasks).run())

@@ -50,7 +50,7 @@ class PipelineConfig:
     """async (α-bounded per turn, default) | sync (Sync+) | oneoff | areal (start-only bound)."""
     alpha: int = 1
     """Asynchronous bound: a trajectory is trained only if it started at a version >= n - alpha, n being the
-    agent (inference) LLM's version when the batch forms (rollart.txt §6.2); stale ones are aborted."""
+    agent (inference) LLM's version when the batch forms (RollArt §6.2); stale ones are aborted."""
     total_steps: int = 100
     """Training steps (policy versions) to run."""
     batch_groups: int = 4

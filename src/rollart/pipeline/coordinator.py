@@ -1,4 +1,4 @@
-"""Coordinator: drives rollout, reward and training for one run (rollart.txt §6.2, Fig. 9).
+"""Coordinator: drives rollout, reward and training for one run (RollArt §6.2, Fig. 9).
 
 Asynchronous modes (``async``, ``areal``) follow the six-step protocol every iteration::
 
@@ -18,7 +18,7 @@ inference side, one version behind the trainer at ①, so with α=1 a trajectory
 
 ⑥ is launched right after ① (it needs only the batch) and the background pull of version n is finished
 before ② (rollout keeps running meanwhile), so the suspension covers only the swap; the exposed pull is
-the part of that wait that outlasts the train step beside it (rollart.txt §6.3, Table 4).
+the part of that wait that outlasts the train step beside it (RollArt §6.3, Table 4).
 
 ``sync`` (Sync+) collects a batch, trains, then updates; ``oneoff`` collects batch k+1 with the previous
 weights while training on batch k. The same components serve every mode.
@@ -129,7 +129,7 @@ class Coordinator:
                 capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency),
                 # AReaL bounds staleness only when a trajectory starts: rollout at most α batches ahead
                 # of training. ROLLART bounds it at the start too and, unlike AReaL, at every turn
-                # (rollart.txt §6.2 fn. 1), so it does not start groups only a staler batch could take.
+                # (RollArt §6.2 fn. 1), so it does not start groups only a staler batch could take.
                 max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups + cfg.extra_groups
                 if cfg.mode in ("areal", "async") else 0))
             pool = self.env_pool or EnvPool.inprocess()

@@ -1,4 +1,4 @@
-"""Weight synchronisation for the coordinator (rollart.txt §6.2 steps ③–⑤, §6.3 data movement).
+"""Weight synchronisation for the coordinator (RollArt §6.2 steps ③–⑤, §6.3 data movement).
 
 After each train step the new version is pushed once to the CPU-resident weight store (bucketised);
 a background puller starts fetching it at once, while rollout goes on; at the next update point the

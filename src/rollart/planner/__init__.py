@@ -1,4 +1,4 @@
-"""Heterogeneity-aware placement of RL workflows (HetRL, hetrl.txt §3–5 and App. B).
+"""Heterogeneity-aware placement of RL workflows (HetRL §3–5 and App. B).
 
 Inputs: a device topology (:mod:`.topology`, presets in :mod:`.scenarios`) and a workflow
 (:mod:`.workflow`). The cost model (:mod:`.costmodel`, :mod:`.taskcost`, :mod:`.memory`) estimates a

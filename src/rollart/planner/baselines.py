@@ -4,7 +4,7 @@
   bandwidth, the smallest memory so its plans still fit) and every link the same (one datacenter).
   Sync: all tasks colocated on all GPUs (verl's hybrid engine); async: a rollout pool and a training
   pool, sized under the same assumption, filled with GPUs in id order. No load balancing. Its plan is
-  then costed on the real topology, as hetrl.txt does for verl.
+  then costed on the real topology, as HetRL does for verl.
 * ``two_group_plan`` (StreamRL-like): generation on one pool and every other task on another, each
   pool one GPU type in one region (StreamRL's restriction); the best pool pair under the real model.
 """

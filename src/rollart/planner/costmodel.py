@@ -1,4 +1,4 @@
-"""HetRL's analytical cost model (hetrl.txt App. B), component by component.
+"""HetRL's analytical cost model (HetRL App. B), component by component.
 
 Component terms (B.2): computation, TP/PP/DP communication over ring graphs, pipeline bubbles,
 HBM-bound decoding, resharding and weight synchronisation. Task level (B.3): Ψgen, Ψinf, Ψtrain,
@@ -206,7 +206,7 @@ def sync_cost(train: "GroupPlan", gen: "GroupPlan") -> float:
 
 
 def end_to_end(groups: Sequence["GroupPlan"], wf: "Workflow") -> StepEstimate:
-    """C_SyncPPO / C_AsyncPPO / C_SyncGRPO / C_AsyncGRPO for a full plan (hetrl.txt B.4)."""
+    """C_SyncPPO / C_AsyncPPO / C_SyncGRPO / C_AsyncGRPO for a full plan (HetRL B.4)."""
     eta = wf.cfg.eta
     task_cost = {name: g.tasks[name].time for g in groups for name in g.tasks}
 

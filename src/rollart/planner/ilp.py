@@ -1,4 +1,4 @@
-"""Exact scheduling by integer linear programming (hetrl.txt §3.5), with scipy's HiGHS ``milp``.
+"""Exact scheduling by integer linear programming (HetRL §3.5), with scipy's HiGHS ``milp``.
 
 What it optimises, exactly: the same objective over the same search space as SHA-EA.
   * Level 1 (task grouping) is enumerated: one MILP per set partition of the tasks.

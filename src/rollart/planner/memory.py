@@ -1,6 +1,6 @@
 """Per-GPU memory of a tasklet: model memory (stays resident) and working memory (while it runs).
 
-Constraint C3 of hetrl.txt §3.1: for every GPU d,
+Constraint C3 of HetRL §3.1: for every GPU d,
     max over tasklets l on d of M_working(l) + sum over tasklets l on d of M_model(l) <= M_gpu(d).
 Device-independent, following the usual accounting (mixed-precision Adam, activation checkpoints,
 paged KV cache); the appendix leaves the memory model to prior work.

@@ -1,4 +1,4 @@
-"""The four network scenarios of hetrl.txt §5.1 as topology presets.
+"""The four network scenarios of HetRL §5.1 as topology presets.
 
 GPUs come in nodes of 8 of one type (default mix: 24 A100, 24 L40S, 16 L4 — the paper's testbed).
 The paper's measured inter-region matrices (its Figure 3) are not in its text, so the multi-country and

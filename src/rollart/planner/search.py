@@ -1,5 +1,5 @@
 """HetRL's hybrid scheduler: nested successive halving over levels 1–2, an evolutionary algorithm below
-(hetrl.txt §3.2, §3.4, Algorithm 1).
+(HetRL §3.2, §3.4, Algorithm 1).
 
 The five levels: (1) task grouping — a set partition of the tasks; (2) coarse GPU grouping — how many
 GPUs each task group gets (multiples of ``granularity``); (3) medium assignment — which GPUs, held as a

@@ -1,4 +1,4 @@
-"""Task-level cost Ψgen / Ψinf / Ψtrain of one task on an ordered device list (hetrl.txt B.3).
+"""Task-level cost Ψgen / Ψinf / Ψtrain of one task on an ordered device list (HetRL B.3).
 
 A task with parallel degrees (tp, pp, dp) is cut into tp·pp·dp tasklets l_{i,j,k} (replica i, stage j,
 shard k). Level 5 (tasklet → GPU) is a deterministic locality-first mapping of the group's devices,

@@ -1,6 +1,6 @@
 """Device topology: GPUs with compute/memory/HBM attributes and the latency/bandwidth between them.
 
-This is HetRL's device graph G_D = (V_D, E_D, comp, mem, hbm, A, B) (hetrl.txt §3.1, App. B.1).
+This is HetRL's device graph G_D = (V_D, E_D, comp, mem, hbm, A, B) (HetRL §3.1, App. B.1).
 Everything is stored in SI units: FLOP/s, bytes, bytes/s, seconds. A bandwidth of 0 means the two
 devices have no direct link (e.g. edge GPUs that only reach their own region).
 
@@ -28,7 +28,7 @@ class TopologyError(ValueError):
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """One GPU model's attributes (hetrl.txt Table 1, rollart.txt Table 2)."""
+    """One GPU model's attributes (HetRL Table 1, RollArt Table 2)."""
 
     name: str
     tflops: float
@@ -47,11 +47,11 @@ class GPUSpec:
 
 
 GPU_PRESETS: dict[str, GPUSpec] = {
-    # hetrl.txt Table 1
+    # HetRL Table 1
     "A100": GPUSpec("A100", tflops=312, memory_gb=40, hbm_gb_s=2039, intra_gb_s=600),
     "L40S": GPUSpec("L40S", tflops=366, memory_gb=48, hbm_gb_s=864, intra_gb_s=64),
     "L4": GPUSpec("L4", tflops=121, memory_gb=24, hbm_gb_s=300, intra_gb_s=64),
-    # rollart.txt Table 2
+    # RollArt Table 2
     "H800": GPUSpec("H800", tflops=989.5, memory_gb=80, hbm_gb_s=3350, intra_gb_s=400),
     "H20": GPUSpec("H20", tflops=148, memory_gb=96, hbm_gb_s=4000, intra_gb_s=900),
 }

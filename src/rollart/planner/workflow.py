@@ -1,4 +1,4 @@
-"""RL workflow spec: which models, which tasks, batch and sequence sizes (hetrl.txt §2.1, §3.3).
+"""RL workflow spec: which models, which tasks, batch and sequence sizes (HetRL §2.1, §3.3).
 
 PPO has four models (actor, critic, reference, reward) and six tasks: actor generation, reward /
 reference / critic inference, actor / critic training. GRPO drops the critic (four tasks).
@@ -17,7 +17,7 @@ from rollart.config import ConfigError, apply_overrides
 
 @dataclass(frozen=True)
 class ModelShape:
-    """Transformer shape (hetrl.txt App. B.1: h1 hidden, h2 intermediate, nl layers)."""
+    """Transformer shape (HetRL App. B.1: h1 hidden, h2 intermediate, nl layers)."""
 
     name: str
     layers: int
@@ -85,9 +85,9 @@ class WorkflowConfig:
     reward_model: str = ""
     """Reward model preset; empty = same as model."""
     prompts_per_step: int = 384
-    """Global batch size in prompts (hetrl.txt §5.1: 384)."""
+    """Global batch size in prompts (HetRL §5.1: 384)."""
     responses_per_prompt: int = 8
-    """Responses sampled per prompt (hetrl.txt §5.1: 8)."""
+    """Responses sampled per prompt (HetRL §5.1: 8)."""
     seq_in: int = 1024
     """Maximum prompt length, tokens."""
     seq_out: int = 1024
@@ -103,7 +103,7 @@ class WorkflowConfig:
     usable_memory_fraction: float = 0.9
     """Share of each GPU's memory the plan may use (rest: CUDA context, fragmentation)."""
     load_balance: bool = True
-    """Per-replica batch sizes by replica speed and layer split by stage speed (hetrl.txt §4.2)."""
+    """Per-replica batch sizes by replica speed and layer split by stage speed (HetRL §4.2)."""
 
     def __post_init__(self) -> None:
         for f in ("prompts_per_step", "responses_per_prompt", "seq_in", "micro_batch_size",

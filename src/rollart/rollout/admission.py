@@ -1,4 +1,4 @@
-"""The proxy's suspend/resume gate (weight-sync steps ② and ④ of rollart.txt §6.2).
+"""The proxy's suspend/resume gate (weight-sync steps ② and ④ of RollArt §6.2).
 
 While suspended, new requests wait here in arrival order; requests already running are not touched.
 ``resume`` admits every waiter (FIFO); ``refuse`` turns away one trajectory's waiters (its abort).

@@ -1,7 +1,7 @@
-"""SampleBuffer: versioned store of scored GRPO groups, and the asynchronous bound α (rollart.txt §6.2).
+"""SampleBuffer: versioned store of scored GRPO groups, and the asynchronous bound α (RollArt §6.2).
 
 The trainer pipeline calls ``set_version(n)`` when the inference workers switch to version n (the
-"current agent LLM" of rollart.txt §6.2) and ``await get_batch(B)``
+"current agent LLM" of RollArt §6.2) and ``await get_batch(B)``
 for whole GRPO groups. The scheduler deposits finished groups with ``await put(group)`` (it blocks
 while the buffer is full: backpressure). Modes, all in this one class:
 

@@ -1,4 +1,4 @@
-"""EnvManager: one coroutine per trajectory (rollart.txt §6.1).
+"""EnvManager: one coroutine per trajectory (RollArt §6.1).
 
 reset → generate → step → … until the env terminates or truncates. The manager keeps the
 (observation, action) history as token ids, token-in/token-out (:mod:`rollart.rollout.chat`): the

@@ -1,4 +1,4 @@
-"""LLMProxy: the gateway between trajectories and inference workers (rollart.txt §6.1, §6.3, §8).
+"""LLMProxy: the gateway between trajectories and inference workers (RollArt §6.1, §6.3, §8).
 
 ``await proxy.generate(trajectory_id, prompt_token_ids, sampling, tag)`` picks a worker and returns
 that request's ``GenerationResult``:

@@ -1,4 +1,4 @@
-"""Reward dispatch: score each trajectory the moment it finishes (rollart.txt §6.1).
+"""Reward dispatch: score each trajectory the moment it finishes (RollArt §6.1).
 
 A reward function is any ``async fn(trajectory) -> float``: the env's own return (default), a rule
 from :mod:`rollart.rewards.rules`, or a client of the serverless reward endpoint. Calls run

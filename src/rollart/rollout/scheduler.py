@@ -2,7 +2,7 @@
 
 A group is ``group_size`` rollouts of one task instance (same env id, same reset seed); its tag (the
 task name) routes generation through hw_mapping. ``extra_envs_per_group`` launches more envs than
-needed and ``extra_groups`` more groups than needed (rollart.txt §6.3): as soon as a group has its
+needed and ``extra_groups`` more groups than needed (RollArt §6.3): as soon as a group has its
 target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
 env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
 that fails is replaced (same seed) while the group could still fall short. ``interaction="batched"``

@@ -1,4 +1,4 @@
-"""Worker deaths as the proxy sees them (rollart.txt §8): count them, wait for a restart, or remove.
+"""Worker deaths as the proxy sees them (RollArt §8): count them, wait for a restart, or remove.
 
 A death (``ActorDeadError``) marks the worker unhealthy and counts one failure per crash, however many
 requests it took down. The requests it was running all wait on one shared probe: it asks the worker

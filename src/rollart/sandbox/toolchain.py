@@ -2,7 +2,7 @@
 
 They are copied once per machine into ``<sandbox root>/toolchain-<key>/`` (world-readable, bound
 read-only into every sandbox), so a sandbox never binds anything from the project tree or the
-virtualenv (both under /work here), and the dropped-privilege sandbox uid can read them.
+virtualenv (where this machine keeps them), and the dropped-privilege sandbox uid can read them.
 
 The key hashes the packages' and harness files' paths and mtimes, so every new virtualenv (CI builds
 a fresh one per run), reinstall, harness edit or layout bump makes a new copy. A process holds a

@@ -2,7 +2,7 @@
 
 DeepSpeed is imported only inside this backend (``pip install deepspeed``). On CPU machines it runs
 over gloo with ``DS_ACCELERATOR=cpu``; a single process without a launcher gets the RANK/WORLD_SIZE/
-MASTER_* variables from the config so DeepSpeed does not try MPI (/work/shared/ENVIRONMENT.md).
+MASTER_* variables from the config so DeepSpeed does not try MPI.
 
 Choices, and why:
   * the optimiser is a torch ``AdamW`` passed to ``deepspeed.initialize`` — the config optimiser "AdamW"

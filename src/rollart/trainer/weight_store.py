@@ -1,6 +1,6 @@
 """Bucketed weight store: the trainer publishes each version once; inference pulls it in the background.
 
-rollart.txt §6.3 / Table 4. The data path per policy version v:
+RollArt §6.3 / Table 4. The data path per policy version v:
 
     trainer --push_weights()--> WeightStore (CPU-resident, an actor) --WeightPuller--> inference worker
             buckets of ~bucket_bytes, once              pulled bucket by bucket while rollout runs;
@@ -135,7 +135,7 @@ def _copy_tensors(x: Any) -> Any:
 
 @dataclass
 class WeightSyncStats:
-    """Cost of moving one weight version (seconds), as in rollart.txt Table 4."""
+    """Cost of moving one weight version (seconds), as in RollArt Table 4."""
     version: int
     num_buckets: int = 0
     bytes: int = 0
