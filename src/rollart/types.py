@@ -51,8 +51,3 @@ class Trajectory:
     info: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent in env_reset, env_step, generate, reward."""
-
-    @property
-    def min_version(self) -> int:
-        model_versions = [v for v, m in zip(self.versions, self.loss_mask) if m]
-        return min(model_versions) if model_versions else self.start_version

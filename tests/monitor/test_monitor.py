@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rollart.monitor import MetricsLogger, ProgressBar, staleness_values, trajectory_metrics
+from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.types import Trajectory
+from rollart.versions import staleness_values
 
 
 @dataclass
@@ -73,12 +74,6 @@ def test_logger_rejects_unnamespaced_and_non_numeric(tmp_path):
             logger.log({"misc/reward": 1.0}, 0)
         with pytest.raises(TypeError, match="histogram"):
             logger.log({"charts/x": [1, 2]}, 0)
-
-
-def test_staleness_per_token():
-    t = _traj("a", 1.0, True, [2, 3, 5])
-    assert staleness_values([t], 5, per_token=True) == [3, 2, 0]
-    assert staleness_values([t], 5) == [3]
 
 
 def test_progress_bar_lines():

@@ -7,6 +7,7 @@ import torch
 
 from rollart.trainer import TrainerConfig, build_batch, make_trainer
 from rollart.trainer.base import forward_logits
+from rollart.trainer.batching import select_rows
 from rollart.trainer.losses import token_logprobs
 from rollart.trainer.torch_trainer import TorchTrainer
 
@@ -112,6 +113,25 @@ def test_ppo_with_critic_learns_values():
     losses = [tr.train_step(trajs)["losses/value"] for _ in range(6)]
     assert losses[-1] < losses[0]
     assert tr.version == 6
+
+
+def test_public_steps_make_the_same_update_as_train_step():
+    trajs = make_trajectories(3, 4, seed=9)
+    fused, stepped = _trainer(entropy_coef=0.01), _trainer(entropy_coef=0.01)
+    m = fused.train_step(trajs)
+    batch, half = build_batch(trajs), len(trajs) // 2
+    tokens = float(batch["loss_mask"].sum())  # two calls over one normalizer: one accumulated gradient
+    terms = (stepped.forward_backward(select_rows(batch, range(half)), tokens)
+             + stepped.forward_backward(select_rows(batch, range(half, len(trajs))), tokens))
+    assert stepped.version == 0
+    norm = stepped.optimizer_step()
+    assert stepped.version == 1 and norm == pytest.approx(m["losses/grad_norm"], rel=1e-4)
+    assert terms.loss_tokens == m["charts/loss_tokens"]
+    assert terms.metrics(updates=1)["losses/entropy"] == pytest.approx(m["losses/entropy"], rel=1e-5)
+    for (k, a), (_, b) in zip(params_of(fused.policy).items(), params_of(stepped.policy).items()):
+        assert torch.allclose(a, b, atol=1e-5), k
+    with pytest.raises(RuntimeError, match="no forward_backward"):
+        stepped.optimizer_step()
 
 
 def test_registry_and_bad_backend():

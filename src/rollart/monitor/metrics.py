@@ -5,13 +5,7 @@ from collections import Counter, defaultdict
 from typing import Sequence
 
 from rollart.types import Trajectory
-
-
-def staleness_values(trajectories: Sequence[Trajectory], version: int, per_token: bool = False) -> list[int]:
-    """Version lag of each trajectory (``version - min_version``) or of each trained token."""
-    if per_token:
-        return [version - v for t in trajectories for v, m in zip(t.versions, t.loss_mask) if m]
-    return [version - t.min_version for t in trajectories]
+from rollart.versions import staleness_values
 
 
 def trajectory_metrics(trajectories: Sequence[Trajectory], version: int | None = None) -> dict[str, float]:

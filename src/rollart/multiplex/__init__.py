@@ -1,4 +1,4 @@
-"""Multiplexing: training as a service shared by several RL jobs (PlexRL).
+"""Multiplexing: one training deployment shared by several RL jobs, time-sliced by context switches (PlexRL).
 
 ``service`` (TrainingService: Router + Scheduler over worker-process groups, Placer admission), ``worker``
 (DeploymentWorker, one rank), ``router`` (deployment -> group, serial per group), ``scheduler`` (HRRS,

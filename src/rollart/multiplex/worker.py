@@ -20,7 +20,7 @@ import torch
 from rollart.actors import blocking
 from rollart.multiplex.state import StateManager
 from rollart.trainer import TrainerConfig, make_trainer
-from rollart.trainer.batching import build_batch, micro_batches, num_loss_tokens
+from rollart.trainer.batching import build_batch
 
 
 class NotResidentError(RuntimeError):
@@ -39,7 +39,6 @@ class DeploymentWorker:
         self._guard = threading.Lock()
         self._in_flight = 0
         self.max_in_flight = 0
-        self._accumulated: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lifecycle of jobs
     @blocking
@@ -113,30 +112,14 @@ class DeploymentWorker:
     def forward_backward(self, seq: int, job: str, trajectories: list) -> dict:
         """Accumulate the RL loss gradient of ``trajectories`` (one mini-batch); optim_step applies it."""
         with self._op(seq, job, "forward_backward"):
-            tr = self.trainers[job]
-            batch = dict(build_batch(trajectories, pad_id=tr.cfg.pad_id, adv_eps=tr.cfg.adv_eps,
-                                     scale_adv_by_std=tr.cfg.scale_adv_by_std))
-            if not self._accumulated.get(job):
-                tr._zero_grad()
-            tr._precompute(batch)
-            normalizer = max(num_loss_tokens(batch), 1)
-            sums = torch.zeros(8, dtype=torch.float64)
-            for mb in micro_batches(batch, tr.cfg.micro_batch_tokens):
-                loss, terms = tr._loss(mb, normalizer)
-                tr._backward(loss)
-                sums += terms
-            self._accumulated[job] = self._accumulated.get(job, 0) + 1
-            return {"losses/policy": float(sums[0]), "charts/loss_tokens": float(num_loss_tokens(batch))}
+            terms = self.trainers[job].forward_backward(trajectories)
+            return {"losses/policy": terms.policy, "charts/loss_tokens": terms.loss_tokens}
 
     @blocking
     def optim_step(self, seq: int, job: str) -> dict:
         with self._op(seq, job, "optim_step"):
             tr = self.trainers[job]
-            if not self._accumulated.pop(job, 0):
-                raise RuntimeError(f"optim_step {job}: no forward_backward since the last step")
-            norm = tr._optimizer_step()
-            tr.version += 1
-            tr.steps_done += 1
+            norm = tr.optimizer_step()
             return {"losses/grad_norm": norm, "charts/version": float(tr.version)}
 
     @blocking
@@ -240,7 +223,7 @@ def _state_refs(tr: Any) -> tuple[dict, dict]:
             setter = _buffer_setter(owner, leaf)
             tensors[f"{prefix}.buf/{name}"] = (b, setter)
             setters[f"{prefix}.buf/{name}"] = setter
-    for i, p in enumerate(tr._params):
+    for i, p in enumerate(tr.trainable_params):
         for k, v in tr.optimizer.state.get(p, {}).items():
             if isinstance(v, torch.Tensor):
                 setter = _optim_setter(tr.optimizer.state[p], k)
@@ -263,7 +246,7 @@ def _grad_setter(p: torch.nn.Parameter):
 
 def _buffer_setter(owner: torch.nn.Module, leaf: str):
     def set_(t):
-        owner._buffers[leaf] = torch.empty(0, dtype=owner._buffers[leaf].dtype) if t is None else t
+        setattr(owner, leaf, torch.empty(0, dtype=getattr(owner, leaf).dtype) if t is None else t)
     return set_
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rollart.actors.cpus import pinned
-from rollart.monitor import MetricsLogger, ProgressBar, staleness_values, trajectory_metrics
+from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
@@ -45,6 +45,7 @@ from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
 from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
 from rollart.types import Trajectory
+from rollart.versions import staleness_values, version_span
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -243,7 +244,7 @@ class Coordinator:
         push = await self.weights.publish(self.version)
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
-        metrics["rollout/version_span_max"] = float(max(_version_span(t) for t in batch))
+        metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
         counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
         metrics.update({f"rollout/routing/{k}": float(counters[k])
                         for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
@@ -377,12 +378,6 @@ def _exposed_pull(result: tuple[list[Trajectory], dict], extra: dict,
         start, end = pull
         metrics["system/weight_pull_exposed_s"] = max(0.0, end - max(start, metrics["_train_end"]))
     return batch, metrics
-
-
-def _version_span(traj: Trajectory) -> int:
-    """How many weight updates a trajectory's model tokens straddle (0: all from one version)."""
-    versions = [v for v, m in zip(traj.versions, traj.loss_mask) if m]
-    return max(versions) - min(versions) if versions else 0
 
 
 def _flatten(groups: list[list[Trajectory]]) -> list[Trajectory]:

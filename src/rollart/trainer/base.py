@@ -2,8 +2,10 @@
 
 A trainer is a plain class (it also runs as an actor). Its whole surface:
 
-    trainer.version                         policy version; train_step increments it by one
+    trainer.version                         policy version; each train step advances it by one
     trainer.train_step(batch) -> metrics    batch = list[Trajectory] or a dict from build_batch
+    trainer.forward_backward(batch)         accumulate one mini-batch's gradient -> LossTerms (named fields)
+    trainer.optimizer_step() -> grad norm   apply it; the step that ends a train step makes the next version
     trainer.named_tensors() -> [(name, t)]  full CPU weights with HF-compatible names (may alias the live
                                             parameters: copy before the next train_step if you keep them)
     trainer.state_dict_buckets(nbytes)      the same, split into buckets for the weight store
@@ -11,9 +13,10 @@ A trainer is a plain class (it also runs as an actor). Its whole surface:
     trainer.load_checkpoint(path_or_root)   restores and returns ``extra`` (data position, buffer meta)
     trainer.close()
 
-Backends implement the hooks ``_backward``, ``_optimizer_step``, ``_zero_grad``, ``_gather_state`` and the
-checkpoint I/O; the step itself (proximal/ref log-probs, advantages, mini- and micro-batching, the loss)
-lives here once.
+``train_step`` is built from ``forward_backward`` and ``optimizer_step``. Backends implement the protected
+hooks ``_backward``, ``_optimizer_step``, ``_zero_grad`` (and, for data parallelism, ``_begin_micro``,
+``_backward_nothing``, ``_forward_nothing``, ``_max_over_ranks``) and the checkpoint I/O; the step itself
+(proximal/ref log-probs, advantages, mini- and micro-batching, the loss) lives here once.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from rollart.trainer import losses as L
 from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
                                       select_rows, shard_rows)
 from rollart.trainer.config import TrainerConfig
+from rollart.trainer.losses import LossTerms
+from rollart.versions import staleness
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +72,9 @@ class Trainer:
     def __init__(self, cfg: TrainerConfig):
         self.cfg = cfg
         self.version = 0
+        """The policy being trained; the optimizer_step that ends a train step advances it by one."""
         self.steps_done = 0
+        self._accumulated = 0  # forward_backward calls since the last optimizer_step
         torch.set_num_threads(cfg.num_threads)
 
     # ------------------------------------------------------------------ hooks for backends
@@ -135,21 +142,23 @@ class Trainer:
         return ref
 
     def train_step(self, batch: Sequence[Any] | dict[str, torch.Tensor]) -> dict[str, float]:
-        """One RL update on ``batch``; every data-parallel rank must be called with the same batch."""
+        """One RL update on ``batch``; every data-parallel rank must be called with the same batch.
+
+        Built from the public steps: per-token quantities fixed for the step are computed once, then each
+        mini-batch (``num_minibatches`` per epoch, ``ppo_epochs`` epochs) is one ``forward_backward`` over
+        this rank's rows and one ``optimizer_step``; the last one makes the new version.
+        """
         cfg = self.cfg
         t0 = time.perf_counter()
-        if not isinstance(batch, dict):
-            batch = build_batch(batch, pad_id=cfg.pad_id, adv_eps=cfg.adv_eps,
-                                scale_adv_by_std=cfg.scale_adv_by_std)
-        batch = dict(batch)
-        staleness = (self.version - batch["versions"]).clamp(min=0) * (batch["loss_mask"] > 0)  # (B, T)
+        batch = dict(self._as_batch(batch))
+        lag = staleness(self.version, batch["versions"]) * (batch["loss_mask"] > 0)  # (B, T)
         if cfg.max_staleness is not None:
-            batch["loss_mask"] = batch["loss_mask"] * (staleness <= cfg.max_staleness)
+            batch["loss_mask"] = batch["loss_mask"] * (lag <= cfg.max_staleness)
         total_tokens = num_loss_tokens(batch)
         metrics: dict[str, float] = {
             "rollout/reward_mean": float(batch["rewards"].mean()),
-            "rollout/staleness_mean": float(L.masked_mean(staleness.float(), batch["loss_mask"])),
-            "rollout/staleness_max": float(staleness.max()),
+            "rollout/staleness_mean": float(L.masked_mean(lag.float(), batch["loss_mask"])),
+            "rollout/staleness_max": float(lag.max()),
             "charts/loss_tokens": float(total_tokens),
         }
         if total_tokens == 0:
@@ -157,54 +166,91 @@ class Trainer:
             # the version so the caller's version numbering stays in step, and say so in the metrics
             log.warning("train_step: batch of %d trajectories has no trainable tokens (loss_mask all 0 after "
                         "max_staleness=%s); weights unchanged", len(batch["lengths"]), cfg.max_staleness)
-            self.version += 1
-            self.steps_done += 1
+            self._end_step()
             return {**metrics, "charts/skipped_empty_batch": 1.0, "charts/version": float(self.version)}
 
         # 1) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
-        local = select_rows(batch, shard_rows(len(batch["lengths"]), self.cfg.rank, self.cfg.world_size))
+        n_rows = len(batch["lengths"])
+        my_rows = shard_rows(n_rows, cfg.rank, cfg.world_size)
+        local = select_rows(batch, my_rows)
         self._precompute(local)
 
         # 2) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
-        n_rows = len(batch["lengths"])
         bounds = sorted(set(torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()))  # no empty ones
-        sums = torch.zeros(8, dtype=torch.float64)  # accumulated loss terms, see names below
+        updates = cfg.ppo_epochs * (len(bounds) - 1)
+        terms = LossTerms()
         grad_norms = []
         for _ in range(cfg.ppo_epochs):
             for lo, hi in zip(bounds[:-1], bounds[1:]):
-                mb_rows = [r for r in range(lo, hi)]
-                normalizer = max(num_loss_tokens(select_rows(batch, mb_rows)), 1) if mb_rows else 1
-                my_rows = [i for i, r in enumerate(shard_rows(n_rows, cfg.rank, cfg.world_size)) if lo <= r < hi]
-                micros = micro_batches(select_rows(local, my_rows), cfg.micro_batch_tokens) if my_rows else []
-                # ranks with fewer micro-batches run zero-loss passes so collectives inside forward
-                # (ZeRO-3 parameter gathers) and the gradient reduction line up on every rank
-                n_passes = self._max_over_ranks(len(micros))
-                self._zero_grad()
-                for i in range(n_passes):
-                    self._begin_micro(last=i == n_passes - 1)
-                    if i < len(micros):
-                        loss, terms = self._loss(micros[i], normalizer)
-                        self._backward(loss)
-                        sums += terms
-                    else:
-                        self._backward_nothing()
-                grad_norms.append(self._optimizer_step())
-        sums = self._all_reduce_sum(sums)
-        updates = cfg.ppo_epochs * len(bounds[:-1])
-        denom = max(total_tokens, 1) * cfg.ppo_epochs
-        names = ["policy", "kl", "entropy", "value", "clipfrac", "approx_kl", "is_weight", "total"]
-        for i, name in enumerate(names):
-            # loss terms are per-minibatch token means summed over minibatches -> average over updates
-            value = sums[i].item() / updates if i in (0, 1, 2, 3, 7) else sums[i].item() / denom
-            metrics[f"losses/{name}"] = value
+                normalizer = max(num_loss_tokens(select_rows(batch, list(range(lo, hi)))), 1)
+                mine = [i for i, r in enumerate(my_rows) if lo <= r < hi]
+                terms = terms + self.forward_backward(select_rows(local, mine), normalizer)
+                grad_norms.append(self.optimizer_step(end_of_step=len(grad_norms) + 1 == updates))
+        terms = LossTerms.from_tensor(self._all_reduce_sum(terms.to_tensor()))
+        metrics.update(terms.metrics(updates))
         metrics["losses/grad_norm"] = float(sum(grad_norms) / len(grad_norms))
-        self.version += 1
-        self.steps_done += 1
         metrics["charts/version"] = float(self.version)
         metrics["system/train_step_s"] = time.perf_counter() - t0
         return metrics
 
+    def forward_backward(self, batch: Sequence[Any] | dict[str, torch.Tensor],
+                         normalizer: float | None = None) -> LossTerms:
+        """Accumulate the RL loss gradient of ``batch`` (this rank's rows of one mini-batch); returns its terms.
+
+        ``batch`` is trajectories or a dict from ``build_batch``; the per-token quantities fixed for a step
+        (proximal and reference log-probs, old values) are computed here unless the batch carries them
+        already. Losses are divided by ``normalizer``, by default the batch's loss tokens. Gradients add up
+        over calls until ``optimizer_step`` applies them; on every data-parallel rank the calls must match.
+        """
+        batch = self._as_batch(batch)
+        if "prox_logprobs" not in batch:
+            batch = dict(batch)
+            self._precompute(batch)
+        if normalizer is None:
+            normalizer = max(num_loss_tokens(batch), 1)
+        micros = micro_batches(batch, self.cfg.micro_batch_tokens)
+        # ranks with fewer micro-batches run zero-loss passes so collectives inside forward
+        # (ZeRO-3 parameter gathers) and the gradient reduction line up on every rank
+        n_passes = self._max_over_ranks(len(micros))
+        if not self._accumulated:
+            self._zero_grad()
+        terms = LossTerms()
+        for i in range(n_passes):
+            self._begin_micro(last=i == n_passes - 1)
+            if i < len(micros):
+                loss, micro_terms = self._loss(micros[i], normalizer)
+                self._backward(loss)
+                terms = terms + micro_terms
+            else:
+                self._backward_nothing()
+        self._accumulated += 1
+        return terms
+
+    def optimizer_step(self, end_of_step: bool = True) -> float:
+        """Apply the gradients accumulated since the last step; returns the global grad norm.
+
+        ``end_of_step``: this update ends a train step, so the policy becomes the next version (train_step
+        passes False for every mini-batch update but its last: the weights in between are never published).
+        """
+        if not self._accumulated:
+            raise RuntimeError("optimizer_step: no forward_backward since the last optimizer_step")
+        norm = self._optimizer_step()
+        self._accumulated = 0
+        if end_of_step:
+            self._end_step()
+        return norm
+
     # ------------------------------------------------------------------ internals
+    def _as_batch(self, batch: Sequence[Any] | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if isinstance(batch, dict):
+            return batch
+        return build_batch(batch, pad_id=self.cfg.pad_id, adv_eps=self.cfg.adv_eps,
+                           scale_adv_by_std=self.cfg.scale_adv_by_std)
+
+    def _end_step(self) -> None:
+        self.version += 1
+        self.steps_done += 1
+
     @torch.no_grad()
     def _precompute(self, local: dict[str, torch.Tensor]) -> None:
         cfg = self.cfg
@@ -239,7 +285,7 @@ class Trainer:
     def _multi_update(self) -> bool:
         return self.cfg.ppo_epochs > 1 or self.cfg.num_minibatches > 1
 
-    def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, LossTerms]:
         cfg = self.cfg
         ids, mask = mb["input_ids"], mb["loss_mask"]
         logits = forward_logits(self.policy, ids)  # (B, T, V)
@@ -267,7 +313,8 @@ class Trainer:
             values = self.critic(ids).float()  # (B, T)
             vl = L.value_loss(values, mb["old_values"], mb["returns"], mask, normalizer, cfg.value_clip)
             loss = loss + cfg.vf_coef * vl
-        is_sum = float(L.masked_sum(is_w, mask)) if is_w is not None else float(mask.sum())
-        terms = torch.tensor([pg.item(), kl.item(), ent.item(), vl.item(), stats["clipped_tokens"],
-                              stats["approx_kl_sum"], is_sum, loss.item()], dtype=torch.float64)
-        return loss, terms
+        tokens = float(mask.sum())
+        is_sum = float(L.masked_sum(is_w, mask)) if is_w is not None else tokens
+        return loss, LossTerms(total=loss.item(), policy=pg.item(), kl=kl.item(), entropy=ent.item(),
+                               value=vl.item(), clipped_tokens=stats["clipped_tokens"],
+                               approx_kl_sum=stats["approx_kl_sum"], is_weight_sum=is_sum, loss_tokens=tokens)

@@ -35,6 +35,7 @@ taken against the behaviour log-probs directly: r_t = pi_theta / mu.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import astuple, dataclass
 from typing import Sequence
 
 import torch
@@ -184,3 +185,51 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
         v_clipped = old_values + (values - old_values).clamp(-clip, clip)
         per_token = torch.maximum(unclipped, (v_clipped - returns) ** 2)
     return 0.5 * masked_sum(per_token, mask) / normalizer
+
+
+# --------------------------------------------------------------------------- the terms of one step
+
+@dataclass
+class LossTerms:
+    """What a ``forward_backward`` computed, summed over its micro-batches.
+
+    The losses are token sums divided by the normalizer (so, with the default normalizer, token means over
+    the batch); the ``*_sum`` statistics and ``loss_tokens`` are plain token sums, to be divided by a token
+    count. Terms add (``a + b``) across mini-batches, and cross data-parallel ranks as one tensor
+    (``to_tensor`` / ``from_tensor``).
+    """
+    total: float = 0.0
+    """The loss that was back-propagated: policy + kl_coef * kl - entropy_coef * entropy + vf_coef * value."""
+    policy: float = 0.0
+    kl: float = 0.0
+    """k3 KL to the reference policy (0 without one)."""
+    entropy: float = 0.0
+    value: float = 0.0
+    """Critic loss (PPO only)."""
+    clipped_tokens: float = 0.0
+    """Tokens whose ratio was clipped."""
+    approx_kl_sum: float = 0.0
+    """k3 KL to the policy the ratio is measured against, summed over tokens."""
+    is_weight_sum: float = 0.0
+    """Truncated importance weights summed over tokens (the token count without the decoupled correction)."""
+    loss_tokens: float = 0.0
+    """Tokens that carried a loss."""
+
+    def __add__(self, other: "LossTerms") -> "LossTerms":
+        return LossTerms(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def to_tensor(self) -> torch.Tensor:
+        return torch.tensor(astuple(self), dtype=torch.float64)
+
+    @classmethod
+    def from_tensor(cls, t: torch.Tensor) -> "LossTerms":
+        return cls(*t.tolist())
+
+    def metrics(self, updates: int) -> dict[str, float]:
+        """``losses/`` scalars of a train step that made ``updates`` optimizer updates: each loss averaged
+        over updates, each token statistic averaged over the tokens it was summed over."""
+        tokens = max(self.loss_tokens, 1.0)
+        return {"losses/policy": self.policy / updates, "losses/kl": self.kl / updates,
+                "losses/entropy": self.entropy / updates, "losses/value": self.value / updates,
+                "losses/clipfrac": self.clipped_tokens / tokens, "losses/approx_kl": self.approx_kl_sum / tokens,
+                "losses/is_weight": self.is_weight_sum / tokens, "losses/total": self.total / updates}

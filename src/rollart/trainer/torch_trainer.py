@@ -62,13 +62,14 @@ class TorchTrainer(Trainer):
                 for t in self.critic.parameters():
                     dist.broadcast(t.data, src=0)
             params += list(self.critic.parameters())
-        self._params = [p for p in params if p.requires_grad]
-        self.optimizer = make_optimizer(cfg, self._params)
+        self.trainable_params = [p for p in params if p.requires_grad]
+        """What the optimizer updates (policy, then critic), in its parameter order."""
+        self.optimizer = make_optimizer(cfg, self.trainable_params)
 
     # ------------------------------------------------------------------ step hooks
     def _zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=False)
-        for p in self._params:  # every rank must contribute a gradient tensor to the all-reduce
+        for p in self.trainable_params:  # every rank must contribute a gradient tensor to the all-reduce
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
 
@@ -76,7 +77,7 @@ class TorchTrainer(Trainer):
         loss.backward()
 
     def _optimizer_step(self) -> float:
-        grads = [p.grad for p in self._params]
+        grads = [p.grad for p in self.trainable_params]
         if self.cfg.world_size > 1:
             flat = torch.cat([g.reshape(-1) for g in grads])  # one collective instead of one per tensor
             dist.all_reduce(flat, op=dist.ReduceOp.SUM)
@@ -85,7 +86,7 @@ class TorchTrainer(Trainer):
                 g.copy_(flat[offset: offset + g.numel()].view_as(g))
                 offset += g.numel()
         if self.cfg.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self._params, self.cfg.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(self.trainable_params, self.cfg.grad_clip)
         else:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
         self.optimizer.step()
