@@ -73,7 +73,6 @@ class Trainer:
         self.cfg = cfg
         self.version = 0
         """The policy being trained; the optimizer_step that ends a train step advances it by one."""
-        self.steps_done = 0
         self._accumulated = 0  # forward_backward calls since the last optimizer_step
         torch.set_num_threads(cfg.num_threads)
 
@@ -166,7 +165,7 @@ class Trainer:
             # the version so the caller's version numbering stays in step, and say so in the metrics
             log.warning("train_step: batch of %d trajectories has no trainable tokens (loss_mask all 0 after "
                         "max_staleness=%s); weights unchanged", len(batch["lengths"]), cfg.max_staleness)
-            self._end_step()
+            self.version += 1
             return {**metrics, "charts/skipped_empty_batch": 1.0, "charts/version": float(self.version)}
 
         # 1) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
@@ -237,7 +236,7 @@ class Trainer:
         norm = self._optimizer_step()
         self._accumulated = 0
         if end_of_step:
-            self._end_step()
+            self.version += 1
         return norm
 
     # ------------------------------------------------------------------ internals
@@ -246,10 +245,6 @@ class Trainer:
             return batch
         return build_batch(batch, pad_id=self.cfg.pad_id, adv_eps=self.cfg.adv_eps,
                            scale_adv_by_std=self.cfg.scale_adv_by_std)
-
-    def _end_step(self) -> None:
-        self.version += 1
-        self.steps_done += 1
 
     @torch.no_grad()
     def _precompute(self, local: dict[str, torch.Tensor]) -> None:

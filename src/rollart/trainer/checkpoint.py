@@ -6,7 +6,7 @@ Layout under a checkpoint root::
         model/                 config.json + model.safetensors (HF-loadable via rollart.models)
         optimizer.pt           optimizer state
         rng_rank{r}.pt         python / numpy / torch RNG states of each rank
-        meta.json              {"version", "steps_done", "extra": {data position, buffer meta, ...}}
+        meta.json              {"version", "extra": {data position, buffer meta, ...}}
         COMPLETE               written last, before the rename
     root/latest                text file naming the newest complete folder (replaced atomically)
     root/.tmp-step_00000013/   a save in progress (ignored, removed by the next save)

@@ -137,7 +137,7 @@ class DeepSpeedTrainer(Trainer):
     def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
         """Atomic checkpoint: HF-format model, DeepSpeed optimizer/engine state, RNG, version, ``extra``."""
         import torch.distributed as dist
-        meta = {"version": self.version, "steps_done": self.steps_done, "extra": extra or {},
+        meta = {"version": self.version, "extra": extra or {},
                 "world_size": self.cfg.world_size, "backend": "deepspeed", "zero_stage": self.cfg.zero_stage}
         rank = self.cfg.rank
         full = self._full_module()  # collective under ZeRO-3: every rank takes part
@@ -162,7 +162,6 @@ class DeepSpeedTrainer(Trainer):
         if rng_file.exists():
             ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
         self.version = int(meta["version"])
-        self.steps_done = int(meta.get("steps_done", self.version))
         return meta["extra"]
 
     def close(self) -> None:

@@ -98,7 +98,7 @@ class TorchTrainer(Trainer):
 
     def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
         """Atomic checkpoint of model, optimizer, RNG states, version and ``extra``; returns its folder."""
-        meta = {"version": self.version, "steps_done": self.steps_done, "extra": extra or {},
+        meta = {"version": self.version, "extra": extra or {},
                 "world_size": self.cfg.world_size, "backend": "torch"}
         rank, world = self.cfg.rank, self.cfg.world_size
         barrier = dist.barrier if world > 1 else None
@@ -127,7 +127,6 @@ class TorchTrainer(Trainer):
         if rng_file.exists():
             ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
         self.version = int(meta["version"])
-        self.steps_done = int(meta.get("steps_done", self.version))
         return meta["extra"]
 
     def close(self) -> None:
