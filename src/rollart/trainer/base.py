@@ -85,7 +85,8 @@ class Trainer:
         raise NotImplementedError
 
     def _begin_micro(self, last: bool) -> None:
-        """Called before each micro-batch's forward; ``last`` marks the final one before the step."""
+        """Called before each micro-batch's forward; ``last`` marks the final one of a forward_backward (the
+        DeepSpeed backend reduces gradients there, so it expects one forward_backward per optimizer_step)."""
 
     def _backward_nothing(self) -> None:
         """A zero-loss pass for a rank that has fewer micro-batches than another one."""
