@@ -1,9 +1,10 @@
-"""rollart's shipped environments, registered with gymnasium under the ``rollart/`` namespace.
+"""rollart's shipped environments (text games, tool use, code, SWE), registered with gymnasium under ``rollart/``.
 
-``import envs`` registers every id below; then ``gymnasium.make("rollart/FrozenLake-v0")`` builds one.
-Each env is a plain ``gymnasium.Env`` with text observations and text actions; optional attributes
-``system_prompt`` and ``max_new_tokens`` give the rollout defaults, and ``sample_action(rng)`` /
-``scripted_action(obs)`` let ``python -m rollart.rollout.play`` drive it without a model.
+The library never imports this package: ``import envs`` (recipes do; ``--import envs`` for
+``python -m rollart.rollout.play``) registers every id below, then ``gymnasium.make("rollart/FrozenLake-v0")``
+builds one. Each env is a plain ``gymnasium.Env`` with text observations and text actions that mixes in
+``rollart.rollout.env_protocol.EnvDefaults`` (its system prompt and per-answer token budget), and
+``sample_action(rng)`` / ``scripted_action(obs)`` let ``python -m rollart.rollout.play`` drive it without a model.
 
 Envs that live in sub-packages (``envs.swe``, ``envs.humaneval``) register themselves: if such a
 package defines ``register_envs()`` (returning its ids) or ``register()`` (with ``ENV_ID``), it is called

@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import MAPS, FrozenLakeEnv, generate_random_map
 
 from envs.text_space import text_space
+from rollart.rollout.env_protocol import EnvDefaults
 
 ACTIONS = {"L": 0, "D": 1, "R": 2, "U": 3}
 WORDS = {"LEFT": "L", "DOWN": "D", "RIGHT": "R", "UP": "U"}
@@ -40,7 +41,7 @@ def ansi_to_text(ansi: str) -> str:
     return "\n".join(rows)
 
 
-class FrozenLakeText(gym.Env):
+class FrozenLakeText(EnvDefaults, gym.Env):
     """FrozenLake-v1 with text observations and text actions (see module docstring)."""
 
     metadata = {"render_modes": ["ansi"]}

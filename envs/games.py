@@ -16,12 +16,13 @@ import gymnasium as gym
 import numpy as np
 
 from envs.text_space import text_space
+from rollart.rollout.env_protocol import EnvDefaults
 from rollart.rewards.rules import exact_match
 
 _INT = re.compile(r"-?\d+")
 
 
-class GuessNumber(gym.Env):
+class GuessNumber(EnvDefaults, gym.Env):
     """Guess a secret number with higher/lower feedback (multi-turn)."""
 
     metadata = {"render_modes": ["ansi"]}
@@ -74,7 +75,7 @@ class GuessNumber(gym.Env):
         return str((self.low_bound + self.high_bound) // 2)
 
 
-class SortNumbers(gym.Env):
+class SortNumbers(EnvDefaults, gym.Env):
     """Write the given numbers in ascending order (single turn)."""
 
     metadata = {"render_modes": ["ansi"]}

@@ -14,6 +14,7 @@ import numpy as np
 
 from envs.calculator import CalculatorError, evaluate, format_number
 from envs.text_space import text_space
+from rollart.rollout.env_protocol import EnvDefaults
 from rollart.rewards.rules import extract_answer, numbers_equal
 
 SYSTEM_PROMPT = ("Solve the problem. You may compute with <calc>expression</calc>; "
@@ -37,7 +38,7 @@ def make_problem(rng: np.random.Generator) -> tuple[str, int]:
             f"then gives away {c}. How many {item} does {name} have now?", a + bags * b - c)
 
 
-class MathToolEnv(gym.Env):
+class MathToolEnv(EnvDefaults, gym.Env):
     """Arithmetic/word problems with an optional calculator tool (see module docstring)."""
 
     metadata = {"render_modes": ["ansi"]}

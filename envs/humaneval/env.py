@@ -19,6 +19,8 @@ import gymnasium as gym
 
 from envs.humaneval.data import Problem, load_problems
 from envs.humaneval.scripted import canonical_answer, no_answer, wrong_answer
+from envs.text_space import AnyText
+from rollart.rollout.env_protocol import EnvDefaults
 from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
 
 INSTRUCTIONS = ("Complete the following Python function. Answer with the whole function in one "
@@ -77,14 +79,7 @@ def check_program(sandbox: Sandbox, program: str, timeout_s: float | None = None
     return passed, shown
 
 
-class AnyText(gym.spaces.Text):
-    """Any string up to ``max_length`` characters."""
-
-    def contains(self, x) -> bool:
-        return isinstance(x, str) and len(x) <= self.max_length
-
-
-class HumanEvalEnv(gym.Env):
+class HumanEvalEnv(EnvDefaults, gym.Env):
     """Text-in, text-out code env: one problem per episode, graded by its tests in a sandbox."""
 
     metadata = {"render_modes": ["ansi"]}

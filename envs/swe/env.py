@@ -26,6 +26,8 @@ from envs.swe.task import SWETask, load_builtin_tasks
 from envs.swe.scripted import gold_patch_actions
 from envs.swe.toolcall import FORMAT_HINT, ToolCallError, format_tool_call, parse_tool_calls
 from envs.swe.tools import TOOL_SCHEMAS, SWETools
+from envs.text_space import AnyText
+from rollart.rollout.env_protocol import EnvDefaults
 from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
 
 log = logging.getLogger(__name__)
@@ -42,13 +44,6 @@ There is no network. Commands time out. When the issue is fixed, submit; hidden 
 
 Issue:
 {problem}"""
-
-
-class AnyText(gym.spaces.Text):
-    """Any Python string up to ``max_length`` characters (issues and code contain non-ASCII text)."""
-
-    def contains(self, x) -> bool:
-        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
 
 @dataclass
@@ -101,7 +96,7 @@ def load_tasks(cfg: SWEEnvConfig) -> list[SWETask]:
     return tasks
 
 
-class SWEEnv(gym.Env):
+class SWEEnv(EnvDefaults, gym.Env):
     """Text-in, text-out SWE env over a sandboxed repository copy."""
 
     metadata = {"render_modes": ["ansi"]}
@@ -117,8 +112,8 @@ class SWEEnv(gym.Env):
             raise RuntimeError("the SWE env runs tests with pytest inside its sandbox: pip install pytest")
         self.tasks = load_tasks(self.config)
         self.render_mode = render_mode
-        self.observation_space = AnyText(max_length=max(self.config.observation_limit, 64 << 10))
-        self.action_space = AnyText(max_length=1 << 20)
+        self.observation_space = AnyText(max_length=max(self.config.observation_limit, 64 << 10), min_length=1)
+        self.action_space = AnyText(max_length=1 << 20, min_length=1)
         self.task: SWETask | None = None
         self.sandbox: Sandbox | None = None
         self.tool_runner: SWETools | None = None

@@ -114,11 +114,14 @@ def test_scripted_play_solves_every_shipped_env(env_id):
 
 
 def test_play_cli_runs_an_env_and_prints_a_summary():
-    out = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/GuessNumber-v0",
+    out = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/GuessNumber-v0", "--import", "envs",
                           "--episodes", "4", "--policy", "random", "--quiet"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith("episodes=4 ")
-    bad = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/FrozenLak-v0"],
+    bad = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/FrozenLak-v0", "--import", "envs"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "FrozenLake" in bad.stderr
+    unregistered = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/GuessNumber-v0"],
+                                  capture_output=True, text=True, timeout=60)
+    assert unregistered.returncode == 2 and "--import envs" in unregistered.stderr

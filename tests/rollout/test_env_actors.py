@@ -16,7 +16,7 @@ actors = pytest.importorskip("rollart.actors")
 async def test_batch_over_process_env_hosts_survives_a_dying_env():
     tok = ByteTokenizer()
     async with actors.ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=2.0) as system:
-        pool = await EnvPool.spawn(system, 2, {"step_timeout_s": 10}, grace_s=30)
+        pool = await EnvPool.spawn(system, 2, {"step_timeout_s": 10}, imports=["envs"], grace_s=30)
         hosts = pool.host_objects
         pids = {h.pid for h in hosts}
         assert len(pids) == 2

@@ -1,11 +1,15 @@
-"""EnvHost containment: raising, hanging and missing envs come back as errors; the host stays up."""
+"""EnvHost containment: raising, hanging and missing envs come back as errors; the host stays up; the env protocol."""
 import asyncio
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import envs  # noqa: F401  (registers the rollart/* envs)
+
 from rollart.rollout.env_client import EnvFailure, EnvPool
 from rollart.rollout.env_host import EnvHost, EnvHostConfig, to_plain
+from rollart.rollout.env_protocol import EnvDefaults, env_defaults
 
 
 async def test_reset_step_close_and_plain_info():
@@ -120,3 +124,40 @@ def test_gc_freeze_moves_the_objects_alive_at_host_start_out_of_the_collector():
         out = subprocess.run([sys.executable, "-c", code.format(flag)], capture_output=True, text=True,
                              timeout=60, check=True).stdout.split()
         assert int(out[0]) == 0 and (int(out[1]) > 1000) == frozen, out
+
+
+class _Plain(gym.Env):
+    observation_space = action_space = gym.spaces.Text(8)
+
+    def reset(self, *, seed=None, options=None):
+        return "obs", {}
+
+
+class _Declared(EnvDefaults, _Plain):
+    system_prompt = "Be brief."
+    max_new_tokens = 7
+
+
+class _DuckTyped(_Plain):
+    system_prompt = None
+    max_new_tokens = np.int64(5)
+
+
+class _BadBudget(EnvDefaults, _Plain):
+    max_new_tokens = "lots"
+
+
+def test_env_defaults_read_the_declared_protocol_through_wrappers():
+    assert env_defaults(_Plain()) == ("", 0)
+    assert env_defaults(gym.wrappers.OrderEnforcing(_Declared())) == ("Be brief.", 7)
+    assert env_defaults(_DuckTyped()) == ("", 5)
+    with pytest.raises(TypeError, match="_BadBudget.max_new_tokens must be an int"):
+        env_defaults(_BadBudget())
+
+
+async def test_an_env_with_a_bad_default_is_refused_and_closed():
+    gym.register(id="usertest/BadBudget-v0", entry_point=_BadBudget, disable_env_checker=True)
+    host = EnvHost()
+    r = await host.create("usertest/BadBudget-v0")
+    assert not r["ok"] and "max_new_tokens must be an int" in r["error"]
+    assert host.stats()["live_envs"] == 0 and host.stats()["failed"] == 1

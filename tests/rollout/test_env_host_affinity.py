@@ -14,7 +14,8 @@ import asyncio, json, os, sys, threading
 from rollart.rollout.env_host import EnvHost, EnvHostConfig
 
 async def main():
-    host = EnvHost(EnvHostConfig(min_threads=2, max_threads=64, reuse_envs=True, cpu_affinity=json.loads(sys.argv[1])))
+    host = EnvHost(EnvHostConfig(min_threads=2, max_threads=64, reuse_envs=True, cpu_affinity=json.loads(sys.argv[1])),
+                   imports=["envs"])
     await host.prewarm("rollart/FrozenLake-v0", count=24)  # starts 22 more env threads after the host started
     keys = [(await host.create("rollart/FrozenLake-v0"))["key"] for _ in range(24)]
     await asyncio.gather(*(host.reset(k, seed=i) for i, k in enumerate(keys)))

@@ -2,6 +2,8 @@
 and timeouts fail one trajectory only; scoring runs as each trajectory finishes."""
 import asyncio
 
+import envs  # noqa: F401  (registers the rollart/* envs)
+
 from rollout_helpers import make_manager
 
 from rollart.rewards.rules import math_reward

@@ -5,6 +5,8 @@ import asyncio
 
 import pytest
 
+import envs  # noqa: F401  (registers the rollart/* envs)
+
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec

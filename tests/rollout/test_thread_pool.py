@@ -3,6 +3,8 @@ import asyncio
 import threading
 import time
 
+import envs  # noqa: F401  (registers the rollart/* envs)
+
 from rollart.rollout.env_host import DaemonThreadPool, EnvHost, EnvHostConfig
 
 

@@ -18,7 +18,7 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   decode-heavy) — FrozenLake (≤ 8 turns of 1-token moves) stands in for the first three; MathTool (3
   turns) and GuessNumber (5 turns) answer in fixed-length chains of thought (``--math-cot``,
   ``--game-cot`` tokens per turn, min = max). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 %
-  heavy-tailed stragglers (envs/faults.py; the shape of §7.3 R2). The time scales are calibrated to the
+  heavy-tailed stragglers (rollout/env_faults.py; the shape of §7.3 R2). The time scales are calibrated to the
   paper's measured step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %): with
   ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale 3`` trajectories spend about
   78 % generating and 22 % in env steps as in the paper (54:15), while a Sync+ step trains only 11-17 % of

@@ -7,7 +7,7 @@ distance to the ideal critical path, and redundant env rollouts (§7.4, Fig. 14b
 Everything runs the real rollout code — EnvHost (env calls on threads under timeouts), EnvManager
 (one coroutine per trajectory, token-in/token-out chat), RolloutScheduler, SampleBuffer — on real
 gymnasium envs. Only the LLM is a stand-in: a scripted policy with a fixed per-turn generate
-latency. Env latency is injected per turn by envs.faults with the paper's shape, scaled from
+latency. Env latency is injected per turn by rollart.rollout.env_faults with the paper's shape, scaled from
 μ = 10 s to μ = 80 ms.
 
 1. R2 (FrozenLake 4x4, 6 turns per trajectory, E envs = batch size B, per-turn latency N(μ, σ)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rollart.rollout.env_protocol import env_defaults
 from rollart.rollout.thread_pool import DaemonThreadPool, _Expired, _Watchdog
 
 
@@ -124,9 +125,10 @@ class EnvHost:
     """Hosts envs by key; see module docstring. All methods are coroutines returning plain data."""
 
     def __init__(self, config: EnvHostConfig | dict | None = None, imports: list[str] | tuple = ()):
+        """``imports``: modules imported first, where the env ids this host makes are registered (e.g.
+        ``["envs"]`` for the shipped rollart/* envs); an in-process host shares its process's registry."""
         self.config = config if isinstance(config, EnvHostConfig) else EnvHostConfig(**(config or {}))
-        import envs  # noqa: F401  registers the rollart/* ids in this process
-        for module in imports:  # where users register their own envs
+        for module in imports:
             importlib.import_module(module)
         if self.config.gil_switch_interval_s > 0:
             sys.setswitchinterval(self.config.gil_switch_interval_s)
@@ -164,12 +166,17 @@ class EnvHost:
                 return result
             env = result.pop("value")
             self.counters["created"] += 1
+        try:
+            system_prompt, max_new_tokens = env_defaults(env)
+        except TypeError as e:
+            self.counters["failed"] += 1
+            self.counters["closed"] += 1
+            self.pool.fire(_quiet_close, env)
+            return {"ok": False, "error": f"make: {e}"}
         key = f"env{next(self._keys)}"
         self.envs[key] = env
         self._kind[key] = kind
-        base = env.unwrapped
-        return {"ok": True, "key": key, "system_prompt": str(getattr(base, "system_prompt", "") or ""),
-                "max_new_tokens": int(getattr(base, "max_new_tokens", 0) or 0)}
+        return {"ok": True, "key": key, "system_prompt": system_prompt, "max_new_tokens": max_new_tokens}
 
     async def reset(self, key: str, seed: int | None = None, options: dict | None = None) -> dict:
         result = await self._run(key, "reset", _env_reset, seed, options, timeout=self.config.reset_timeout_s)
@@ -239,7 +246,7 @@ class EnvHost:
 
         env = gym.make(env_id, **kwargs)
         if faults:
-            from envs.faults import InjectFaults
+            from rollart.rollout.env_faults import InjectFaults
             env = InjectFaults(env, **faults)
         return env
 

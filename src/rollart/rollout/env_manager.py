@@ -31,9 +31,9 @@ class TaskSpec:
     env_kwargs: dict = field(default_factory=dict)
     """Extra kwargs for gymnasium.make."""
     system_prompt: str | None = None
-    """System prompt; None takes the env's ``system_prompt`` attribute (or none)."""
+    """System prompt; None takes the env's (rollart.rollout.env_protocol.EnvDefaults), else none."""
     max_new_tokens: int = 0
-    """Max new tokens per turn; 0 takes the env's ``max_new_tokens`` attribute (else 64)."""
+    """Max new tokens per turn; 0 takes the env's (rollart.rollout.env_protocol.EnvDefaults), else 64."""
     min_new_tokens: int = 0
     """Min new tokens per turn (stop tokens do not end a turn before it); = max_new_tokens fixes every
     answer's length, e.g. to stand for a chain of thought of that length in benchmarks."""
@@ -46,7 +46,7 @@ class TaskSpec:
     top_p: float = 1.0
     """Nucleus sampling for this task."""
     faults: dict | None = None
-    """If set, wrap each env in envs.faults.InjectFaults(**faults) (benchmarks, fault tests)."""
+    """If set, wrap each env in rollart.rollout.env_faults.InjectFaults(**faults) (benchmarks, fault tests)."""
     weight: float = 1.0
     """Relative share of groups drawn from this task."""
 

@@ -1,7 +1,9 @@
 """Play any registered text env without a model: a random or scripted agent, printed turn by turn.
 
-    python -m rollart.rollout.play rollart/FrozenLake-v0 --episodes 3 --policy scripted
-    python -m rollart.rollout.play mypkg/MyEnv-v0 --policy random --import mypkg
+    python -m rollart.rollout.play rollart/FrozenLake-v0 --import envs --episodes 3 --policy scripted
+    python -m rollart.rollout.play mypkg/MyEnv-v0 --import mypkg --policy random
+
+``--import`` names the module that registers the env id (``envs`` registers the shipped rollart/* envs).
 
 The random agent uses the env's ``sample_action(rng)`` if it has one, else ``action_space.sample()``;
 the scripted agent uses ``scripted_action(observation)`` (falling back to random). Prints a summary
@@ -64,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
     args = parser.parse_args(argv)
 
-    import envs  # noqa: F401  (registers rollart/* ids)
     for module in args.modules:
         importlib.import_module(module)
     try:
         env = gym.make(args.env_id)
     except gym.error.Error as e:
-        print(f"error: cannot make {args.env_id!r}: {e}", file=sys.stderr)
+        hint = "" if args.modules else " (--import the module that registers it, e.g. --import envs for rollart/*)"
+        print(f"error: cannot make {args.env_id!r}: {e}{hint}", file=sys.stderr)
         return 2
     rng = np.random.default_rng(args.seed)
     echo = None if args.quiet else print

@@ -1,1 +1,2 @@
-"""Command-line tools: ``python -m rollart.tools.make_tiny_model OUT``, ``python -m rollart.tools.get_smollm2``."""
+"""Getting a model to run with, offline: ``python -m rollart.tools.make_tiny_model OUT`` (a tiny random one for
+tests and CPU runs), ``python -m rollart.tools.get_smollm2`` (SmolLM2-135M-Instruct)."""

@@ -1,4 +1,5 @@
-"""A wrapper that makes any env slow, heavy-tailed, failing or hanging — for benchmarks and fault tests.
+"""A wrapper that makes any env slow, heavy-tailed, failing or hanging — for benchmarks and fault tests;
+``TaskSpec.faults`` wraps every env of a task in it (the env host applies it).
 
 Per call to ``step`` (and ``reset`` when ``on_reset``): sleep ``max(0, N(mean, std))`` seconds; with
 probability ``straggler_prob`` multiply that delay by a Pareto(``straggler_alpha``) factor scaled by

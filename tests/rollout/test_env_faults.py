@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from envs.faults import FaultConfig, InjectedEnvError, InjectFaults
+from rollart.rollout.env_faults import FaultConfig, InjectedEnvError, InjectFaults
 
 
 def test_delay_distribution_and_accounting():
