@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rollart.config import ConfigError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -35,19 +37,19 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype={self.dtype!r}: choose one of {sorted(DTYPES)}")
+            raise ConfigError(f"dtype={self.dtype!r}: choose one of {sorted(DTYPES)}")
         if self.block_size < 1:
-            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+            raise ConfigError(f"block_size must be >= 1, got {self.block_size}")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 1:
-            raise ValueError(f"num_kv_blocks must be >= 1 (or None to use kv_cache_memory_gb), got {self.num_kv_blocks}")
+            raise ConfigError(f"num_kv_blocks must be >= 1 (or None to use kv_cache_memory_gb), got {self.num_kv_blocks}")
         if not self.kv_cache_memory_gb > 0:
-            raise ValueError(f"kv_cache_memory_gb must be > 0, got {self.kv_cache_memory_gb}")
+            raise ConfigError(f"kv_cache_memory_gb must be > 0, got {self.kv_cache_memory_gb}")
         if self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+            raise ConfigError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens < 1:
-            raise ValueError(f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}")
+            raise ConfigError(f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}")
         if self.max_model_len is not None and self.max_model_len < 2:
-            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+            raise ConfigError(f"max_model_len must be >= 2, got {self.max_model_len}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
