@@ -19,7 +19,8 @@ class NoWorkerError(RuntimeError):
 class ProxyConfig:
     """LLMProxy settings."""
     hw_affinity: dict = field(default_factory=dict)
-    """tag -> hardware class (as in @hw_mapping). 'default' serves other tags. Empty: every tag, any worker."""
+    """task -> hardware class (as in @hw_mapping), e.g. {"FrozenLake": "H800", "default": "H20"}; 'default'
+    serves other tasks. Empty: every task, any worker."""
     fallback: dict = field(default_factory=dict)
     """class -> ordered list of compatible classes used when it has no live worker. A class missing here
     uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
@@ -55,7 +56,7 @@ class ProxyConfig:
             raise ConfigError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
                               f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
         if self.spill_ratio != 0 and self.spill_ratio < 1:
-            raise ConfigError(f"spill_ratio must be 0 (strict affinity) or >= 1, got {self.spill_ratio}")
+            raise ConfigError(f"spill_ratio must be 0 (strict hw_affinity) or >= 1, got {self.spill_ratio}")
         for cls, alts in self.fallback.items():
             if not isinstance(alts, (list, tuple)):
                 raise ConfigError(f"fallback[{cls!r}] must be a list of hardware classes, got {alts!r}")
