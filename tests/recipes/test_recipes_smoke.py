@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["total_steps=1", "batch_groups=1", "group_size=2", "max_concurrency=4", "eval_episodes=1",
+TINY = ["total_steps=1", "batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1",
         "checkpoint_every=1"]
 
 
 def run_recipe(module: str, tmp_path: Path, *overrides: str) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     proc = subprocess.run([sys.executable, "-m", module, f"logdir={tmp_path}", *TINY, *overrides],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
