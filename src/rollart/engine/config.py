@@ -1,7 +1,8 @@
 """EngineConfig: everything an inference engine needs to know, validated up front.
 
-Backends are checked by name against ``rollart.engine.registry`` (no backend module is imported here), so a
-run's config (``PipelineConfig.engine``) is checked before any process starts.
+The backend is checked by name against ``rollart.engine.registry``, which holds ``"module:Class"`` strings:
+an optional backend (vllm) is imported only by the process that builds it, so a run's config
+(``PipelineConfig.engine``) is checked before any process starts, wherever the backend is installed.
 """
 from __future__ import annotations
 
