@@ -2,7 +2,7 @@
 
     python -m recipes.grpo_frozenlake                 # α=1 asynchronous training (the default)
     python -m recipes.grpo_frozenlake mode=sync       # the Sync+ baseline; also one-off / areal
-    python -m recipes.grpo_frozenlake --help          # every setting, e.g. trainer.lr=3e-4 total_steps=80
+    python -m recipes.grpo_frozenlake --help          # every setting, e.g. trainer.lr=3e-4 rollout.group_size=8
 
 A ~0.9M-parameter Qwen3-style model with a locally trained tokenizer (built on first run under
 runs/<run>/init_model) plays FrozenLake (non-slippery) as a multi-turn chat: each turn it sees the grid
@@ -20,6 +20,7 @@ import logging
 from rollart.config import parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -32,7 +33,8 @@ TASK = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"
 
 def default_config() -> PipelineConfig:
     return PipelineConfig(
-        mode="async", alpha=1, total_steps=120, batch_groups=4, group_size=16, max_concurrency=128,
+        mode="async", alpha=1, total_steps=120, batch_groups=4,
+        rollout=SchedulerConfig(group_size=16, max_concurrency=128),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         eval_every=5, eval_episodes=4, stop_at_success=1.0, time_limit_s=14 * 60,
         run_name="grpo_frozenlake", checkpoint_every=20,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rollart.config import parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -34,8 +35,9 @@ class HumanEvalRecipe(PipelineConfig):
 
 
 def default_config() -> HumanEvalRecipe:
-    return HumanEvalRecipe(mode="async", alpha=1, total_steps=50, batch_groups=2, group_size=4,
-                           max_concurrency=16, trainer=TrainerConfig(lr=1e-4, num_threads=1),
+    return HumanEvalRecipe(mode="async", alpha=1, total_steps=50, batch_groups=2,
+                           rollout=SchedulerConfig(group_size=4, max_concurrency=16),
+                           trainer=TrainerConfig(lr=1e-4, num_threads=1),
                            eval_every=0, eval_episodes=2, run_name="grpo_humaneval", checkpoint_every=10)
 
 

@@ -6,7 +6,7 @@
     python -m recipes.grpo_multitask simulate_hardware=true      # workers take the simulated H800/H20 speeds
 
 The tasks share one policy (a ~0.9M-parameter model built from random init, as in the quickstart).
-Generation requests are routed by task tag with ``hw_affinity={"FrozenLake": "H800", "default": "H20"}``:
+Generation requests are routed by task with ``proxy.hw_affinity={"FrozenLake": "H800", "default": "H20"}``:
 the prefill-heavy, many-turn FrozenLake goes to the compute-optimised worker, the others to the
 bandwidth-optimised one (on this CPU machine the classes label worker processes; with
 simulate_hardware=true each worker also takes its class's simulated speed). If a class has no live
@@ -14,7 +14,7 @@ worker, requests fall back to the other.
 
 What the defaults reach from random init (2 cores shared with other jobs, one run each, 2026-11-22):
 FrozenLake greedy success 1.00 at step 155 (430 s, load ~3) and held to step 250; with mode=sync at step 165
-(572 s, load ~2.7); with batch_groups=4 max_concurrency=32 at step 245 (453 s, load ~5). GuessNumber
+(572 s, load ~2.7); with batch_groups=4 rollout.max_concurrency=32 at step 245 (453 s, load ~5). GuessNumber
 (secret in 1..16, 8 guesses) learns to stop wasting turns (reward -0.60 -> -0.42 async, -0.61 -> -0.08
 sync, first vs last quarter) but not to use the higher/lower feedback: greedy success stays <= 0.12 —
 under a uniform in-range guesser (0.40) — and async it fell back to no-number answers at step ~225
@@ -34,12 +34,15 @@ with `final_success=<mean greedy success over tasks>`.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 
 from rollart.config import parse_overrides
 from rollart.pipeline import PipelineConfig
+from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -58,9 +61,10 @@ DEFAULT_TASKS = "FrozenLake,GuessNumber"
 
 def default_config() -> PipelineConfig:
     return PipelineConfig(
-        mode="async", alpha=1, total_steps=400, batch_groups=8, group_size=8, max_concurrency=64,
-        num_inference_workers=2, worker_classes=("H800", "H20"),
-        hw_affinity={"FrozenLake": "H800", "default": "H20"},
+        mode="async", alpha=1, total_steps=400, batch_groups=8,
+        rollout=SchedulerConfig(group_size=8, max_concurrency=64),
+        num_inference_workers=2, hw_classes=("H800", "H20"),
+        proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800", "default": "H20"}),
         trainer=TrainerConfig(lr=5e-4, grad_clip=1.0, num_threads=1, adv_eps=1e-4), eval_every=5,
         eval_episodes=16, stop_at_success=0.9, time_limit_s=15 * 60, run_name="grpo_multitask",
         checkpoint_every=50,
@@ -83,11 +87,13 @@ def select_tasks(argv: list[str]) -> tuple[list[TaskSpec], list[str]]:
 
 
 def route_chosen(cfg: PipelineConfig, tasks: list[TaskSpec]) -> PipelineConfig:
-    """The default hw_affinity also maps tasks left out by ``tasks=``; keep only the chosen ones (and 'default')
-    so the run does not warn about unused entries. A hw_affinity given on the command line is kept as given."""
-    if cfg.hw_affinity == default_config().hw_affinity:
+    """The default proxy.hw_affinity also maps tasks left out by ``tasks=``; keep only the chosen ones (and
+    'default') so the run does not warn about unused entries. One given on the command line is kept as given."""
+    affinity = cfg.proxy.hw_affinity
+    if affinity == default_config().proxy.hw_affinity:
         names = {t.name for t in tasks} | {"default"}
-        cfg.hw_affinity = {k: v for k, v in cfg.hw_affinity.items() if k in names}
+        chosen = {k: v for k, v in affinity.items() if k in names}
+        return dataclasses.replace(cfg, proxy=dataclasses.replace(cfg.proxy, hw_affinity=chosen))
     return cfg
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rollart.config import parse_overrides
+from rollart.engine.config import EngineConfig
 from rollart.pipeline import PipelineConfig
-from rollart.pipeline.config import EngineSettings
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -43,8 +44,9 @@ class SmolConfig(PipelineConfig):
 
 
 def default_config() -> SmolConfig:
-    return SmolConfig(mode="async", alpha=1, total_steps=60, batch_groups=4, group_size=8, max_concurrency=32,
-                      engine=EngineSettings(kv_cache_memory_gb=1.0, max_num_batched_tokens=1024),
+    return SmolConfig(mode="async", alpha=1, total_steps=60, batch_groups=4,
+                      rollout=SchedulerConfig(group_size=8, max_concurrency=32),
+                      engine=EngineConfig(kv_cache_memory_gb=1.0, max_num_batched_tokens=1024),
                       trainer=TrainerConfig(lr=5e-6, num_threads=1, micro_batch_tokens=2048, kl_coef=0.0),
                       eval_at_start=True, eval_every=10, eval_episodes=32, time_limit_s=40 * 60,
                       run_name="grpo_smollm2", checkpoint_every=10)

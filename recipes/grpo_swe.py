@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from rollart.config import ConfigError, exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -49,7 +50,8 @@ class SWEConfig(PipelineConfig):
 
 
 def default_config() -> SWEConfig:
-    return SWEConfig(mode="async", alpha=1, total_steps=50, batch_groups=2, group_size=4, max_concurrency=16,
+    return SWEConfig(mode="async", alpha=1, total_steps=50, batch_groups=2,
+                     rollout=SchedulerConfig(group_size=4, max_concurrency=16),
                      trainer=TrainerConfig(lr=1e-4, num_threads=1, micro_batch_tokens=8192),
                      eval_every=0, eval_episodes=2, run_name="grpo_swe", checkpoint_every=10)
 

@@ -27,6 +27,7 @@ from rollart.multiplex.client import SharedTrainerClient, shared_trainer_config
 from rollart.multiplex.service import ServiceConfig, TrainingService
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 import envs  # noqa: F401  (registers the rollart/* envs)
@@ -102,18 +103,17 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
                   eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
                   checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True)
     lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", **common)
-    game = PipelineConfig(mode="async", alpha=1, batch_groups=4, group_size=8, max_concurrency=64,
+    game = PipelineConfig(mode="async", alpha=1, batch_groups=4,
+                          rollout=SchedulerConfig(group_size=8, max_concurrency=64),
                           trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
                           run_name=f"game_{tag}", **common)
     return {"lake": (lake, LAKE), "game": (game, GAME)}
 
 
 def _model_dir(cfg: PipelineConfig) -> str:
-    from pathlib import Path
     from rollart.pipeline.coordinator import ensure_model
-    run_dir = Path(cfg.logdir) / cfg.run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return ensure_model(cfg, run_dir)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    return ensure_model(cfg, cfg.run_dir)
 
 
 def summarize(name: str, result) -> dict[str, float]:

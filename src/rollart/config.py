@@ -6,7 +6,9 @@ Every component has one dataclass config with a docstring per field and validati
     python -m recipes.grpo_frozenlake mode=sync trainer.lr=3e-4 total_steps=50
 
 Nested dataclass fields are addressed with dots. Values are parsed by the field's type
-(int, float, bool, str, Optional[...], list/tuple of those, dict via JSON).
+(int, float, bool, str, Optional[...], list/tuple of those, dict via JSON). A config class may declare
+``RENAMED`` (old key -> new key: the old one still works, with a one-line warning, for one release) and
+``DERIVED`` (key -> what it is derived from: computed by the config, never set from the command line).
 """
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ import contextlib
 import dataclasses
 import difflib
 import json
+import logging
 import sys
 import typing
 from typing import Any, Sequence, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("rollart.config")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -113,16 +117,36 @@ def apply_overrides(cfg: T, overrides: Sequence[str]) -> T:
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"bad override {item!r}: write key=value (e.g. total_steps=20), and quote a value "
-                              "holding spaces or braces: hw_affinity='{\"FrozenLake\": \"H800\"}'")
+                              "holding spaces or braces: proxy.hw_affinity='{\"FrozenLake\": \"H800\"}'")
         key, raw = item.split("=", 1)
         changes[key.lstrip("-").replace("-", "_")] = raw
-    return _apply(cfg, changes, prefix="")
+    return _apply(cfg, _checked_keys(type(cfg), changes), prefix="", parse=True)
 
 
-def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
+def apply_values(cfg: T, values: dict[str, Any]) -> T:
+    """Like :func:`apply_overrides` with typed values: ``apply_values(cfg, {"rollout.group_size": 4})``."""
+    return _apply(cfg, _checked_keys(type(cfg), dict(values)), prefix="", parse=False)
+
+
+def _checked_keys(cls: type, changes: dict[str, Any]) -> dict[str, Any]:
+    """Renamed keys moved to their new place (warning once each); derived keys refused."""
+    renamed: dict[str, str] = getattr(cls, "RENAMED", {})
+    derived: dict[str, str] = getattr(cls, "DERIVED", {})
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key in renamed:
+            log.warning("%s is renamed %s; the old name goes in the next release", key, renamed[key])
+            key = renamed[key]
+        if key in derived:
+            raise ConfigError(f"{key} is derived from {derived[key]}; set that instead")
+        out[key] = value
+    return out
+
+
+def _apply(cfg: T, changes: dict[str, Any], prefix: str, parse: bool) -> T:
     types = _field_types(type(cfg))
     direct: dict[str, Any] = {}
-    nested: dict[str, dict[str, str]] = {}
+    nested: dict[str, dict[str, Any]] = {}
     for key, raw in changes.items():
         head, _, rest = key.partition(".")
         if head not in types:
@@ -133,17 +157,15 @@ def _apply(cfg: T, changes: dict[str, str], prefix: str) -> T:
         if rest:
             nested.setdefault(head, {})[rest] = raw
         else:
-            direct[head] = _parse_value(raw, types[head], prefix + head)
+            direct[head] = _parse_value(raw, types[head], prefix + head) if parse else raw
     for head, sub in nested.items():
         inner = getattr(cfg, head)
         if not dataclasses.is_dataclass(inner):
             raise ConfigError(f"{prefix + head} is not a nested config; write {prefix + head}=VALUE")
-        direct[head] = _apply(inner, sub, prefix + head + ".")
+        direct[head] = _apply(inner, sub, prefix + head + ".", parse)
     try:
         return dataclasses.replace(cfg, **direct)  # runs the dataclass's __post_init__ validation
-    except ConfigError:
-        raise
-    except (ValueError, TypeError) as e:  # a config validating with plain ValueError: same one-line error
+    except (ValueError, TypeError) as e:  # the same one-line error, naming the field by its full key
         raise ConfigError(f"{prefix}{e}" if prefix and not str(e).startswith(prefix) else str(e)) from None
 
 
@@ -155,6 +177,10 @@ def parse_overrides(cfg: T, argv: Sequence[str] | None = None, doc: str | None =
         if doc:
             print(doc.strip() + "\n\nSettings (key=value):")
         print(describe(cfg))
+        renamed = getattr(type(cfg), "RENAMED", {})
+        if renamed:
+            print("\nRenamed (the old key still works, with a warning, until the next release): "
+                  + ", ".join(f"{old} -> {new}" for old, new in renamed.items()))
         raise SystemExit(0)
     with exit_on_config_error():
         return apply_overrides(cfg, _flags_to_overrides(argv))
@@ -192,17 +218,20 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def describe(cfg: Any, prefix: str = "") -> str:
-    """A readable listing of every field, its value, and the docstring under it in the source."""
+def describe(cfg: Any, prefix: str = "", derived: dict[str, str] | None = None) -> str:
+    """A readable listing of every field, its value, and the docstring under it in the source (derived
+    fields say what they are derived from)."""
+    derived = getattr(type(cfg), "DERIVED", {}) if derived is None else derived
     lines = []
     docs = field_docs(type(cfg))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
+        key = prefix + f.name
         if dataclasses.is_dataclass(value):
-            lines.append(describe(value, prefix + f.name + "."))
+            lines.append(describe(value, key + ".", derived))
         else:
-            doc = docs.get(f.name, "")
-            lines.append(f"  {prefix + f.name} = {value!r}" + (f"    # {doc}" if doc else ""))
+            doc = f"derived from {derived[key]}" if key in derived else docs.get(f.name, "")
+            lines.append(f"  {key} = {value!r}" + (f"    # {doc}" if doc else ""))
     return "\n".join(lines)
 
 

@@ -1,11 +1,14 @@
 """Covers PipelineConfig's fail-fast checks: engine/trainer backends, ranges, hw_affinity and the run's tasks."""
 import logging
+import re
 
 import pytest
 
 from rollart.config import ConfigError, apply_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.rollout.buffer import BufferConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.proxy_config import ProxyConfig
 
 import envs  # noqa: F401  (registers rollart/* ids)
 
@@ -23,13 +26,22 @@ GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tok
     ("keep_checkpoints=-2", "keep_checkpoints=-2 must be >= 0"),
     ("stop_at_success=2", r"stop_at_success=2.0: a success rate in \[0, 1\]"),
     ("sim_time_scale=0", "sim_time_scale=0.0 must be > 0"),
-    ("hw_spill_ratio=0.5", "hw_spill_ratio=0.5: use 0"),
-    ("group_size=1", "group_size=1: GRPO compares trajectories within a group"),
+    ("proxy.spill_ratio=0.5", r"proxy.spill_ratio must be 0 \(strict hw_affinity\) or >= 1, got 0.5"),
+    ("rollout.group_size=1", "rollout.group_size=1: GRPO compares trajectories within a group"),
+    ("rollout.max_concurrency=4", "rollout.max_concurrency=4 cannot hold one group of 8 envs"),
+    ("mode=fast", r"mode='fast': expected one of \['async', 'areal', 'oneoff', 'sync'\]"),
     ("trainer.world_size=2", "trainer.world_size=2: the pipeline starts one trainer process"),
 ])
 def test_bad_values_fail_when_parsed(override, needle):
     with pytest.raises(ConfigError, match=needle):
         apply_overrides(PipelineConfig(), [override])
+
+
+def test_mode_is_checked_against_the_one_list_of_modes():
+    from rollart.rollout.buffer import MODES
+    for cfg in (PipelineConfig, BufferConfig):
+        with pytest.raises(ConfigError, match=rf"mode='fast': choose one of {re.escape(str(MODES))}"):
+            cfg(mode="fast")
 
 
 def test_custom_trainer_class_string_is_accepted():
@@ -38,28 +50,31 @@ def test_custom_trainer_class_string_is_accepted():
 
 
 def test_hw_affinity_must_name_a_class_some_worker_has():
-    with pytest.raises(ConfigError, match=r"hw_affinity\['FrozenLake'\]='A100': no inference worker has that class"):
-        PipelineConfig(worker_classes=("H20",), hw_affinity={"FrozenLake": "A100"})
+    with pytest.raises(ConfigError, match=r"proxy.hw_affinity\['FrozenLake'\]='A100': no inference worker has that"):
+        PipelineConfig(hw_classes=("H20",), proxy=ProxyConfig(hw_affinity={"FrozenLake": "A100"}))
     # two classes listed but one worker: only H800 exists
     with pytest.raises(ConfigError, match=r"'H20': no inference worker.*workers: \['H800'\]"):
-        PipelineConfig(num_inference_workers=1, worker_classes=("H800", "H20"), hw_affinity={"default": "H20"})
-    ok = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"), hw_affinity={"default": "H20"})
-    assert ok.worker_class_list() == ["H800", "H20"]
+        PipelineConfig(num_inference_workers=1, hw_classes=("H800", "H20"),
+                       proxy=ProxyConfig(hw_affinity={"default": "H20"}))
+    ok = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
+                        proxy=ProxyConfig(hw_affinity={"default": "H20"}))
+    assert ok.worker_hw_classes() == ["H800", "H20"]
 
 
 def test_task_without_route_fails_unless_default():
-    cfg = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"), hw_affinity={"FrozenLake": "H800"})
+    cfg = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
+                         proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"}))
     with pytest.raises(ConfigError, match=r"routes no worker for task\(s\) \['GuessNumber'\].*'default' entry"):
         cfg.check_tasks([LAKE, GAME])
     cfg.check_tasks([LAKE])  # every task routed: fine
 
 
 def test_affinity_entry_naming_no_task_is_reported(caplog):
-    cfg = PipelineConfig(num_inference_workers=2, worker_classes=("H800", "H20"),
-                         hw_affinity={"Frozen": "H800", "default": "H20"})
+    cfg = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
+                         proxy=ProxyConfig(hw_affinity={"Frozen": "H800", "default": "H20"}))
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         cfg.check_tasks([LAKE])
-    assert "['Frozen'] name no task of this run" in caplog.text
+    assert "proxy.hw_affinity entries ['Frozen'] name no task of this run" in caplog.text
 
 
 def test_unknown_env_id_fails_with_gymnasiums_suggestion():
@@ -70,8 +85,8 @@ def test_unknown_env_id_fails_with_gymnasiums_suggestion():
 
 
 def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
-    cfg = PipelineConfig(logdir=str(tmp_path), num_inference_workers=2, worker_classes=("H800", "H20"),
-                         hw_affinity={"FrozenLake": "H800"})
+    cfg = PipelineConfig(logdir=str(tmp_path), num_inference_workers=2, hw_classes=("H800", "H20"),
+                         proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"}))
     with pytest.raises(ConfigError, match="GuessNumber"):
         Coordinator(cfg, [LAKE, GAME])
     assert not any(tmp_path.iterdir())  # no run folder, no model, no actor processes
@@ -95,4 +110,4 @@ def test_model_folder_without_tokenizer_is_named(tmp_path):
 
 
 def test_group_of_one_is_fine_for_ppo():
-    assert apply_overrides(PipelineConfig(), ["group_size=1", "trainer.algorithm=ppo"]).group_size == 1
+    assert apply_overrides(PipelineConfig(), ["rollout.group_size=1", "trainer.algorithm=ppo"]).rollout.group_size == 1

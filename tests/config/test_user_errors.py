@@ -111,17 +111,17 @@ def test_bare_flag_before_an_override_is_a_boolean():
 
 @dataclass
 class Routing:
-    worker_classes: tuple[str, ...] = ("H800", "H20")
+    hw_classes: tuple[str, ...] = ("H800", "H20")
     hw_affinity: dict = field(default_factory=lambda: {"FrozenLake": "H800"})
 
 
 def test_values_as_help_prints_them_are_accepted():
     shown = describe(Routing())
-    assert "worker_classes = ('H800', 'H20')" in shown and "hw_affinity = {'FrozenLake': 'H800'}" in shown
-    cfg = apply_overrides(Routing(), ["worker_classes=('H20', 'H800')", "hw_affinity={'Lake': 'H20'}"])
-    assert cfg.worker_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
-    cfg = apply_overrides(Routing(), ["worker_classes=H20, H800", 'hw_affinity={"Lake": "H20"}'])
-    assert cfg.worker_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
+    assert "hw_classes = ('H800', 'H20')" in shown and "hw_affinity = {'FrozenLake': 'H800'}" in shown
+    cfg = apply_overrides(Routing(), ["hw_classes=('H20', 'H800')", "hw_affinity={'Lake': 'H20'}"])
+    assert cfg.hw_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
+    cfg = apply_overrides(Routing(), ["hw_classes=H20, H800", 'hw_affinity={"Lake": "H20"}'])
+    assert cfg.hw_classes == ("H20", "H800") and cfg.hw_affinity == {"Lake": "H20"}
 
 
 def test_unquoted_json_object_gets_a_quoting_hint():

@@ -1,6 +1,7 @@
 """Covers rollart.pipeline: the α-bounded six-step loop, sync/one-off/areal modes, resume, tensorboard output."""
 import asyncio
 import dataclasses
+import json
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -8,6 +9,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.proxy_config import ProxyConfig
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.tools.make_tiny_model import make_tiny_model
 from rollart.trainer import TrainerConfig
 
@@ -25,7 +28,7 @@ def tiny_model(tmp_path_factory):
 
 
 def config(tmp_path, model, **kw):
-    base = dict(model=model, total_steps=3, batch_groups=2, group_size=4, max_concurrency=16,
+    base = dict(model=model, total_steps=3, batch_groups=2, rollout=SchedulerConfig(group_size=4, max_concurrency=16),
                 trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=2,
                 logdir=str(tmp_path), run_name="t", actor_mode="inprocess", quiet=True)
     base.update(kw)
@@ -78,6 +81,15 @@ def test_resume_continues_version_numbering(tmp_path, tiny_model):
     assert second.version == 4 and second.steps == 2
 
 
+def test_config_json_records_the_resolved_config(tmp_path, tiny_model):
+    result = run(config(tmp_path, tiny_model, mode="sync", total_steps=1, seed=3))
+    recorded = json.loads((tmp_path / "t" / "config.json").read_text())
+    assert recorded["trainer"]["model_path"] == recorded["engine"]["model"] == tiny_model
+    assert recorded["trainer"]["seed"] == recorded["rollout"]["seed"] == recorded["engine"]["seed"] == 3
+    assert recorded["buffer"] == dict(mode="sync", alpha=0, group_size=4, capacity=32, max_outstanding_groups=0)
+    assert result.steps == 1
+
+
 def test_process_actors_and_tensorboard(tmp_path, tiny_model):
     result = run(config(tmp_path, tiny_model, mode="async", total_steps=2, actor_mode="process",
                         eval_every=1))
@@ -127,7 +139,7 @@ def test_worker_stats_and_the_simulation_in_control_warning(tmp_path, tiny_model
     """RunResult.workers carries each inference worker's counters; with simulated hardware whose time is
     far below the real compute (a tiny time scale) the run warns that the CPU set the workers' speed."""
     cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, simulate_hardware=True, sim_time_scale=1e-4,
-                 worker_classes=("H800",))
+                 hw_classes=("H800",))
     with caplog.at_level("WARNING", logger="rollart.pipeline"):
         result = run(cfg)
     assert result.workers and all(w["hw_class"] == "H800" and w["steps"] > 0 and w["simulated_scaled_seconds"] > 0
@@ -136,13 +148,13 @@ def test_worker_stats_and_the_simulation_in_control_warning(tmp_path, tiny_model
 
 
 def test_strict_affinity_keeps_a_task_on_its_class(tmp_path, tiny_model):
-    """hw_affinity routes every FrozenLake request to the H800 worker; the idle H20 serves none (spill off)."""
+    """proxy.hw_affinity routes every FrozenLake request to the H800 worker; the idle H20 serves none (spill off)."""
     cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, num_inference_workers=2,
-                 worker_classes=("H800", "H20"), hw_affinity={"FrozenLake": "H800"})
+                 hw_classes=("H800", "H20"), proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"}))
     result = run(cfg)
     by_class = {w["hw_class"]: w["requests"] for w in result.workers.values()}
     last = result.history[-1]
     assert by_class["H800"] == last["rollout/routing/requests"] > 0 and by_class["H20"] == 0
     assert last["rollout/routing/spills"] == 0
-    with pytest.raises(Exception, match="hw_spill_ratio=0.5"):
-        config(tmp_path, tiny_model, hw_spill_ratio=0.5)
+    with pytest.raises(Exception, match="spill_ratio must be 0"):
+        config(tmp_path, tiny_model, proxy=ProxyConfig(spill_ratio=0.5))

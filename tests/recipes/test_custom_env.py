@@ -12,6 +12,7 @@ import pytest
 from recipes.launch import run
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,7 +65,8 @@ def test_training_runs_on_a_user_registered_env(tmp_path, monkeypatch):
     import my_pkg_train  # noqa: F401  (registers my_pkg_train/Echo-v0, as the README's snippet does)
 
     task = TaskSpec(name="Echo", env_id="my_pkg_train/Echo-v0", max_new_tokens=16)
-    cfg = PipelineConfig(total_steps=2, batch_groups=1, group_size=2, max_concurrency=4, eval_episodes=2,
+    cfg = PipelineConfig(total_steps=2, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+                         eval_episodes=2,
                          actor_mode="inprocess", logdir=str(tmp_path / "runs"), run_name="echo", quiet=True)
     result = asyncio.run(Coordinator(cfg, [task]).run())
     assert result.steps == 2 and set(result.final_success) == {"Echo", "mean"}
@@ -77,7 +79,8 @@ def test_an_env_that_never_works_stops_the_run_with_its_reason(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     gym.register(id="my_pkg_broken/Echo-v0", entry_point="my_pkg_broken:EchoEnv", max_episode_steps=4)
     task = TaskSpec(name="Broken", env_id="my_pkg_broken/Echo-v0", max_new_tokens=4)
-    cfg = PipelineConfig(total_steps=2, batch_groups=1, group_size=2, max_concurrency=4, eval_episodes=1,
+    cfg = PipelineConfig(total_steps=2, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+                         eval_episodes=1,
                          actor_mode="inprocess", logdir=str(tmp_path / "runs"), quiet=True)
     with pytest.raises(SystemExit) as e:
         run(cfg, [task])

@@ -72,7 +72,7 @@ def test_default_mix_learns_frozenlake_and_guess_number_stops_wasting_turns(tmp_
     greedy success reaches 0.75 (1.00 at step 155 when measured), and GuessNumber's sampled reward rises
     (fewer answers without a number or with a ruled-out one). What the docstring claims, read back from
     the run's tensorboard files."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     proc = subprocess.run([sys.executable, "-m", "recipes.grpo_multitask", f"logdir={tmp_path}", "run_name=mix",
                            "total_steps=250", "time_limit_s=0", "eval_every=10", "checkpoint_every=0"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)

@@ -39,10 +39,13 @@ def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
     (grpo_frozenlake, ["totl_steps=2"],
      "error: unknown setting 'totl_steps' for PipelineConfig; did you mean total_steps?"),
     (grpo_frozenlake, ["alpha=abc"], "error: alpha='abc': expected int"),
-    (grpo_frozenlake, ["hw_affinity={\"FrozenLake\": \"A100\"}"],
-     "error: hw_affinity['FrozenLake']='A100': no inference worker has that class"),
-    (grpo_frozenlake, ["hw_affinity={\"Frozen\": \"H20\"}"], "routes no worker for task(s) ['FrozenLake']"),
+    (grpo_frozenlake, ["proxy.hw_affinity={\"FrozenLake\": \"A100\"}"],
+     "error: proxy.hw_affinity['FrozenLake']='A100': no inference worker has that class"),
+    (grpo_frozenlake, ["proxy.hw_affinity={\"Frozen\": \"H20\"}"], "routes no worker for task(s) ['FrozenLake']"),
+    (grpo_multitask, ["proxy.hw_affinity={\"FrozenLake\": \"H800\"}"], "routes no worker for task(s) ['GuessNumber']"),
     (grpo_multitask, ["hw_affinity={\"FrozenLake\": \"H800\"}"], "routes no worker for task(s) ['GuessNumber']"),
+    (grpo_frozenlake, ["buffer.capacity=8"],
+     "error: buffer.capacity is derived from alpha and rollout.max_concurrency"),
     (grpo_swe, ["engine.backend=vlm"], "error: engine.backend='vlm': choose one of ['torch', 'vllm']"),
     (grpo_swe, ["tasks=/nonexistent/swebench.jsonl", "repos_root=/tmp"],
      "cannot load the SWE tasks: [Errno 2] No such file or directory: '/nonexistent/swebench.jsonl'"),
@@ -60,18 +63,31 @@ def test_mistakes_exit_with_a_message_naming_them(monkeypatch, tmp_path, module,
 def test_multitask_drops_default_routes_of_tasks_left_out():
     tasks, _ = grpo_multitask.select_tasks(["tasks=GuessNumber"])
     cfg = grpo_multitask.route_chosen(grpo_multitask.default_config(), tasks)
-    assert cfg.hw_affinity == {"default": "H20"}
+    assert cfg.proxy.hw_affinity == {"default": "H20"}
     given = grpo_multitask.default_config()
-    given.hw_affinity = {"GuessNumber": "H800"}
-    assert grpo_multitask.route_chosen(given, tasks).hw_affinity == {"GuessNumber": "H800"}
+    given.proxy.hw_affinity = {"GuessNumber": "H800"}
+    assert grpo_multitask.route_chosen(given, tasks).proxy.hw_affinity == {"GuessNumber": "H800"}
+
+
+def test_old_keys_still_parse_and_help_shows_the_new_ones(monkeypatch, capsys, caplog):
+    from rollart.config import parse_overrides
+    cfg = parse_overrides(grpo_multitask.default_config(), ["group_size=4", "hw_spill_ratio=2",
+                                                            "worker_classes=H20,H800", "engine.kv_cache_memory_gb=0.5"])
+    assert (cfg.rollout.group_size, cfg.proxy.spill_ratio, cfg.hw_classes, cfg.engine.kv_cache_memory_gb) == \
+        (4, 2.0, ("H20", "H800"), 0.5)
+    assert "group_size is renamed rollout.group_size" in caplog.text
+    run_main(monkeypatch, grpo_frozenlake, "--help")
+    out = capsys.readouterr().out
+    assert "  rollout.group_size = 16" in out and "  proxy.hw_affinity = {}" in out and "  hw_classes = " in out
+    assert "group_size -> rollout.group_size" in out
 
 
 def test_a_mistake_prints_one_line_and_no_traceback(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     proc = subprocess.run([sys.executable, "-m", "recipes.grpo_frozenlake", f"logdir={tmp_path}", "mode=fast"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "error: mode='fast': expected one of ['async', 'sync', 'oneoff', 'areal']"
+    assert proc.stderr.strip() == "error: mode='fast': expected one of ['async', 'areal', 'oneoff', 'sync']"
 
 
 def test_smollm2_names_the_extra_before_downloading(tmp_path, monkeypatch):

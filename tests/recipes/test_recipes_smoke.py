@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["total_steps=1", "batch_groups=1", "group_size=2", "max_concurrency=4", "eval_episodes=1",
+TINY = ["total_steps=1", "batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1",
         "checkpoint_every=1"]
 
 

@@ -155,3 +155,22 @@ async def test_batched_mode_with_redundant_extras_completes_and_releases_everyth
         groups = await scheduler.collect_batch(2)
     assert len(groups) == 2 and all(len(g) == 2 for g in groups)
     assert manager.pool.live == 0 and host_of(manager).stats()["live_envs"] == 0
+
+
+async def test_reseed_restarts_the_task_draws(tokenizer):
+    """reseed(s) (a resumed run) draws the same task instances as a scheduler started with seed s."""
+    tasks = [TaskSpec(f"c{i}", "usertest/Countdown-v0") for i in range(4)]
+
+    async def drawn(scheduler):
+        async with asyncio.timeout(30):
+            groups = await scheduler.collect_batch(8)
+        return sorted(g[0].task for g in groups)
+
+    def scheduler(seed):
+        manager = make_manager(ScriptedPolicy(tokenizer, lambda t, o: "next"), tokenizer)
+        return RolloutScheduler(tasks, manager, SchedulerConfig(group_size=1, seed=seed))
+
+    reseeded = scheduler(0)
+    await drawn(reseeded)
+    reseeded.reseed(5)
+    assert await drawn(reseeded) == await drawn(scheduler(5))

@@ -63,8 +63,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.actors.cpus import ENV_VAR, format_cpus  # noqa: E402
+from rollart.config import apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.rollout.env_manager import TaskSpec  # noqa: E402
+from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
 
@@ -118,14 +120,14 @@ MODEL_SIZES = {"tiny": {}, "small": dict(hidden=64, layers=2, head_dim=32, inter
 engine time per step (and a quarter of the training time), so the simulated hardware time dominates."""
 
 AFFINITY = {"FrozenLake": "H800", "default": "H20"}
-BASELINE_WORKERS = dict(num_inference_workers=3, worker_classes=("H800",), hw_affinity={})
+BASELINE_WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
     # RollArt §7.1: 64 H800 + 32 H20 roll out (32 H800 train): a third of the rollout GPUs are H20s,
     # the mix costs 83 % of the baselines' all-H800 cluster (Table 2 prices; here (3×2.85+1)/(4×2.85) = 84 %
     # counting the trainer as one H800 worker). Decode-heavy tasks go to the H20, the rest to the H800s.
-    "rollart": dict(mode="async", alpha=1, num_inference_workers=3, worker_classes=("H800", "H800", "H20"),
-                    hw_affinity=AFFINITY),
+    "rollart": {"mode": "async", "alpha": 1, "num_inference_workers": 3, "hw_classes": ("H800", "H800", "H20"),
+                "proxy.hw_affinity": AFFINITY},
     "syncplus": dict(mode="sync", **BASELINE_WORKERS),
     "oneoff": dict(mode="oneoff", **BASELINE_WORKERS),
     "areal": dict(mode="areal", alpha=1, **BASELINE_WORKERS),
@@ -147,17 +149,17 @@ async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cp
     """One trainer process for every mode (``reset`` between them): spawning one per mode would cost more
     than the --quick budget. It is the same TrainerActor the pipeline spawns."""
     from rollart.models import load_tokenizer
-    tcfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed,
-                               pad_id=load_tokenizer(model).pad_token_id or 0)
+    tcfg = cfg.resolve(model=model, pad_id=load_tokenizer(model).pad_token_id or 0).trainer
     env = {ENV_VAR: format_cpus(cpus)} if cpus else {}
-    return await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(tcfg),
+    return await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", tcfg,
                               name="trainer", mode="process", env=env)
 
 
 def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineConfig:
     return PipelineConfig(
-        model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups, group_size=4,
-        max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups)), simulate_hardware=True,
+        model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
+        rollout=SchedulerConfig(group_size=4, max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups))),
+        simulate_hardware=True,
         sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
@@ -284,15 +286,16 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
                 break
             if args.only and name not in args.only.split(","):
                 continue
-            cfg = dataclasses.replace(base, run_name=name, total_steps=steps, eval_at_end=not args.quick, **over)
+            cfg = apply_values(dataclasses.replace(base, run_name=name, total_steps=steps,
+                                                   eval_at_end=not args.quick), over)
             if not args.quick:
                 cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
                                           time_limit_s=args.mode_budget_s)
             results[name] = await run_mode(name, cfg, trainer, work)
         if not args.quick or args.sweep_only:
             for alpha in range(1, 7):
-                cfg = dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
-                                          eval_at_end=False, **{**MODES["rollart"], "alpha": alpha})
+                cfg = apply_values(dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
+                                                       eval_at_end=False), {**MODES["rollart"], "alpha": alpha})
                 sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer, work))
     return results, sweep
 
@@ -326,12 +329,12 @@ def main() -> None:
     ap.add_argument("--redundant", type=int, default=0,
                     help="rollart only: redundant env rollouts, extra envs per group (RollArt §6.3)")
     ap.add_argument("--spill", type=float, default=0.0,
-                    help="rollart only: hw_spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
+                    help="rollart only: proxy.spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
-    MODES["rollart"]["extra_envs_per_group"] = args.redundant
-    MODES["rollart"]["hw_spill_ratio"] = args.spill
+    MODES["rollart"]["rollout.extra_envs_per_group"] = args.redundant
+    MODES["rollart"]["proxy.spill_ratio"] = args.spill
     work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
                     args.concurrency)
     logging.basicConfig(level=logging.ERROR)

@@ -99,7 +99,8 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
     step = 0
     reached = None
     while step < steps and time.perf_counter() - t0 < budget_s:
-        seqs, masks, rewards, _, groups = play(model, chat, cfg.batch_groups, cfg.group_size, TASK.max_turns, rng)
+        seqs, masks, rewards, _, groups = play(model, chat, cfg.batch_groups, cfg.rollout.group_size, TASK.max_turns,
+                                                 rng)
         train_step(model, opt, seqs, masks, rewards, groups, cfg.trainer.grad_clip)
         step += 1
         if target is not None and step % eval_every == 0:

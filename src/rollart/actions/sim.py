@@ -27,6 +27,7 @@ from rollart.actions.action import Action, amdahl
 from rollart.actions.basic import CountPool
 from rollart.actions.gpu import DeviceCache, GpuPool
 from rollart.actions.scheduler import ElasticScheduler
+from rollart.config import ConfigError
 
 
 class EventLoop:
@@ -102,10 +103,10 @@ class CodingTraceConfig:
 
     def __post_init__(self) -> None:
         if self.batch < 1 or self.turns_mean < 1:
-            raise ValueError("batch and turns_mean must be >= 1")
+            raise ConfigError("batch and turns_mean must be >= 1")
         lo, hi = self.parallel_range
         if not 0.0 <= lo <= hi <= 1.0:
-            raise ValueError(f"parallel_range={self.parallel_range}: need 0 <= low <= high <= 1")
+            raise ConfigError(f"parallel_range={self.parallel_range}: need 0 <= low <= high <= 1")
 
 
 def coding_trace(cfg: CodingTraceConfig) -> list[list[Step]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
+from rollart.config import ConfigError
+
 if TYPE_CHECKING:
     from rollart.actors.record import _ActorRecord
     from rollart.actors.system import ActorSystem
@@ -21,10 +23,10 @@ class RestartPolicy:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_restarts, int) and self.max_restarts >= 0):
-            raise ValueError(f"RestartPolicy.max_restarts must be an int >= 0, got {self.max_restarts!r}")
+            raise ConfigError(f"RestartPolicy.max_restarts must be an int >= 0, got {self.max_restarts!r}")
         if self.backoff < 0 or self.max_backoff < self.backoff:
-            raise ValueError(f"RestartPolicy needs 0 <= backoff <= max_backoff, got {self.backoff}, "
-                             f"{self.max_backoff}")
+            raise ConfigError(f"RestartPolicy needs 0 <= backoff <= max_backoff, got {self.backoff}, "
+                              f"{self.max_backoff}")
 
     def delay(self, restart_number: int) -> float:
         return min(self.backoff * 2 ** max(restart_number - 1, 0), self.max_backoff)

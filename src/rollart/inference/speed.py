@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rollart.config import ConfigError
+
 
 @dataclass(frozen=True)
 class HardwareSpec:
@@ -103,15 +105,15 @@ class SpeedModelConfig:
 
     def __post_init__(self) -> None:
         if self.hardware != "custom" and self.hardware not in HARDWARE:
-            raise ValueError(f"speed.hardware={self.hardware!r} is unknown; use one of {sorted(HARDWARE)} "
-                             "or 'custom' with speed.custom={'tflops':..,'hbm_gbps':..,'hbm_gb':..}")
+            raise ConfigError(f"speed.hardware={self.hardware!r} is unknown; use one of {sorted(HARDWARE)} "
+                              "or 'custom' with speed.custom={'tflops':..,'hbm_gbps':..,'hbm_gb':..}")
         if self.model not in MODELS:
-            raise ValueError(f"speed.model={self.model!r} is unknown; use one of {sorted(MODELS)}")
+            raise ConfigError(f"speed.model={self.model!r} is unknown; use one of {sorted(MODELS)}")
         for name in ("mfu", "mbu"):
             if not 0 < getattr(self, name) <= 1:
-                raise ValueError(f"speed.{name} must be in (0, 1], got {getattr(self, name)}")
+                raise ConfigError(f"speed.{name} must be in (0, 1], got {getattr(self, name)}")
         if self.tp < 1 or self.time_scale < 0 or self.step_overhead_s < 0:
-            raise ValueError("speed.tp must be >= 1; speed.time_scale and speed.step_overhead_s >= 0")
+            raise ConfigError("speed.tp must be >= 1; speed.time_scale and speed.step_overhead_s >= 0")
 
 
 class SpeedModel:

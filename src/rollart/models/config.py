@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollart.config import ConfigError
+
 SUPPORTED = ("llama", "qwen2", "qwen3")
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
@@ -50,13 +52,13 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.model_type not in SUPPORTED:
-            raise ValueError(f"model_type {self.model_type!r} is not supported; rollart.models serves {SUPPORTED}")
+            raise ConfigError(f"model_type {self.model_type!r} is not supported; rollart.models serves {SUPPORTED}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"num_attention_heads={self.num_attention_heads} must be a multiple of "
-                             f"num_key_value_heads={self.num_key_value_heads}")
+            raise ConfigError(f"num_attention_heads={self.num_attention_heads} must be a multiple of "
+                              f"num_key_value_heads={self.num_key_value_heads}")
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "head_dim"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @property
     def qk_norm(self) -> bool:

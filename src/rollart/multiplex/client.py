@@ -9,22 +9,17 @@ weight_buckets, save_checkpoint, load_checkpoint) by queueing them as the job's 
 """
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
 from typing import Any
 
 from rollart.pipeline.config import PipelineConfig
+from rollart.trainer.config import TrainerConfig
 
 
-def shared_trainer_config(cfg: PipelineConfig) -> dict:
-    """The trainer config a Coordinator would give its private trainer (model folder, seed, pad id)."""
-    from rollart.models import load_tokenizer
-    from rollart.pipeline.coordinator import ensure_model
-    run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    model = ensure_model(cfg, run_dir)
-    pad = load_tokenizer(model).pad_token_id or 0
-    return dataclasses.asdict(dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed, pad_id=pad))
+def shared_trainer_config(cfg: PipelineConfig) -> TrainerConfig:
+    """The trainer config a Coordinator would give its private trainer: the resolved run's (model folder,
+    seed, pad id filled in)."""
+    from rollart.pipeline.coordinator import prepare_run
+    return prepare_run(cfg)[0].trainer
 
 
 class SharedTrainerClient:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollart.actors import ActorSystem
+from rollart.config import ConfigError
 from rollart.multiplex.placement import Placement, Placer, Trace
 from rollart.multiplex.router import OpRecord, Router
 from rollart.multiplex.scheduler import JobState, Scheduler, SLOViolation
@@ -67,21 +68,21 @@ class ServiceConfig:
 
     def __post_init__(self):
         if self.deployments < 1 or self.ranks_per_deployment < 1:
-            raise ValueError("deployments and ranks_per_deployment must be >= 1")
+            raise ConfigError("deployments and ranks_per_deployment must be >= 1")
         if self.mode not in ("process", "inprocess"):
-            raise ValueError(f"mode must be 'process' or 'inprocess', got {self.mode!r}")
+            raise ConfigError(f"mode must be 'process' or 'inprocess', got {self.mode!r}")
         if self.offload_tier not in ("host", "disk"):
-            raise ValueError(f"offload_tier must be 'host' or 'disk', got {self.offload_tier!r}")
+            raise ConfigError(f"offload_tier must be 'host' or 'disk', got {self.offload_tier!r}")
         if self.max_jobs_per_deployment < 1:
-            raise ValueError("max_jobs_per_deployment must be >= 1")
+            raise ConfigError("max_jobs_per_deployment must be >= 1")
         if not 0 < self.default_duty <= 1:
-            raise ValueError(f"default_duty must be in (0, 1], got {self.default_duty}")
+            raise ConfigError(f"default_duty must be in (0, 1], got {self.default_duty}")
         if self.default_period < 1 or self.placement_horizon % self.default_period:
-            raise ValueError(f"default_period ({self.default_period}) must be >= 1 and divide placement_horizon "
-                             f"({self.placement_horizon})")
+            raise ConfigError(f"default_period ({self.default_period}) must be >= 1 and divide placement_horizon "
+                              f"({self.placement_horizon})")
         if round(self.default_duty * self.default_period) < 1:
-            raise ValueError(f"default_duty={self.default_duty} of default_period={self.default_period} slots is "
-                             "less than one slot; raise either")
+            raise ConfigError(f"default_duty={self.default_duty} of default_period={self.default_period} slots is "
+                              "less than one slot; raise either")
 
 
 class PlacementError(RuntimeError):

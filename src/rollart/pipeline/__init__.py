@@ -1,4 +1,5 @@
-"""The coordinator: rollout, reward and training overlapped under the α-bounded protocol (RollArt §6.2).
+"""A training run: its config (PipelineConfig, composed of the components' configs) and the Coordinator that
+overlaps rollout, reward and training under the α-bounded protocol (RollArt §6.2).
 
     from rollart.pipeline import PipelineConfig, Coordinator
     result = asyncio.run(Coordinator(cfg, tasks).run())

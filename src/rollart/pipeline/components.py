@@ -7,7 +7,6 @@ runtime inside this process (debugging, tests).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from rollart.actors import ActorSystem, RestartPolicy
 from rollart.actors.cpus import ENV_VAR, format_cpus
 from rollart.pipeline.config import PipelineConfig
-from rollart.rollout.proxy import LLMProxy, ProxyConfig
+from rollart.rollout.proxy import LLMProxy
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -50,25 +49,10 @@ async def _ready(value: Any) -> Any:
     return value
 
 
-def engine_config(cfg: PipelineConfig, model: str) -> dict:
-    e = cfg.engine
-    return dict(model=model, dtype=e.dtype, block_size=e.block_size, kv_cache_memory_gb=e.kv_cache_memory_gb,
-                max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
-                enable_prefix_caching=e.enable_prefix_caching, seed=cfg.seed)
-
-
-def speed_config(hw_class: str, time_scale: float) -> dict | None:
-    """The simulated speed model of a hardware class; None for classes without one (plain CPU)."""
-    from rollart.inference.speed import HARDWARE, SpeedModelConfig
-    if hw_class not in HARDWARE:
-        return None
-    return dataclasses.asdict(SpeedModelConfig(hardware=hw_class, time_scale=time_scale))
-
-
-async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Components:
-    """Start the run's actors. ``trainer``: an existing trainer handle (anything with
-    ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a shared training service
-    client) to use instead of spawning a private trainer."""
+async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
+    """Start the run's actors from the resolved config (``PipelineConfig.resolve``). ``trainer``: an existing
+    trainer handle (anything with ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a
+    shared training service client) to use instead of spawning a private trainer."""
     system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
                          spawn_timeout=cfg.spawn_timeout_s)
     await system.start()
@@ -76,24 +60,23 @@ async def build(cfg: PipelineConfig, model: str, trainer: Any = None) -> Compone
     trainer_env = {ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {}
     rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
     try:
-        trainer_cfg = dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed)
-        private = system.spawn("rollart.pipeline.trainer_actor:TrainerActor", dataclasses.asdict(trainer_cfg),
+        private = system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg.trainer,
                                name="trainer", mode=cfg.trainer_actor_mode or mode,
                                env=trainer_env) if trainer is None else _ready(trainer)
         spawns = [private,
                   system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode,
                                env=rollout_env)]
         names = []
-        for i, hw in enumerate(cfg.worker_class_list()):
+        for i, hw in enumerate(cfg.worker_hw_classes()):
             name = f"gen{i}-{hw}"
-            speed = speed_config(hw, cfg.sim_time_scale) if cfg.simulate_hardware else None
             names.append((name, hw))
-            spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", engine_config(cfg, model),
-                                       backend=cfg.engine.backend, name=name, hw_class=hw, speed=speed,
+            spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", cfg.engine,
+                                       backend=cfg.engine.backend, name=name, hw_class=hw,
+                                       speed=cfg.speed_models.get(hw),
                                        mode=mode, env=rollout_env, restart=RestartPolicy(max_restarts=2)))
         trainer_handle, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
         workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
-        proxy = LLMProxy(workers, ProxyConfig(hw_affinity=dict(cfg.hw_affinity), spill_ratio=cfg.hw_spill_ratio))
+        proxy = LLMProxy(workers, cfg.proxy)
     except BaseException:
         await system.shutdown()
         raise

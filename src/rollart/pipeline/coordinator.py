@@ -26,7 +26,6 @@ weights while training on batch k. The same components serve every mode.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -39,11 +38,11 @@ from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
 from rollart.pipeline.weights import WeightSync
-from rollart.rollout.buffer import BufferConfig, SampleBuffer
+from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.scheduler import RolloutScheduler
 from rollart.types import Trajectory
 from rollart.versions import staleness_values, version_span
 
@@ -89,6 +88,16 @@ def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
     return str(out)
 
 
+def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
+    """The run's resolved config and its tokenizer: the model folder (a tiny one built in the run folder when
+    ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``."""
+    from rollart.models import load_tokenizer
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    model = ensure_model(cfg, cfg.run_dir)
+    tokenizer = load_tokenizer(model)
+    return cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0), tokenizer
+
+
 class Coordinator:
     def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
                  reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None):
@@ -100,7 +109,7 @@ class Coordinator:
         self.env_pool = env_pool
         self.trainer = trainer
         """A trainer handle to use instead of a private trainer actor (e.g. a shared training service)."""
-        self.run_dir = Path(cfg.logdir) / (cfg.run_name or f"run-{cfg.mode}")
+        self.run_dir = cfg.run_dir
         self.history: list[dict] = []
         self.evals: list[tuple[int, dict]] = []
         self.timings: list[dict[str, float]] = []
@@ -114,32 +123,18 @@ class Coordinator:
             return await self._run()
 
     async def _run(self) -> RunResult:
-        cfg = self.cfg
         started = time.perf_counter()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        model = ensure_model(cfg, self.run_dir)
-        from rollart.models import load_tokenizer
-        tokenizer = load_tokenizer(model)
-        trainer_cfg = dataclasses.replace(cfg.trainer, pad_id=tokenizer.pad_token_id or 0)
-        self.cfg = cfg = dataclasses.replace(cfg, trainer=trainer_cfg)
+        self.cfg, tokenizer = prepare_run(self.cfg)
+        cfg = self.cfg  # resolved: what every component receives and config.json records
         self.logger = MetricsLogger(self.run_dir, config=cfg)
-        self.c: Components = await build(cfg, model, self.trainer)
+        self.c: Components = await build(cfg, self.trainer)
         try:
-            self.buffer = SampleBuffer(BufferConfig(
-                mode=cfg.mode, alpha=cfg.alpha, group_size=cfg.group_size,
-                capacity=max(cfg.batch_size, (cfg.alpha + 1) * cfg.max_concurrency),
-                # AReaL bounds staleness only when a trajectory starts: rollout at most α batches ahead
-                # of training. ROLLART bounds it at the start too and, unlike AReaL, at every turn
-                # (RollArt §6.2 fn. 1), so it does not start groups only a staler batch could take.
-                max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups + cfg.extra_groups
-                if cfg.mode in ("areal", "async") else 0))
+            self.buffer = SampleBuffer(cfg.buffer)
             pool = self.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
-            self.scheduler = RolloutScheduler(self.tasks, manager, SchedulerConfig(
-                group_size=cfg.group_size, extra_envs_per_group=cfg.extra_envs_per_group,
-                extra_groups=cfg.extra_groups, max_concurrency=cfg.max_concurrency, seed=cfg.seed),
-                buffer=self.buffer, rewards=RewardDispatcher(self.reward_fn))
+            self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
+                                              rewards=RewardDispatcher(self.reward_fn))
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
                                       cfg.weight_link_bytes_per_s)
             await self._maybe_resume()
@@ -347,7 +342,7 @@ class Coordinator:
         self.step = int(extra.get("step", self.version))
         await self.weights.publish(self.version)
         await self._update_now_quiet()
-        self.scheduler._rng.seed(self.cfg.seed + self.step)  # new task draws after a resume
+        self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
         log.warning("resumed from %s at step %d, version %d", found, self.step, self.version)
 
     async def _update_now_quiet(self) -> None:

@@ -12,8 +12,8 @@ from rollart.trainer import TrainerConfig, make_trainer
 
 
 class TrainerActor:
-    def __init__(self, config: dict):
-        self.config = TrainerConfig(**config)
+    def __init__(self, config: TrainerConfig):
+        self.config = config
         self.trainer = make_trainer(self.config)
 
     @blocking

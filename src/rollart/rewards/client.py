@@ -17,6 +17,8 @@ from typing import Any, Optional
 
 import aiohttp
 
+from rollart.config import ConfigError
+
 
 class RewardCallError(RuntimeError):
     """A reward call failed for good; ``status`` is the last HTTP status (None: no response)."""
@@ -41,11 +43,11 @@ class ClientConfig:
 
     def __post_init__(self) -> None:
         if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, got {self.retries}")
+            raise ConfigError(f"retries must be >= 0, got {self.retries}")
         if self.backoff < 0 or self.max_backoff < self.backoff:
-            raise ValueError("need 0 <= backoff <= max_backoff")
+            raise ConfigError("need 0 <= backoff <= max_backoff")
         if self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {self.timeout}")
+            raise ConfigError(f"timeout must be > 0, got {self.timeout}")
 
 
 class RewardClient:

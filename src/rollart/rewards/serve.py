@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
+from rollart.config import ConfigError
 from rollart.rewards.registry import FunctionRegistry, UnknownFunctionError
 
 
@@ -65,17 +66,17 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         if not self.functions:
-            raise ValueError("no reward functions: pass --functions module:fn[,module:fn...]")
+            raise ConfigError("no reward functions: pass --functions module:fn[,module:fn...]")
         if self.max_workers < 1:
-            raise ValueError(f"max_workers must be >= 1, got {self.max_workers}")
+            raise ConfigError(f"max_workers must be >= 1, got {self.max_workers}")
         if self.idle_timeout <= 0 or self.call_timeout <= 0:
-            raise ValueError("idle_timeout and call_timeout must be > 0 seconds")
+            raise ConfigError("idle_timeout and call_timeout must be > 0 seconds")
         if not 0.0 <= self.fault_rate <= 1.0:
-            raise ValueError(f"fault_rate must be within [0, 1], got {self.fault_rate}")
+            raise ConfigError(f"fault_rate must be within [0, 1], got {self.fault_rate}")
         if self.worker_threads < 1:
-            raise ValueError(f"worker_threads must be >= 1, got {self.worker_threads}")
+            raise ConfigError(f"worker_threads must be >= 1, got {self.worker_threads}")
         if self.max_request_bytes < 1024:
-            raise ValueError(f"max_request_bytes={self.max_request_bytes} is too small (>= 1024)")
+            raise ConfigError(f"max_request_bytes={self.max_request_bytes} is too small (>= 1024)")
 
 
 @dataclasses.dataclass

@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
+from rollart.config import ConfigError
 from rollart.types import Trajectory
 
 Mode = Literal["async", "areal", "oneoff", "sync"]
+MODES: tuple[str, ...] = get_args(Mode)
+"""The training modes, one list: the buffer's gate and the coordinator's loop are chosen by it."""
 
 
 @dataclass
 class BufferConfig:
-    """SampleBuffer settings."""
+    """SampleBuffer settings. In a run (``PipelineConfig.buffer``) every field is derived by ``resolve()``."""
     mode: Mode = "async"
     """async (per-turn bound, ROLLART) | areal (start-only bound) | oneoff | sync (α=0)."""
     alpha: int = 1
@@ -46,19 +49,19 @@ class BufferConfig:
     ahead of training. 0: no bound (only capacity throttles)."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("async", "areal", "oneoff", "sync"):
-            raise ValueError(f"mode must be async, areal, oneoff or sync, got {self.mode!r}")
+        if self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r}: choose one of {MODES}")
         if self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+            raise ConfigError(f"alpha={self.alpha} must be >= 0")
         if self.mode == "sync":
             self.alpha = 0
         if self.mode == "oneoff":
             self.alpha = 1
         if self.max_outstanding_groups < 0:
-            raise ValueError(f"max_outstanding_groups must be >= 0, got {self.max_outstanding_groups}")
+            raise ConfigError(f"max_outstanding_groups={self.max_outstanding_groups} must be >= 0")
         if self.group_size < 1 or self.capacity < self.group_size:
-            raise ValueError(f"need group_size >= 1 and capacity >= group_size "
-                             f"(got {self.group_size}, {self.capacity})")
+            raise ConfigError(f"need group_size >= 1 and capacity >= group_size "
+                              f"(got group_size={self.group_size}, capacity={self.capacity})")
 
 
 class BufferClosed(RuntimeError):

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rollart.config import ConfigError
 from rollart.rollout.env_protocol import env_defaults
 from rollart.rollout.thread_pool import DaemonThreadPool, _Expired, _Watchdog
 
@@ -68,14 +69,14 @@ class EnvHostConfig:
     def __post_init__(self) -> None:
         self.cpu_affinity = tuple(self.cpu_affinity)  # msgpack/CLI give lists
         if not all(isinstance(c, int) and c >= 0 for c in self.cpu_affinity):
-            raise ValueError(f"cpu_affinity must be CPU numbers >= 0, got {self.cpu_affinity!r}")
+            raise ConfigError(f"cpu_affinity must be CPU numbers >= 0, got {self.cpu_affinity!r}")
         for name in ("create_timeout_s", "reset_timeout_s", "step_timeout_s"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.gil_switch_interval_s < 0:
-            raise ValueError(f"gil_switch_interval_s must be >= 0, got {self.gil_switch_interval_s}")
+            raise ConfigError(f"gil_switch_interval_s must be >= 0, got {self.gil_switch_interval_s}")
         if self.max_threads < 1 or self.max_envs < 1 or not 0 <= self.min_threads <= self.max_threads:
-            raise ValueError("need max_threads >= 1, max_envs >= 1 and 0 <= min_threads <= max_threads")
+            raise ConfigError("need max_threads >= 1, max_envs >= 1 and 0 <= min_threads <= max_threads")
 
 
 def to_plain(value: Any) -> Any:

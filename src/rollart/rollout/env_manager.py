@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rollart.config import ConfigError
 from rollart.engine.sampling import SamplingParams
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
@@ -52,14 +53,14 @@ class TaskSpec:
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:
-            raise ValueError("TaskSpec needs a name (the tag) and an env_id")
+            raise ConfigError("TaskSpec needs a name (the tag) and an env_id")
         if self.max_turns < 1 or self.max_total_tokens < 8 or self.max_new_tokens < 0:
-            raise ValueError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
+            raise ConfigError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
         if self.min_new_tokens < 0 or (self.max_new_tokens and self.min_new_tokens > self.max_new_tokens):
-            raise ValueError(f"task {self.name}: min_new_tokens must be in [0, max_new_tokens], got "
-                             f"min_new_tokens={self.min_new_tokens}, max_new_tokens={self.max_new_tokens}")
+            raise ConfigError(f"task {self.name}: min_new_tokens must be in [0, max_new_tokens], got "
+                              f"min_new_tokens={self.min_new_tokens}, max_new_tokens={self.max_new_tokens}")
         if self.weight <= 0:
-            raise ValueError(f"task {self.name}: weight must be > 0, got {self.weight}")
+            raise ConfigError(f"task {self.name}: weight must be > 0, got {self.weight}")
 
 
 class Policy(Protocol):

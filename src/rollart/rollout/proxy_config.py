@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rollart.config import ConfigError
 from rollart.engine.sampling import InvalidRequestError
 
 
@@ -18,7 +19,8 @@ class NoWorkerError(RuntimeError):
 class ProxyConfig:
     """LLMProxy settings."""
     hw_affinity: dict = field(default_factory=dict)
-    """tag -> hardware class (as in @hw_mapping). 'default' serves other tags. Empty: every tag, any worker."""
+    """task -> hardware class (as in @hw_mapping), e.g. {"FrozenLake": "H800", "default": "H20"}; 'default'
+    serves other tasks. Empty: every task, any worker."""
     fallback: dict = field(default_factory=dict)
     """class -> ordered list of compatible classes used when it has no live worker. A class missing here
     uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
@@ -49,12 +51,12 @@ class ProxyConfig:
 
     def __post_init__(self) -> None:
         if self.max_worker_failures < 1 or self.max_attempts < 1 or self.restart_timeout_s <= 0 or self.max_sticky < 1:
-            raise ValueError("max_worker_failures, max_attempts and max_sticky must be >= 1, restart_timeout_s > 0")
+            raise ConfigError("max_worker_failures, max_attempts and max_sticky must be >= 1, restart_timeout_s > 0")
         if bool(self.pd_prefill_class) != bool(self.pd_decode_class):
-            raise ValueError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
-                             f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
+            raise ConfigError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
+                              f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
         if self.spill_ratio != 0 and self.spill_ratio < 1:
-            raise ValueError(f"spill_ratio must be 0 (strict affinity) or >= 1, got {self.spill_ratio}")
+            raise ConfigError(f"spill_ratio must be 0 (strict hw_affinity) or >= 1, got {self.spill_ratio}")
         for cls, alts in self.fallback.items():
             if not isinstance(alts, (list, tuple)):
-                raise ValueError(f"fallback[{cls!r}] must be a list of hardware classes, got {alts!r}")
+                raise ConfigError(f"fallback[{cls!r}] must be a list of hardware classes, got {alts!r}")

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from rollart.config import ConfigError
 from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
@@ -44,17 +45,19 @@ class SchedulerConfig:
     interaction: Literal["trajectory", "batched"] = "trajectory"
     """trajectory-level (ROLLART) or batched env interaction (baseline, collect_batch only)."""
     seed: int = 0
-    """Seeds the task choice and the env reset seeds."""
+    """Seeds the task choice and the env reset seeds (in a run: derived from PipelineConfig.seed)."""
     max_failed_groups: int = 32
     """Groups that may fail in a row (every env broken, say) before the scheduler raises RolloutError."""
 
     def __post_init__(self) -> None:
-        if self.group_size < 1 or self.extra_envs_per_group < 0 or self.extra_groups < 0:
-            raise ValueError("group_size >= 1, extra_envs_per_group >= 0, extra_groups >= 0")
-        if self.max_concurrency < 1 or self.max_replacements < 0:
-            raise ValueError("max_concurrency >= 1 and max_replacements >= 0")
+        for name in ("group_size", "max_concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("extra_envs_per_group", "extra_groups", "max_replacements", "max_failed_groups"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
         if self.interaction not in ("trajectory", "batched"):
-            raise ValueError(f"interaction must be 'trajectory' or 'batched', got {self.interaction!r}")
+            raise ConfigError(f"interaction={self.interaction!r}: choose 'trajectory' or 'batched'")
 
 
 class RolloutError(RuntimeError):
@@ -176,6 +179,10 @@ class RolloutScheduler:
                     launched += 1
         except* (RolloutError, BufferClosed) as errors:  # one clear error, not a group of them
             raise errors.exceptions[0] from None
+
+    def reseed(self, seed: int) -> None:
+        """Restart the task draws and env reset seeds from ``seed`` (a resumed run draws new task instances)."""
+        self._rng.seed(seed)
 
     def stats(self) -> dict:
         return {**self.counters, "envs_open": self.manager.pool.live,

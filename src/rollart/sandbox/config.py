@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollart.config import ConfigError
+
 MODES = ("auto", "bwrap", "unshare", "rlimit")
 
 
@@ -51,17 +53,17 @@ class SandboxConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"sandbox mode={self.mode!r}: expected one of {MODES}")
+            raise ConfigError(f"sandbox mode={self.mode!r}: expected one of {MODES}")
         for name in ("timeout_s", "cpu_seconds", "memory_mb", "max_processes", "file_size_mb",
                      "disk_mb", "tmp_mb", "output_limit_bytes", "uid_count"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"sandbox {name}={getattr(self, name)!r}: must be > 0")
+                raise ConfigError(f"sandbox {name}={getattr(self, name)!r}: must be > 0")
         if self.memory_mb < 64:
-            raise ValueError(f"sandbox memory_mb={self.memory_mb}: at least 64 is needed to start python")
+            raise ConfigError(f"sandbox memory_mb={self.memory_mb}: at least 64 is needed to start python")
         project = str(Path(__file__).resolve().parents[3])
         if self.root_dir and str(Path(self.root_dir).resolve()).startswith(project):
-            raise ValueError(f"sandbox root_dir={self.root_dir!r}: must not be inside the project ({project})")
+            raise ConfigError(f"sandbox root_dir={self.root_dir!r}: must not be inside the project ({project})")
         if self.python_home and not Path(self.python_home, "bin", "python3").exists():
-            raise ValueError(f"sandbox python_home={self.python_home!r}: no bin/python3 there")
+            raise ConfigError(f"sandbox python_home={self.python_home!r}: no bin/python3 there")
         if self.uid_base < 1000:
-            raise ValueError(f"sandbox uid_base={self.uid_base}: must be an unprivileged uid (>= 1000)")
+            raise ConfigError(f"sandbox uid_base={self.uid_base}: must be an unprivileged uid (>= 1000)")

@@ -14,7 +14,7 @@ class TrainerConfig:
     """Trainer backend: 'torch' or 'deepspeed' (or a 'module:Class' string)."""
     model_path: str = ""
     """Folder of an HF-style model loaded with rollart.models.load_model (unless a model object or
-    model_factory is given)."""
+    model_factory is given); in a run, derived from PipelineConfig.model."""
     model_factory: str = ""
     """Optional 'module:function' returning an nn.Module (used when model_path is empty; handy for tests
     and custom models in actor processes)."""
@@ -23,7 +23,7 @@ class TrainerConfig:
     num_threads: int = 2
     """torch intra-op threads for this trainer process (the machine may have only 2 cores)."""
     seed: int = 0
-    """Seed for torch/numpy/python RNGs at start."""
+    """Seed for torch/numpy/python RNGs at start; in a run, derived from PipelineConfig.seed."""
 
     # --- algorithm
     algorithm: Literal["grpo", "ppo"] = "grpo"
@@ -74,7 +74,7 @@ class TrainerConfig:
     ppo_epochs: int = 1
     """Passes over the batch per train_step."""
     pad_id: int = 0
-    """Token id used for right padding (masked out, never trained)."""
+    """Token id used for right padding (masked out, never trained); in a run, the model tokenizer's."""
 
     # --- data parallel (torch backend over torch.distributed) / deepspeed
     world_size: int = 1
