@@ -1,9 +1,9 @@
 """Build the actors of one run through the programming model (rollart.distributed, RollArt §5).
 
 A ResourceManager holds the run's hardware: one device per inference worker of each class
-(``worker_classes``), and the CPU processes of the trainer and the weight store. Three Clusters place
-and start them: the inference workers by hardware class (their proxy routes tags to classes,
-``hw_affinity``, the ``@hw_mapping`` way), the trainer and the weight store.
+(``worker_classes``), and the CPU processes of the trainer and the weight store. One Cluster per role
+places and starts them: the inference workers by hardware class (their proxy routes tags to classes,
+``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared.
 
 ``actor_mode="process"`` puts every inference worker, the trainer and the weight store in its own process
 (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the same classes through the same
