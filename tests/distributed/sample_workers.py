@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import rollart.distributed as rdist
 
@@ -43,3 +44,13 @@ class Scorer(rdist.RewardWorker):
     async def score_via_proxy(self, traj: list) -> float:
         return await self.reward_proxy(traj, scale=2.0)
 
+
+
+class Plain:
+    """A plain class (no Worker base, no rollart_bind): placed and served like any worker."""
+
+    def __init__(self, label: str = "", speed: str = ""):
+        self.label, self.speed = label, speed
+
+    def info(self) -> dict:
+        return {"label": self.label, "speed": self.speed, "hardware": os.environ.get("ROLLART_HARDWARE")}

@@ -10,7 +10,7 @@ from aiohttp import web
 from rollart.actors import ActorDeadError, RestartPolicy
 from rollart.distributed import Cluster, ClusterError, ResourceManager, ServerlessError
 
-from sample_workers import GradWorker, HeteroGen, Scorer
+from sample_workers import GradWorker, HeteroGen, Plain, Scorer
 
 
 async def test_execute_all_broadcasts_and_aggregates(system, capsys):
@@ -187,3 +187,23 @@ async def test_restarted_worker_keeps_its_rank_and_hardware(system):
     assert after == before and after["hardware"] == "H20" and after["rank"] == 1
     out = await gen.generate("ab", tag_name="other")
     assert out == {"worker": "HeteroGen-1", "hw": "H20", "text": "ba"}
+
+
+async def test_plain_class_gets_per_class_kwargs_and_its_hardware(system):
+    rm = ResourceManager({"H800": 1, "H20": 1})
+    c = await Cluster(Plain, rm, n=2, system=system, placement=["H800", "H20"], worker_kwargs=dict(label="x"),
+                      worker_kwargs_for=lambda hw: {"speed": hw.lower()}, verbose=False)
+    assert await c.execute_all("info") == [{"label": "x", "speed": "h800", "hardware": "H800"},
+                                           {"label": "x", "speed": "h20", "hardware": "H20"}]
+    assert await c.handle(1).call("info") == {"label": "x", "speed": "h20", "hardware": "H20"}
+    with pytest.raises(ClusterError, match="no started rank 2"):
+        c.handle(2)
+    await c.shutdown()
+    assert rm.free_summary() == {"H800": 1, "H20": 1}
+
+
+async def test_failed_start_releases_every_binding(system):
+    rm = ResourceManager({"H20": 1})
+    with pytest.raises(Exception, match="unexpected keyword"):
+        await Cluster(Plain, rm, n=1, system=system, mode="inprocess", worker_kwargs=dict(nope=1), verbose=False)
+    assert rm.free_summary() == {"H20": 1} and rm.bindings == []

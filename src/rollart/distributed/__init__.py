@@ -1,4 +1,7 @@
-"""rollart's programming model (RollArt §5): Workers, Clusters, decorators, ResourceManager.
+"""How a run starts its workers (inference, trainer, weight store): the RollArt programming model (§5).
+
+A ResourceManager holds the run's hardware classes and devices; a Cluster places a worker class on them
+and runs each worker as an actor; ``@register`` / ``@hw_mapping`` say how calls dispatch.
 
     import rollart.distributed as rdist
 

@@ -6,6 +6,11 @@
         text = await gen.generate(prompt, tag_name="FrozenLake")   # routed to an H800 worker
         grads = await trainers.compute_gradients(batch)            # execute_all: one result per worker
 
+Any class can be a worker: a ``Worker`` subclass gets ``rollart_bind`` (rank, hardware, devices) once
+started and again on every restart; a plain class (one without ``rollart_bind``) is placed and served the
+same and finds its hardware class in ``ROLLART_HARDWARE``. ``worker_kwargs_for(hardware)`` adds
+constructor keywords that depend on where a worker landed (e.g. a speed model per class).
+
 Placement: ``placement={"H800": 1, "H20": 3}`` or a list with one class per worker; by default a class
 with ``hw_mapping`` methods spreads its workers over the classes its affinities name, and any other
 class goes to its role's default (``ResourceManager.default_hardware``). Each worker binds one
@@ -70,7 +75,7 @@ class Cluster:
                  name: str | None = None, system: ActorSystem | None = None, mode: str = "process",
                  restart: RestartPolicy | None = None, placement: dict | list | None = None,
                  devices_per_worker: int = 1, worker_args: tuple = (), worker_kwargs: dict | None = None,
-                 env: dict | None = None, call_timeout: float | None = None,
+                 worker_kwargs_for: Callable[[str], dict] | None = None, env: dict | None = None, call_timeout: float | None = None,
                  max_inflight_per_worker: int | None = None, verbose: bool = True):
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"a Cluster needs n >= 1 workers, got {n!r}")
@@ -87,6 +92,7 @@ class Cluster:
         self.devices_per_worker = devices_per_worker
         self.worker_args = tuple(worker_args)
         self.worker_kwargs = dict(worker_kwargs or {})
+        self.worker_kwargs_for = worker_kwargs_for
         self.env = dict(env or {})
         self.call_timeout = call_timeout
         self.max_inflight = max_inflight_per_worker
@@ -131,20 +137,12 @@ class Cluster:
         if self.system is None:
             self.system = await ActorSystem().start()
         plan = self._hardware_plan()
-        for rank, hw in enumerate(plan):
-            name = f"{self.name}-{rank}"
-            binding = self.rm.allocate(self.role, hw, self.devices_per_worker, owner=name)
-            self.members.append(_Member(rank, name, binding))
-        serverless_info = self._serverless_info()
         try:
-            # rollart_bind is a setup call: made again on every restart of the worker
-            handles = await asyncio.gather(*(self.system.spawn(
-                self.worker_cls, *self.worker_args, name=m.name, mode=self.mode, restart=self.restart,
-                env={**self.env, "ROLLART_HARDWARE": m.hardware}, on_dead=self._on_worker_dead,
-                setup_calls=[("rollart_bind", ({
-                    "rank": m.rank, "world_size": self.n, "name": m.name, "hardware": m.hardware,
-                    "devices": m.binding.devices, "serverless": serverless_info},), {})],
-                **self.worker_kwargs) for m in self.members))
+            for rank, hw in enumerate(plan):
+                name = f"{self.name}-{rank}"
+                binding = self.rm.allocate(self.role, hw, self.devices_per_worker, owner=name)
+                self.members.append(_Member(rank, name, binding))
+            handles = await asyncio.gather(*(self._spawn(m) for m in self.members))  # processes start in parallel
             for m, h in zip(self.members, handles):
                 m.handle = h
         except BaseException:
@@ -155,6 +153,17 @@ class Cluster:
         if self.verbose:
             print(table, flush=True)
         return self
+
+    def _spawn(self, m: _Member) -> Any:
+        kwargs = {**self.worker_kwargs, **(self.worker_kwargs_for(m.hardware) if self.worker_kwargs_for else {})}
+        setup = []
+        if callable(getattr(self.worker_cls, "rollart_bind", None)):  # made again on every restart of the worker
+            setup.append(("rollart_bind", ({
+                "rank": m.rank, "world_size": self.n, "name": m.name, "hardware": m.hardware,
+                "devices": m.binding.devices, "serverless": self._serverless_info()},), {}))
+        return self.system.spawn(self.worker_cls, *self.worker_args, name=m.name, mode=self.mode,
+                                 restart=self.restart, env={**self.env, "ROLLART_HARDWARE": m.hardware},
+                                 on_dead=self._on_worker_dead, setup_calls=setup, **kwargs)
 
     def _serverless_info(self) -> dict:
         info = {}
@@ -173,7 +182,10 @@ class Cluster:
         self._serverless.clear()
         for m in self.members:
             if m.handle is not None and m.handle.alive:
-                await m.handle.stop()
+                try:
+                    await m.handle.stop()
+                except Exception as e:  # noqa: BLE001 - shutting down: report, keep stopping the rest
+                    log.warning("cluster %s: stopping %s: %s", self.name, m.name, e)
             if m.alive:
                 m.alive = False
                 self.rm.release(m.binding)
@@ -187,6 +199,14 @@ class Cluster:
                 m.binding.note = f"dead: {reason}"[:80]
                 self.rm.release(m.binding)
                 log.error("cluster %s: worker %s (%s) removed from routing: %s", self.name, name, m.hardware, reason)
+
+    # -- members -------------------------------------------------------------------------------
+    def handle(self, rank: int = 0) -> ActorHandle:
+        """The actor handle of one worker (e.g. of a one-worker cluster), for callers that speak to it directly."""
+        for m in self.members:
+            if m.rank == rank and m.handle is not None:
+                return m.handle
+        raise ClusterError(f"cluster {self.name} has no started rank {rank} (ranks 0..{len(self.members) - 1})")
 
     # -- routing ---------------------------------------------------------------------------------
     @property

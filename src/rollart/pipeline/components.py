@@ -1,4 +1,9 @@
-"""Build the actors of one run: inference workers behind an LLMProxy, the trainer, the weight store.
+"""Build the actors of one run through the programming model (rollart.distributed, RollArt §5).
+
+A ResourceManager holds the run's hardware: one device per inference worker of each class
+(``hw_classes``), and the CPU processes of the trainer and the weight store. One Cluster per role
+places and starts them: the inference workers by hardware class (their proxy routes tags to classes,
+``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared.
 
 ``actor_mode="process"`` puts every inference worker, the trainer and the weight store in its own process
 (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the same classes through the same
@@ -8,15 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollart.actors import ActorSystem, RestartPolicy
 from rollart.actors.cpus import ENV_VAR, format_cpus
+from rollart.config import ConfigError
+from rollart.distributed import Cluster, ResourceManager
+from rollart.inference.worker import InferenceWorker
 from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.trainer_actor import TrainerActor
 from rollart.rollout.proxy import LLMProxy
+from rollart.trainer.weight_store import WeightStore
 
 log = logging.getLogger("rollart.pipeline")
+
+SERVICE_CLASS = "cpu"
+"""Hardware class of the trainer and weight-store processes."""
 
 
 @dataclass
@@ -27,57 +41,58 @@ class Components:
     """(name, hardware class, actor handle) per inference worker."""
     trainer: Any
     store: Any
-    owns_trainer: bool = True
+    clusters: list[Cluster] = field(default_factory=list)
+    """What this run started (a trainer passed in is not among them: its owner stops it)."""
+    resources: ResourceManager | None = None
 
     async def close(self) -> None:
-        for _, _, handle in self.workers:
-            await _quiet_stop(handle)
-        if self.owns_trainer:
-            await _quiet_stop(self.trainer)
-        await _quiet_stop(self.store)
+        for cluster in self.clusters:
+            await cluster.shutdown()
         await self.system.shutdown()
-
-
-async def _quiet_stop(handle: Any) -> None:
-    try:
-        await handle.stop()
-    except Exception as e:  # noqa: BLE001 - shutting down: report, keep closing the rest
-        log.warning("stopping %s: %s", getattr(handle, "name", handle), e)
-
-
-async def _ready(value: Any) -> Any:
-    return value
 
 
 async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     """Start the run's actors from the resolved config (``PipelineConfig.resolve``). ``trainer``: an existing
     trainer handle (anything with ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a
-    shared training service client) to use instead of spawning a private trainer."""
+    shared training service client) to use instead of starting a private trainer."""
+    classes = cfg.worker_hw_classes()
+    rm = run_resources(classes, private_trainer=trainer is None)
     system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
                          spawn_timeout=cfg.spawn_timeout_s)
     await system.start()
     mode = cfg.actor_mode
-    trainer_env = {ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {}
     rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
+    common = dict(system=system, verbose=False)
+    speed = (lambda hw: {"speed": cfg.speed_models.get(hw)}) if cfg.speed_models else None
+    gen = Cluster(InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
+                  restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
+                  worker_kwargs=dict(backend=cfg.engine.backend), worker_kwargs_for=speed, **common)
+    store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
+                    restart=RestartPolicy(), **common)
+    clusters = [gen, store]
+    if trainer is None:
+        clusters.append(Cluster(
+            TrainerActor, rm, name="trainer", placement=[SERVICE_CLASS], mode=cfg.trainer_actor_mode or mode,
+            env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {}, restart=RestartPolicy(),
+            worker_args=(cfg.trainer,), **common))
     try:
-        private = system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg.trainer,
-                               name="trainer", mode=cfg.trainer_actor_mode or mode,
-                               env=trainer_env) if trainer is None else _ready(trainer)
-        spawns = [private,
-                  system.spawn("rollart.trainer.weight_store:WeightStore", name="weight-store", mode=mode,
-                               env=rollout_env)]
-        names = []
-        for i, hw in enumerate(cfg.worker_hw_classes()):
-            name = f"gen{i}-{hw}"
-            names.append((name, hw))
-            spawns.append(system.spawn("rollart.inference.worker:InferenceWorker", cfg.engine,
-                                       backend=cfg.engine.backend, name=name, hw_class=hw,
-                                       speed=cfg.speed_models.get(hw),
-                                       mode=mode, env=rollout_env, restart=RestartPolicy(max_restarts=2)))
-        trainer_handle, store, *handles = await asyncio.gather(*spawns)  # processes start in parallel
-        workers = [(name, hw, h) for (name, hw), h in zip(names, handles)]
-        proxy = LLMProxy(workers, cfg.proxy)
+        await asyncio.gather(*(c.start() for c in clusters))  # processes start in parallel
+        proxy = LLMProxy.from_cluster(gen, cfg.proxy)
     except BaseException:
         await system.shutdown()
         raise
-    return Components(system, proxy, workers, trainer_handle, store, owns_trainer=trainer is None)
+    log.info("bindings\n%s", rm.binding_table())
+    workers = [(m.name, m.hardware, m.handle) for m in gen.members]
+    trainer = trainer if trainer is not None else clusters[-1].handle()
+    return Components(system, proxy, workers, trainer, store.handle(), clusters, rm)
+
+
+def run_resources(worker_classes: list[str], private_trainer: bool = True) -> ResourceManager:
+    """The run's devices: one per inference worker of each class, and one CPU process each for the weight
+    store and (unless shared) the trainer."""
+    pools = Counter(worker_classes)
+    pools[SERVICE_CLASS] += 2 if private_trainer else 1
+    try:
+        return ResourceManager(dict(pools))
+    except KeyError as e:  # a class the hardware catalogue does not know
+        raise ConfigError(f"hw_classes={tuple(dict.fromkeys(worker_classes))}: {e.args[0]}") from None

@@ -86,7 +86,8 @@ class LLMProxy:
 
     @classmethod
     def from_cluster(cls, cluster: Any, config: ProxyConfig | None = None, method: str = "generate") -> "LLMProxy":
-        """A proxy over a started ``rollart.distributed.Cluster`` of InferenceWorkers.
+        """A proxy over a started ``rollart.distributed.Cluster`` of InferenceWorkers (how a run makes its
+        proxy: ``rollart.pipeline.components.build``).
 
         Each member keeps the hardware class the ResourceManager bound it to; without an explicit
         ``config.hw_affinity`` the worker class's ``@hw_mapping`` declaration on ``method`` is used.

@@ -1,0 +1,49 @@
+"""rollart.pipeline.components.build: the run's workers started through the programming model (ResourceManager, Clusters, LLMProxy.from_cluster)."""
+import pytest
+
+from rollart.config import ConfigError
+from rollart.pipeline import PipelineConfig
+from rollart.pipeline.components import build, run_resources
+from rollart.rollout.proxy_config import ProxyConfig
+from rollart.tools.make_tiny_model import make_tiny_model
+from rollart.trainer import TrainerConfig
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "tiny"
+    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
+    return str(out)
+
+
+def test_run_resources_hold_the_workers_classes_and_the_service_processes():
+    assert run_resources(["H800", "H20", "H800"]).free_summary() == {"H800": 2, "H20": 1, "cpu": 2}
+    assert run_resources(["cpu"], private_trainer=False).free_summary() == {"cpu": 2}
+    with pytest.raises(ConfigError, match="hw_classes=.*unknown hardware class 'X1'"):
+        run_resources(["X1"])
+
+
+async def test_build_binds_every_worker_and_shares_a_trainer_passed_in(tiny_model):
+    cfg = PipelineConfig(model=tiny_model, actor_mode="inprocess", num_inference_workers=3,
+                         hw_classes=("H800", "H20"), proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"}),
+                         trainer=TrainerConfig(num_threads=1), quiet=True)
+    shared = object()
+    c = await build(cfg.resolve(model=tiny_model, pad_id=0), trainer=shared)
+    try:
+        assert [(name, hw) for name, hw, _ in c.workers] == [("gen-0", "H800"), ("gen-1", "H20"), ("gen-2", "H800")]
+        assert c.trainer is shared and [cl.name for cl in c.clusters] == ["gen", "weight-store"]
+        assert {b.owner: b.hardware for b in c.resources.bindings} == {
+            "gen-0": "H800", "gen-1": "H20", "gen-2": "H800", "weight-store-0": "cpu"}
+        assert {w.name: w.hw_class for w in c.proxy.workers.values()} == {"gen-0": "H800", "gen-1": "H20",
+                                                                           "gen-2": "H800"}
+        result = await c.proxy.generate("t", [5, 6], dict(max_tokens=2), tag="FrozenLake")
+        assert c.proxy.workers[result.worker].hw_class == "H800"  # the worker knows the name it was bound to
+    finally:
+        await c.close()
+    assert c.resources.bindings == []
+
+
+async def test_a_failed_start_raises_and_shuts_down(tmp_path, tiny_model):
+    cfg = PipelineConfig(model=tiny_model, actor_mode="inprocess", trainer=TrainerConfig(num_threads=1), quiet=True)
+    with pytest.raises(Exception, match=r"gen-0.__init__\(\) raised .*config.json not found"):
+        await build(cfg.resolve(model=str(tmp_path / "no-such-model"), pad_id=0))
