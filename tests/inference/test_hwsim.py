@@ -12,7 +12,7 @@ def _time(pools, task, n, **kw):
 
 
 def test_single_trajectory_time_is_the_sum_of_its_steps():
-    from rollart.inference.speed import SpeedModel, StepWork
+    from rollart.hardware import SpeedModel, StepWork
     task = TaskProfile("one", 100, (1, 1), 0, (5, 5), env_latency_s=0.0)
     t = _time({"H800": 1}, task, 1)
     m = SpeedModel(hardware="H800")

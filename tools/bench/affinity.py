@@ -77,7 +77,7 @@ S71 = [({"H800": 96}, H800_ONLY), ({"H800": 64, "H20": 32}, MIX_ROUTING)]
 
 async def live_check() -> dict:
     """Real workers + proxy on the tiny model; H800/H20 wall-time ratios vs the speed model's."""
-    from rollart.inference.speed import SpeedModel, StepWork
+    from rollart.hardware import SpeedModel, StepWork
     from rollart.inference.worker import InferenceWorker
     from rollart.rollout.proxy import LLMProxy, LocalWorker, ProxyConfig
     from rollart.tools.make_tiny_model import make_tiny_model

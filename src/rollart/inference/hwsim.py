@@ -24,7 +24,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from rollart.inference.speed import SpeedModel, SpeedModelConfig, StepWork
+from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
 
 
 @dataclass(frozen=True)

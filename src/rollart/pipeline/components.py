@@ -58,9 +58,9 @@ def engine_config(cfg: PipelineConfig, model: str) -> dict:
 
 
 def speed_config(hw_class: str, time_scale: float) -> dict | None:
-    """The simulated speed model of a hardware class; None for classes without one (plain CPU)."""
-    from rollart.inference.speed import HARDWARE, SpeedModelConfig
-    if hw_class not in HARDWARE:
+    """The simulated speed model of a hardware class; None for classes without one (CPU, serverless)."""
+    from rollart.hardware import HARDWARE, SpeedModelConfig
+    if hw_class not in HARDWARE or HARDWARE[hw_class].kind != "gpu":
         return None
     return dataclasses.asdict(SpeedModelConfig(hardware=hw_class, time_scale=time_scale))
 
