@@ -1,7 +1,7 @@
 """Rollout simulator: every trajectory finishes, prefill-heavy favours H800, decode-heavy H20, KV pressure evicts."""
 import pytest
 
-from rollart.inference.hwsim import RolloutSim, TaskProfile, batch
+from rollart.sim.hwsim import RolloutSim, TaskProfile, batch
 
 PREFILL_HEAVY = TaskProfile("fl", 600, (10, 10), 512, (10, 10))
 DECODE_HEAVY = TaskProfile("math", 300, (2, 2), 100, (3000, 3000))
