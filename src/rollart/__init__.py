@@ -13,6 +13,8 @@ Sub-packages, one per plane or role:
   multiplex/    training / inference as shared services across jobs (PlexRL)
   planner/      heterogeneity-aware placement search (HetRL)
   sandbox/      isolated execution of untrusted commands
+  hardware.py   the hardware catalogue (GPU classes, model shapes) and the roofline speed model
+  sim/          SIMULATED paper-scale simulators for the benchmarks, never executed by a training run
 """
 
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ import pytest
 
 from rollart.config import ConfigError, apply_overrides, apply_values, parse_overrides
 from rollart.engine.config import EngineConfig
-from rollart.inference.speed import SpeedModelConfig
+from rollart.hardware import SpeedModelConfig
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.buffer import BufferConfig
 from rollart.rollout.scheduler import SchedulerConfig

@@ -7,7 +7,8 @@ import pytest
 
 from rollart.config import ConfigError
 from rollart.planner.scenarios import SCENARIOS, scenario
-from rollart.planner.topology import GPU_PRESETS, TopologyError, load
+from rollart.hardware import HARDWARE
+from rollart.planner.topology import TopologyError, load
 from rollart.planner.workflow import load_workflow
 
 YAML_TOPO = """
@@ -28,7 +29,7 @@ def test_yaml_topology_with_custom_gpu_and_presets(tmp_path):
     path.write_text(YAML_TOPO)
     topo = load(path)
     assert [d.spec.name for d in topo.devices] == ["H800"] * 4 + ["H20"] * 4 + ["X9"] * 2
-    assert GPU_PRESETS["H20"].hbm_gb_s == 4000 and GPU_PRESETS["H800"].tflops == 989.5
+    assert topo.devices[4].spec is HARDWARE["H20"] and topo.devices[9].spec.hbm_gb_s == 900
     east_west = topo.latency[0, 9], topo.bandwidth[0, 9]
     assert east_west == (pytest.approx(0.02), pytest.approx(10e9 / 8))
     assert topo.bandwidth[0, 4] == pytest.approx(100e9 / 8)  # same zone, different nodes: default 100 Gbit/s
@@ -55,6 +56,11 @@ def test_all_scenarios_have_the_paper_testbed():
 def test_bad_inputs_name_the_problem(tmp_path):
     with pytest.raises(TopologyError, match="unknown GPU type 'B300'"):
         load({"devices": [{"type": "B300", "count": 1}]})
+    with pytest.raises(TopologyError, match="unknown GPU type 'cpu'"):
+        load({"devices": [{"type": "cpu", "count": 1}]})
+    with pytest.raises(TopologyError, match="gpu_types: GPU type 'X': tflops must be > 0"):
+        load({"gpu_types": {"X": {"tflops": 0, "memory_gb": 1, "hbm_gb_s": 1, "intra_gb_s": 1}},
+              "devices": [{"type": "X", "count": 1}]})
     with pytest.raises(TopologyError, match="unknown topology preset"):
         scenario("moon-base")
     with pytest.raises(ConfigError, match="unknown model preset"):

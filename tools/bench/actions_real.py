@@ -14,7 +14,7 @@ import sys
 import time
 
 from rollart.actions.action import table
-from rollart.actions.baselines import StaticSlotRunner
+from rollart.actions.static import StaticSlotRunner
 from rollart.actions.cpu import CpuManager
 
 

@@ -1,7 +1,7 @@
 """The SIMULATED half of the ARL-Tangram actions benchmark (``actions.py``): the AI-coding trace
 (act_speedup, elastic vs fixed DoP, queueing, full mode's sweeps and diagnostics), the MOPD-like GPU
 pool and the reward offload. Real scheduler code, simulated time; each workload parameter's source is in
-its config docstring (rollart.actions.sim / baselines).
+its config docstring (rollart.sim.actions / actions_baselines).
 """
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import functools
 import math
 import statistics
 
-from rollart.actions.baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
-                                       simulate_static)
-from rollart.actions.sim import (CodingTraceConfig, MopdTraceConfig, action_time_ratio, coding_trace,
+from rollart.sim.actions import (CodingTraceConfig, MopdTraceConfig, action_time_ratio, coding_trace,
                                  mopd_trace, simulate_coding, simulate_gpu_pool)
+from rollart.sim.actions_baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
+                                           simulate_static)
 
 
 def log(msg: str) -> None:

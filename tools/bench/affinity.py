@@ -4,11 +4,11 @@
     python tools/bench/affinity.py            # Qwen3-8B/14B/32B for the R1 ablation
 
 A CPU cannot run H800s and H20s, so every figure here is **simulated** with rollart's speed model
-(``rollart.inference.speed``: roofline step time from RollArt Table 2 - H800 989.5 TFLOPS /
+(``rollart.hardware.SpeedModel``: roofline step time from RollArt Table 2 - H800 989.5 TFLOPS /
 3.35 TB/s / 80 GB, H20 148 TFLOPS / 4 TB/s / 96 GB, normalized cost 2.85 : 1 - with paper-scale Qwen3
 shapes, same MFU 0.5 / MBU 0.8 for both classes) driving a discrete-event model of trajectory-level
 rollout with continuous batching, prefix caching, a KV budget and sticky routing
-(``rollart.inference.hwsim``).
+(``rollart.sim.hwsim``).
 
 1. Fig. 4 (RollArt §3.1): Qwen3-8B on a cost-equivalent 2 x H800 vs 6 x H20, batch sizes 8-64.
    FrozenLake (prefill-heavy): 600-token prompt, 20-40 turns, each adding a 512-token visual
@@ -40,7 +40,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rollart.inference.hwsim import RolloutSim, TaskProfile, batch  # noqa: E402
+from rollart.sim.hwsim import RolloutSim, TaskProfile, batch  # noqa: E402
 
 FROZENLAKE = TaskProfile("frozenlake", 600, (20, 40), 512, (10, 40))
 WEBSHOP = TaskProfile("webshop", 1500, (5, 30), 1200, (30, 150))
@@ -77,7 +77,7 @@ S71 = [({"H800": 96}, H800_ONLY), ({"H800": 64, "H20": 32}, MIX_ROUTING)]
 
 async def live_check() -> dict:
     """Real workers + proxy on the tiny model; H800/H20 wall-time ratios vs the speed model's."""
-    from rollart.inference.speed import SpeedModel, StepWork
+    from rollart.hardware import SpeedModel, StepWork
     from rollart.inference.worker import InferenceWorker
     from rollart.rollout.proxy import LLMProxy, LocalWorker, ProxyConfig
     from rollart.tools.make_tiny_model import make_tiny_model

@@ -9,7 +9,7 @@
      ("rollout uses per-job GPUs while training GPUs form a shared pool that is time-sliced across two
      concurrently active jobs"). Pools per job from §6.1 Tab. 1 ("GPU allocations for all settings are
      listed in Tab. 1"): rollout / training GPUs 7B 2 / 8, 30B 8 / 64, 235B 32 / 96 (our reading of the
-     header-less table, argued in ``rollart.multiplex.sim.TABLE1``); phase shapes from the §6.3 table.
+     header-less table, argued in ``rollart.sim.multiplex.TABLE1``); phase shapes from the §6.3 table.
      Also at other rollout:training ratios (sensitivity, incl. equal pools).  -> gpu_hours_saved_pct
   2. SIMULATED §6.3: trace replay under Isolated / Pack / Spread / Spread+Backfill: drain time and the CDF
      of normalised queueing delay (wait / isolated duration).            -> drain_vs_isolated
@@ -34,7 +34,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rollart.multiplex.sim import (PAPER_SAVED_PCT, SHAPES, gpu_hours_two_jobs, make_trace,  # noqa: E402
+from rollart.sim.multiplex import (PAPER_SAVED_PCT, SHAPES, gpu_hours_two_jobs, make_trace,  # noqa: E402
                                    replay, table1_pools)
 
 POLICIES = ("isolated", "pack", "spread", "spread+backfill")

@@ -19,13 +19,12 @@ and runs each worker as an actor; ``@register`` / ``@hw_mapping`` say how calls 
 """
 from rollart.distributed.cluster import Cluster, ClusterError
 from rollart.distributed.decorators import hw_mapping, register, register_serverless
-from rollart.distributed.hardware import HARDWARE, HardwareSpec
 from rollart.distributed.resources import Binding, ResourceExhaustedError, ResourceManager
 from rollart.distributed.serverless import ServerlessClient, ServerlessError
 from rollart.distributed.worker import (ActorGenCls, ActorTrainCls, EnvironmentCls, EnvWorker, GenerateWorker,
                                         RewardCls, RewardWorker, TrainWorker, Worker)
 
 __all__ = ["Cluster", "ClusterError", "register", "hw_mapping", "register_serverless", "ResourceManager",
-           "ResourceExhaustedError", "Binding", "HARDWARE", "HardwareSpec", "ServerlessClient", "ServerlessError",
+           "ResourceExhaustedError", "Binding", "ServerlessClient", "ServerlessError",
            "Worker", "TrainWorker", "GenerateWorker", "RewardWorker", "EnvWorker", "ActorTrainCls",
            "ActorGenCls", "RewardCls", "EnvironmentCls"]

@@ -6,7 +6,7 @@ engine and runs, forever::
 
     1) drain commands   (ADD, ABORT, UPDATE, SUSPEND, RESUME) - applied between engine steps
     2) step the engine  (one prefill/decode step for the whole running batch, in the engine thread)
-    3) simulated delay  (optional hardware speed model, rollart.inference.speed)
+    3) simulated delay  (optional hardware speed model, rollart.hardware.SpeedModel)
     4) publish outputs  (the completion callback resolves each finished request's future at once)
 
 and sleeps on an event only when there is nothing to step and no command waiting. Because a command
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rollart.engine.sampling import InvalidRequestError, SamplingParams
-from rollart.inference.speed import SpeedModel, SpeedModelConfig, StepWork
+from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
 from rollart.types import GenerationResult
 
 log = logging.getLogger(__name__)

@@ -3,5 +3,5 @@
 ``service`` (TrainingService: Router + Scheduler over worker-process groups, Placer admission), ``worker``
 (DeploymentWorker, one rank), ``router`` (deployment -> group, serial per group), ``scheduler`` (HRRS,
 context switches, job FSM, SLO), ``state`` (StateManager tiers), ``placement`` (cyclic trace fitting),
-``sim`` (trace replay of cluster policies), ``client`` (SharedTrainerClient for the Coordinator).
+``client`` (SharedTrainerClient for the Coordinator).
 """

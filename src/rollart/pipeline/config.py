@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Optional
 
 from rollart.config import ConfigError
 from rollart.engine.config import EngineConfig
-from rollart.inference.speed import HARDWARE, SpeedModelConfig
+from rollart.hardware import HARDWARE, SpeedModelConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
@@ -195,7 +195,8 @@ class PipelineConfig:
             max_outstanding_groups=(self.alpha + 1) * self.batch_groups + r.extra_groups
             if self.mode in ("areal", "async") else 0)
         speed = {hw: SpeedModelConfig(hardware=hw, time_scale=self.sim_time_scale)
-                 for hw in dict.fromkeys(self.worker_hw_classes()) if hw in HARDWARE} if self.simulate_hardware else {}
+                 for hw in dict.fromkeys(self.worker_hw_classes())
+                 if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if self.simulate_hardware else {}
         return dataclasses.replace(
             self, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=self.seed),
             engine=dataclasses.replace(self.engine, model=model, seed=self.seed),

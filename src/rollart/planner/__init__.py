@@ -1,10 +1,13 @@
-"""Heterogeneity-aware placement of RL workflows (HetRL §3–5 and App. B).
+"""SIMULATED placement search: heterogeneity-aware plans of RL workflows over an analytical cost model
+(HetRL §3–5, App. B), run offline by ``python -m rollart.planner`` and the benchmarks; a training run
+never executes it (a plan reaches a run only as placements, :mod:`.placement`).
 
-Inputs: a device topology (:mod:`.topology`, presets in :mod:`.scenarios`) and a workflow
-(:mod:`.workflow`). The cost model (:mod:`.costmodel`, :mod:`.taskcost`, :mod:`.memory`) estimates a
-step; :mod:`.search` (SHA-EA) and :mod:`.ilp` (exact) find plans; :mod:`.baselines` holds the
-homogeneous (verl-like) and two-group (StreamRL-like) planners; :mod:`.placement` turns a plan into
-worker placements for the ResourceManager.
+Inputs: a device topology (:mod:`.topology`, GPU specs from rollart.hardware, presets in
+:mod:`.scenarios`) and a workflow (:mod:`.workflow`). The cost model (:mod:`.costmodel` terms,
+:mod:`.memory`, :mod:`.taskcost` per task, :mod:`.stepcost` end to end) estimates a step;
+:mod:`.search` (SHA-EA) and :mod:`.ilp` (exact) find plans; :mod:`.baselines` holds the homogeneous
+(verl-like) and two-group (StreamRL-like) planners; :mod:`.placement` turns a plan into worker
+placements for the ResourceManager.
 
     from rollart.planner import make_plan
     plan = make_plan("multi-country", "ppo")
@@ -19,8 +22,8 @@ from .plan import Plan, PlanningError
 from .scenarios import SCENARIOS, DEFAULT_MIX, parse_mix, scenario
 from .search import SHAEA, SearchConfig
 from .taskcost import PlanContext
-from .topology import GPU_PRESETS, Topology, TopologyError, load
-from .workflow import MODEL_PRESETS, Workflow, WorkflowConfig, load_workflow
+from .topology import Topology, TopologyError, load
+from .workflow import Workflow, WorkflowConfig, load_workflow
 
 
 def load_topology(source: str | Topology, gpus: str | None = None) -> Topology:
@@ -56,5 +59,4 @@ def make_plan(topology: str | Topology, workflow: str | Workflow = "ppo", overri
 
 
 __all__ = ["make_plan", "load_topology", "Plan", "PlanningError", "PlanContext", "SHAEA", "SearchConfig",
-           "Topology", "TopologyError", "Workflow", "WorkflowConfig", "GPU_PRESETS", "MODEL_PRESETS",
-           "SCENARIOS"]
+           "Topology", "TopologyError", "Workflow", "WorkflowConfig", "SCENARIOS"]

@@ -15,9 +15,11 @@ from typing import Sequence
 
 import numpy as np
 
+from rollart.hardware import HardwareSpec
+
 from .plan import Plan, PlanningError, evaluate_groups
 from .taskcost import PlanContext
-from .topology import GPUSpec, LinkDefaults, Topology, build, replace_spec
+from .topology import LinkDefaults, Topology, build, replace_spec
 
 _DC = LinkDefaults()
 
@@ -25,10 +27,10 @@ _DC = LinkDefaults()
 def homogenised(topo: Topology) -> Topology:
     """The topology as a homogeneous planner sees it: one GPU spec, one datacenter network."""
     specs = [d.spec for d in topo.devices]
-    uniform = GPUSpec("uniform", tflops=float(np.mean([s.tflops for s in specs])),
-                      memory_gb=min(s.memory_gb for s in specs),
-                      hbm_gb_s=float(np.mean([s.hbm_gb_s for s in specs])),
-                      intra_gb_s=float(np.mean([s.intra_gb_s for s in specs])))
+    uniform = HardwareSpec("uniform", tflops=float(np.mean([s.tflops for s in specs])),
+                           memory_gb=min(s.memory_gb for s in specs),
+                           hbm_gb_s=float(np.mean([s.hbm_gb_s for s in specs])),
+                           intra_gb_s=float(np.mean([s.intra_gb_s for s in specs])))
     devices = replace_spec(topo, {s.name: uniform for s in specs})
     devices = [d.__class__(d.id, d.index, d.spec, d.node, "dc", "dc") for d in devices]
     return build(devices, defaults=_DC, name=topo.name + "/homogeneous")

@@ -2,8 +2,8 @@
 
 Component terms (B.2): computation, TP/PP/DP communication over ring graphs, pipeline bubbles,
 HBM-bound decoding, resharding and weight synchronisation. Task level (B.3): Ψgen, Ψinf, Ψtrain,
-built in :mod:`rollart.planner.taskcost`. End to end (B.4): sync/async PPO/GRPO with the
-parallelism coefficient η, in :func:`end_to_end`.
+built in :mod:`rollart.planner.taskcost`. End to end (B.4): Φ with the parallelism coefficient η here,
+sync/async PPO/GRPO over a plan's GPU groups in :mod:`rollart.planner.stepcost`.
 
 Where we go beyond the appendix, it is said at the spot: (1) a ring's bottleneck is found on device
 classes (exact, see :func:`ring_cost`); (2) generation also pays per-decode-step TP all-reduce and PP
@@ -19,14 +19,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from .topology import Topology
-
-if TYPE_CHECKING:
-    from .groupplan import GroupPlan
-    from .workflow import Workflow
 
 B_BF16 = 2
 B_FP32 = 4
@@ -179,51 +174,3 @@ def phi(costs_by_group: Sequence[float], eta: float) -> float:
         return 0.0
     top = max(costs)
     return top + (1.0 - eta) * (sum(costs) - top)
-
-
-@dataclass
-class StepEstimate:
-    """Estimated seconds per RL step and its parts."""
-
-    total: float
-    parts: dict[str, float] = field(default_factory=dict)
-    task_costs: dict[str, float] = field(default_factory=dict)
-
-
-def weight_update_cost(groups: Sequence["GroupPlan"]) -> tuple[str, float]:
-    """Resharding if actor training and generation share GPUs, else the weight-sync transfer."""
-    gen = next(g for g in groups if "actor_gen" in g.tasks)
-    train = next(g for g in groups if "actor_train" in g.tasks)
-    if gen is train:
-        return "reshard", gen.tasks["actor_train"].reshard
-    return "weight_sync", sync_cost(train, gen)
-
-
-def sync_cost(train: "GroupPlan", gen: "GroupPlan") -> float:
-    """C_sync = min_i all-gather(train replica i) + max_i' broadcast(gen replica i') + C_p2p."""
-    t, g = train.tasks["actor_train"], gen.tasks["actor_gen"]
-    return t.allgather_min + g.broadcast_max + train.p2p_to(gen)
-
-
-def end_to_end(groups: Sequence["GroupPlan"], wf: "Workflow") -> StepEstimate:
-    """C_SyncPPO / C_AsyncPPO / C_SyncGRPO / C_AsyncGRPO for a full plan (HetRL B.4)."""
-    eta = wf.cfg.eta
-    task_cost = {name: g.tasks[name].time for g in groups for name in g.tasks}
-
-    def phi_of(names: Sequence[str]) -> float:
-        per_group = [sum(task_cost[n] for n in names if n in g.tasks) for g in groups]
-        return phi(per_group, eta)
-
-    gen = task_cost["actor_gen"]
-    inf = phi_of(wf.inference_tasks)
-    train = phi_of(wf.training_tasks)
-    kind, update = weight_update_cost(groups)
-    parts = {"actor_gen": gen, "inference": inf, "training": train, kind: update}
-    if wf.cfg.mode == "sync":
-        total = gen + inf + train + update
-    else:
-        gen_group = next(g for g in groups if "actor_gen" in g.tasks)
-        gen_side = sum(task_cost[n] for n in gen_group.tasks)  # everything that shares generation's GPUs
-        parts["gen_group_busy"] = gen_side
-        total = max(gen_side, inf + train) + update
-    return StepEstimate(total=total, parts=parts, task_costs=task_cost)

@@ -8,7 +8,7 @@ What it optimises, exactly: the same objective over the same search space as SHA
   * Levels 4–5 for a group are the deterministic group planner (:func:`plan_group` on the
     locality-ordered devices of v), whose per-task costs become the coefficients — i.e. the cost
     model is *enumerated* per (task set, v), not approximated.
-  * The end-to-end cost (:func:`rollart.planner.costmodel.end_to_end`) is linear in those costs up to
+  * The end-to-end cost (:func:`rollart.planner.stepcost.end_to_end`) is linear in those costs up to
     max terms, linearised exactly with epigraph variables: Φ over groups (M ≥ S_g), async
     max(generation side, rest) (T ≥ both), and C_p2p = min over class pairs (a, b) reachable by the
     training and generation groups (u_ab ≤ [train uses a], u_ab ≤ [gen uses b], Σ u = 1).

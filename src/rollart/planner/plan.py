@@ -13,8 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .costmodel import INF, StepEstimate, end_to_end
+from .costmodel import INF
 from .groupplan import GroupPlan, plan_group
+from .stepcost import StepEstimate, end_to_end
 from .taskcost import ParallelConfig, PlanContext
 from .topology import Topology
 

@@ -4,6 +4,7 @@ This is HetRL's device graph G_D = (V_D, E_D, comp, mem, hbm, A, B) (HetRL §3.1
 Everything is stored in SI units: FLOP/s, bytes, bytes/s, seconds. A bandwidth of 0 means the two
 devices have no direct link (e.g. edge GPUs that only reach their own region).
 
+GPU types come from the hardware catalogue (rollart.hardware.HARDWARE) or the file's ``gpu_types``.
 Devices of one GPU type on one node are interchangeable (same attributes, same links to everyone
 else), so the planner works on *device classes* — (node, type) pairs — and counts per class.
 """
@@ -18,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rollart.hardware import HARDWARE, HardwareSpec
+
 GB = 1e9
 GBIT = 1e9 / 8  # bytes per second in one Gbit/s
 
@@ -27,41 +30,10 @@ class TopologyError(ValueError):
 
 
 @dataclass(frozen=True)
-class GPUSpec:
-    """One GPU model's attributes (HetRL Table 1, RollArt Table 2)."""
-
-    name: str
-    tflops: float
-    """Dense BF16/FP16 peak, TFLOP/s (comp_d)."""
-    memory_gb: float
-    """HBM capacity, GB (mem_d)."""
-    hbm_gb_s: float
-    """HBM bandwidth, GB/s (hbm_d)."""
-    intra_gb_s: float
-    """Intra-node GPU-to-GPU bandwidth (NVLink or PCIe), GB/s."""
-
-    def __post_init__(self) -> None:
-        for f in ("tflops", "memory_gb", "hbm_gb_s", "intra_gb_s"):
-            if not getattr(self, f) > 0:
-                raise TopologyError(f"GPU type {self.name!r}: {f} must be > 0, got {getattr(self, f)}")
-
-
-GPU_PRESETS: dict[str, GPUSpec] = {
-    # HetRL Table 1
-    "A100": GPUSpec("A100", tflops=312, memory_gb=40, hbm_gb_s=2039, intra_gb_s=600),
-    "L40S": GPUSpec("L40S", tflops=366, memory_gb=48, hbm_gb_s=864, intra_gb_s=64),
-    "L4": GPUSpec("L4", tflops=121, memory_gb=24, hbm_gb_s=300, intra_gb_s=64),
-    # RollArt Table 2
-    "H800": GPUSpec("H800", tflops=989.5, memory_gb=80, hbm_gb_s=3350, intra_gb_s=400),
-    "H20": GPUSpec("H20", tflops=148, memory_gb=96, hbm_gb_s=4000, intra_gb_s=900),
-}
-
-
-@dataclass(frozen=True)
 class Device:
     id: str
     index: int
-    spec: GPUSpec
+    spec: HardwareSpec
     node: str
     zone: str
     region: str
@@ -240,9 +212,10 @@ def build(devices: Sequence[Device], region_links: dict[tuple[str, str], LinkSpe
 
 
 def make_devices(layout: Sequence[tuple[str, int, str, str, str]], gpus_per_node: int = 8,
-                 specs: dict[str, GPUSpec] | None = None) -> list[Device]:
-    """Expand (type, count, node_prefix, zone, region) rows into devices, ``gpus_per_node`` per node."""
-    specs = {**GPU_PRESETS, **(specs or {})}
+                 specs: dict[str, HardwareSpec] | None = None) -> list[Device]:
+    """Expand (type, count, node_prefix, zone, region) rows into devices, ``gpus_per_node`` per node;
+    ``type`` names a GPU of rollart.hardware.HARDWARE or of ``specs``."""
+    specs = {**{n: h for n, h in HARDWARE.items() if h.kind == "gpu"}, **(specs or {})}
     out: list[Device] = []
     for gpu, count, node_prefix, zone, region in layout:
         if gpu not in specs:
@@ -306,8 +279,18 @@ def _link(entry: dict, where: str) -> LinkSpec:
                     bandwidth=float(entry["bandwidth_gbps"]) * GBIT)
 
 
+def _gpu_type(name: str, attrs: dict) -> HardwareSpec:
+    try:
+        spec = HardwareSpec(name=name, **attrs)
+    except (ValueError, TypeError) as e:
+        raise TopologyError(f"gpu_types: {e}") from None
+    if spec.kind != "gpu":
+        raise TopologyError(f"gpu_types.{name}: a topology holds GPUs only, got kind {spec.kind!r}")
+    return spec
+
+
 def _from_dict(spec: dict) -> Topology:
-    specs = {name: GPUSpec(name=name, **attrs) for name, attrs in spec.get("gpu_types", {}).items()}
+    specs = {name: _gpu_type(name, attrs) for name, attrs in spec.get("gpu_types", {}).items()}
     layout = [(row["type"], int(row.get("count", 1)), row.get("node", f"node{i}"),
                row.get("zone", "zone0"), row.get("region", "region0"))
               for i, row in enumerate(spec.get("devices", []))]
@@ -325,10 +308,10 @@ def _from_dict(spec: dict) -> Topology:
     return build(devices, regions, zones, defaults, name=spec.get("name", "custom"))
 
 
-def replace_spec(topo: Topology, spec_for: dict[str, GPUSpec]) -> list[Device]:
+def replace_spec(topo: Topology, spec_for: dict[str, HardwareSpec]) -> list[Device]:
     """Devices of ``topo`` with their GPU spec swapped per type (used by the homogeneous baseline)."""
     return [dataclasses.replace(d, spec=spec_for[d.spec.name]) for d in topo.devices]
 
 
-__all__ = ["GPUSpec", "GPU_PRESETS", "Device", "LinkSpec", "LinkDefaults", "Topology", "TopologyError",
+__all__ = ["Device", "LinkSpec", "LinkDefaults", "Topology", "TopologyError",
            "build", "make_devices", "load", "GB", "GBIT"]

@@ -13,45 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from rollart.config import ConfigError, apply_overrides
+from rollart.hardware import MODELS, ModelShape, model_shape
 
-
-@dataclass(frozen=True)
-class ModelShape:
-    """Transformer shape (HetRL App. B.1: h1 hidden, h2 intermediate, nl layers)."""
-
-    name: str
-    layers: int
-    hidden: int
-    intermediate: int
-    kv_dim: int = 0
-    """Width of K (= of V) per layer; below hidden for grouped-query attention. 0 = hidden."""
-    vocab: int = 0
-
-    def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "intermediate"):
-            if getattr(self, f) <= 0:
-                raise ConfigError(f"model {self.name!r}: {f} must be > 0")
-        if self.kv_dim == 0:
-            object.__setattr__(self, "kv_dim", self.hidden)
-
-    @property
-    def layer_params(self) -> int:
-        """Weights per layer as the cost model counts them: 4·h1² (qkvo) + 3·h1·h2 (MLP)."""
-        return 4 * self.hidden ** 2 + 3 * self.hidden * self.intermediate
-
-    @property
-    def params(self) -> int:
-        """Layer weights plus input embedding and output head (the latter count for memory)."""
-        return self.layers * self.layer_params + 2 * self.vocab * self.hidden
-
-
-MODEL_PRESETS: dict[str, ModelShape] = {
-    "qwen3-1.7b": ModelShape("qwen3-1.7b", 28, 2048, 6144, kv_dim=1024, vocab=151936),
-    "qwen3-4b": ModelShape("qwen3-4b", 36, 2560, 9728, kv_dim=1024, vocab=151936),
-    "qwen3-8b": ModelShape("qwen3-8b", 36, 4096, 12288, kv_dim=1024, vocab=151936),
-    "qwen3-14b": ModelShape("qwen3-14b", 40, 5120, 17408, kv_dim=1024, vocab=151936),
-    "qwen3-32b": ModelShape("qwen3-32b", 64, 5120, 25600, kv_dim=1024, vocab=151936),
-}
 
 TaskKind = Literal["gen", "inf", "train"]
 
@@ -78,8 +41,8 @@ class WorkflowConfig:
     """ppo: actor+critic+reference+reward, six tasks; grpo: no critic, four tasks."""
     mode: Literal["sync", "async"] = "sync"
     """async overlaps next-step generation with training (needs a second actor copy)."""
-    model: str = "qwen3-8b"
-    """Actor (and reference) model preset; see rollart.planner.workflow.MODEL_PRESETS."""
+    model: str = "Qwen3-8B"
+    """Actor (and reference) model shape, a preset of rollart.hardware.MODELS (any case)."""
     critic_model: str = ""
     """Critic preset; empty = same as model."""
     reward_model: str = ""
@@ -118,8 +81,8 @@ class WorkflowConfig:
             raise ConfigError("usable_memory_fraction must be in (0, 1]")
         for f in ("model", "critic_model", "reward_model"):
             name = getattr(self, f)
-            if name and name not in MODEL_PRESETS and not name.startswith("{"):
-                raise ConfigError(f"{f}={name!r}: unknown model preset; known: {sorted(MODEL_PRESETS)} "
+            if name and not name.startswith("{") and name.lower() not in {m.lower() for m in MODELS}:
+                raise ConfigError(f"{f}={name!r}: unknown model preset; known: {sorted(MODELS)} "
                                   "(or a JSON shape {\"layers\":..,\"hidden\":..,\"intermediate\":..})")
 
 
@@ -167,9 +130,9 @@ def _shape(name: str, field: str) -> ModelShape:
         try:
             spec = json.loads(name)
             return ModelShape(name=spec.pop("name", "custom"), **spec)
-        except (json.JSONDecodeError, TypeError) as e:
+        except (ValueError, TypeError) as e:  # bad JSON, unknown or missing fields, sizes <= 0
             raise ConfigError(f"{field}: bad model shape {name!r} ({e})") from None
-    return MODEL_PRESETS[name]
+    return model_shape(name)
 
 
 WORKFLOW_PRESETS = {

@@ -1,4 +1,4 @@
-"""Discrete-event simulation of multi-turn agentic rollout on GPU pools, timed by the speed model.
+"""SIMULATED: discrete-event multi-turn agentic rollout on GPU pools, timed by rollart.hardware.SpeedModel.
 
 Used by ``tools/bench/affinity.py`` to reproduce RollArt's hardware-affinity findings (Fig. 4,
 Fig. 11a) at paper scale, which a CPU cannot run. Every number it produces is **simulated**.
@@ -24,7 +24,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from rollart.inference.speed import SpeedModel, SpeedModelConfig, StepWork
+from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 import pytest
 
 from rollart.actions.action import amdahl
-from rollart.actions.baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
-                                       simulate_static)
-from rollart.actions.sim import (CodingTraceConfig, GpuRequest, MopdTraceConfig, ServiceSpec, Step,
+from rollart.sim.actions import (CodingTraceConfig, GpuRequest, MopdTraceConfig, ServiceSpec, Step,
                                  action_time_ratio, coding_trace, mopd_trace, simulate_coding,
                                  node_sizes, simulate_gpu_pool)
+from rollart.sim.actions_baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
+                                           simulate_static)
 
 
 def tiny_trace():

@@ -1,4 +1,4 @@
-"""Trace-driven simulation of action-level scheduling at cluster scale (simulated time, real scheduler).
+"""SIMULATED: trace-driven simulation of action-level scheduling at cluster scale (simulated time, real scheduler).
 
 The scheduler under test is the real :class:`ElasticScheduler` with the real pools; only time and the
 actions' execution are simulated. Each decision's *real* wall-clock latency is summed into the
@@ -162,7 +162,7 @@ class SimResult:
         return 100.0 * self.decision_seconds / self.exec_seconds if self.exec_seconds else 0.0
 
 
-def _record(res: SimResult, kind: str, act: float, exec_s: float, units: int) -> None:
+def record_action(res: SimResult, kind: str, act: float, exec_s: float, units: int) -> None:
     res.acts.setdefault(kind, []).append(act)
     res.units.setdefault(kind, []).append(units)
     res.exec_seconds += exec_s
@@ -213,7 +213,7 @@ def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
         ti, si, step = truth.pop(run.action.id)
         act = loop.now - run.action.submit_time
         res.traj_act[ti] += act
-        _record(res, step.kind, act, seconds, run.units)
+        record_action(res, step.kind, act, seconds, run.units)
         pump(node)
         res.makespan = max(res.makespan, loop.now)
         if not replay:
@@ -359,7 +359,7 @@ def simulate_gpu_pool(services: list[ServiceSpec], reqs: list[GpuRequest], gpus:
         sched.finish(run.action)
         act = loop.now - run.action.submit_time
         res.traj_act.append(act)
-        _record(res, "logprob", act, seconds, run.units)
+        record_action(res, "logprob", act, seconds, run.units)
         res.makespan = max(res.makespan, loop.now)
         # lower bound on the summed ACT: completed ones + what queued / running ones have waited so far
         if act_limit is not None and sum(res.traj_act) + sum(

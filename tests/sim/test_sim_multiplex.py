@@ -2,7 +2,7 @@
 GPU-hour accounting of two packed jobs (equal pools and the Tab. 1 pools)."""
 import pytest
 
-from rollart.multiplex.sim import ClusterSim, SHAPES, gpu_hours_two_jobs, make_trace, replay, table1_pools
+from rollart.sim.multiplex import ClusterSim, SHAPES, gpu_hours_two_jobs, make_trace, replay, table1_pools
 
 JOBS = make_trace(16, seed=3, steps=(5, 20))
 

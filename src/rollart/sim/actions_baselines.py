@@ -1,11 +1,11 @@
-"""Baselines in the same simulated world as :mod:`rollart.actions.sim`.
+"""SIMULATED baselines in the same world as :mod:`rollart.sim.actions` (ARL-Tangram §6, RollArt §7.3).
 
 - :func:`simulate_static`: per-trajectory static allocation, a pod per trajectory as §6.1 provisions
   it: requested at the trajectory's start (before its first LLM turn) with a 0.5-CPU request and a
   4-CPU limit, held until it ends; every action runs in its pod at once (no action queue) as the
   dataset's single-process command, the node's cores shared fairly (CFS) when more commands run than
   it has cores; trajectories whose pod fits on no node wait for one, and that wait counts in their ACT.
-- Fixed DoP 4 / 16 is :func:`rollart.actions.sim.simulate_coding` with ``dop=4`` / ``dop=16``.
+- Fixed DoP 4 / 16 is :func:`rollart.sim.actions.simulate_coding` with ``dop=4`` / ``dop=16``.
 - :func:`simulate_gpu_dedicated`: every service owns ``units_per_service`` GPUs (TP) forever and serves
   its own requests FCFS, one at a time per instance (no restore cost, no sharing).
 - :func:`simulate_reward_offload`: rollart §7.3 R3 — a fixed GPU budget either split between rollout and
@@ -22,7 +22,8 @@ import random
 from typing import Optional
 
 from rollart.actions.action import amdahl
-from rollart.actions.sim import EventLoop, GpuRequest, MopdTraceConfig, ServiceSpec, SimResult, Step, _record
+from rollart.sim.actions import (EventLoop, GpuRequest, MopdTraceConfig, ServiceSpec, SimResult, Step,
+                                 record_action)
 
 
 class SharedCores:
@@ -101,7 +102,7 @@ def simulate_static(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
     def finish(ti: int, si: int, submitted: float) -> None:
         act = loop.now - submitted  # the command starts at once in its pod: ACT = its wall time
         res.traj_act[ti] += act
-        _record(res, trace[ti][si].kind, act, act, 1)
+        record_action(res, trace[ti][si].kind, act, act, 1)
         advance(ti, si + 1)
 
     def advance(ti: int, si: int) -> None:
@@ -151,7 +152,7 @@ def simulate_gpu_dedicated(services: list[ServiceSpec], reqs: list[GpuRequest],
         free_at[r.service] = start + seconds
         act = free_at[r.service] - r.arrival
         res.traj_act.append(act)
-        _record(res, "logprob", act, seconds, units_per_service)
+        record_action(res, "logprob", act, seconds, units_per_service)
         busy += seconds * units_per_service
         res.makespan = max(res.makespan, free_at[r.service])
     res.units["busy_gpu_seconds"] = [int(busy)]
@@ -248,50 +249,3 @@ def simulate_reward_offload(cfg: OffloadConfig, serverless: bool) -> dict[str, f
         billed = cfg.reward_gpus * done
     return {"rollout_seconds": done, "reward_utilisation": busy / billed if billed else 0.0,
             "instances": float(len(instances))}
-
-
-class StaticSlotRunner:
-    """Real per-trajectory static allocation: a trajectory gets fixed cores at its first command and
-    every command of it runs pinned there (no action scheduler), until :meth:`end_trajectory`.
-    ``cores_per_slot`` cores per slot; slots are dealt round-robin, so slots may share cores when the
-    batch exceeds the cores (like pods with a fractional CPU request)."""
-
-    def __init__(self, cores: list[int], cores_per_slot: int = 1, use_cgroup=None):
-        from rollart.actions.cpu import Pinner
-
-        if cores_per_slot < 1 or cores_per_slot > len(cores):
-            raise ValueError(f"cores_per_slot must be in 1..{len(cores)}, got {cores_per_slot}")
-        self.slots = [tuple(cores[i:i + cores_per_slot]) for i in range(0, len(cores), cores_per_slot)]
-        self.pinner = Pinner(use_cgroup)
-        self.assigned: dict = {}
-        self._next = 0
-
-    def slot(self, trajectory) -> tuple[int, ...]:
-        if trajectory not in self.assigned:
-            self.assigned[trajectory] = self.slots[self._next % len(self.slots)]
-            self._next += 1
-        return self.assigned[trajectory]
-
-    async def run(self, trajectory, argv: list[str], cwd: str) -> tuple[int, str, float]:
-        """Run ``argv`` pinned to the trajectory's slot; returns (returncode, output, seconds)."""
-        import asyncio
-        import os
-        import time as _time
-
-        from rollart.actions.cpu import expand
-
-        cores = self.slot(trajectory)
-        name = f"static-{os.getpid()}-{_time.monotonic_ns()}"
-        t0 = _time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *[expand(a, 1) for a in argv], cwd=cwd, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, preexec_fn=self.pinner.prepare(name, cores))
-        out, _ = await proc.communicate()
-        self.pinner.cleanup(name)
-        return proc.returncode, out.decode(errors="replace"), _time.monotonic() - t0
-
-    def end_trajectory(self, trajectory) -> None:
-        self.assigned.pop(trajectory, None)
-
-    def close(self) -> None:
-        self.pinner.close()

@@ -1,7 +1,7 @@
 """Rollout simulator: every trajectory finishes, prefill-heavy favours H800, decode-heavy H20, KV pressure evicts."""
 import pytest
 
-from rollart.inference.hwsim import RolloutSim, TaskProfile, batch
+from rollart.sim.hwsim import RolloutSim, TaskProfile, batch
 
 PREFILL_HEAVY = TaskProfile("fl", 600, (10, 10), 512, (10, 10))
 DECODE_HEAVY = TaskProfile("math", 300, (2, 2), 100, (3000, 3000))
@@ -12,7 +12,7 @@ def _time(pools, task, n, **kw):
 
 
 def test_single_trajectory_time_is_the_sum_of_its_steps():
-    from rollart.inference.speed import SpeedModel, StepWork
+    from rollart.hardware import SpeedModel, StepWork
     task = TaskProfile("one", 100, (1, 1), 0, (5, 5), env_latency_s=0.0)
     t = _time({"H800": 1}, task, 1)
     m = SpeedModel(hardware="H800")
