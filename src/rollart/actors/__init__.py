@@ -17,7 +17,8 @@ numpy/torch frames + allowed dataclasses), ``zsock`` (lean asyncio integration o
 """
 from rollart.actors.codec import allow_dataclass_modules, wire_dataclass
 from rollart.actors.errors import ActorDeadError, ActorError, ActorTimeoutError, RemoteError, WireError
-from rollart.actors.handle import ActorHandle, RestartPolicy
+from rollart.actors.handle import ActorHandle
+from rollart.actors.restart import RestartPolicy
 from rollart.actors.server import blocking
 from rollart.actors.system import ActorSystem
 
