@@ -28,7 +28,7 @@ def random_message(rng: random.Random) -> list[bytes]:
     if kind == 0:
         return [junk() for _ in range(rng.randint(1, 5))]
     if kind == 1:  # unknown kind / bad version
-        return [bytes((rng.randint(15, 255), m.VERSION)), junk(), junk()]
+        return [bytes((rng.randint(16, 255), m.VERSION)), junk(), junk()]
     if kind == 2:
         return [bytes((m.Kind.CALL, rng.randint(2, 255))), junk()]
     if kind == 3:  # right header, junk body
