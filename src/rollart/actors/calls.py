@@ -18,7 +18,6 @@ from rollart.actors import messages as m
 from rollart.actors.errors import ActorDeadError, ActorTimeoutError, RemoteError, WireError
 from rollart.actors.record import ActorRecord
 from rollart.actors.router import Router
-from rollart.actors.server import STREAM_WINDOW
 
 _ERR = object()  # stream queue marker: (an exception follows)
 _END = object()
@@ -105,7 +104,7 @@ class PendingCalls:
                     raise value
                 yield value
                 consumed += 1
-                if consumed >= STREAM_WINDOW // 2 and cid in self._pending:
+                if consumed >= m.STREAM_WINDOW // 2 and cid in self._pending:
                     self._router.send(rec.identity, m.Credit(cid, consumed))
                     consumed = 0
         finally:

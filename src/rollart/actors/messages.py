@@ -31,6 +31,9 @@ VERSION = 2
 """Wire version in header byte 1. Bump when a meta layout changes or a kind is added; peers reject other
 versions (2: SEND)."""
 
+STREAM_WINDOW = 64
+"""Stream ITEMs an actor may send ahead of the caller's consumption; the caller returns CREDIT for them."""
+
 
 class Kind(IntEnum):
     HELLO = 1    # actor -> coordinator: who I am (first message on a connection)

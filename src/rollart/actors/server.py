@@ -42,8 +42,6 @@ from rollart.actors.zsock import AsyncSocket
 log = logging.getLogger("rollart.actors")
 _NOT_STARTED = object()  # a call whose method raised before returning its coroutine (error already sent)
 
-STREAM_WINDOW = 64
-"""Stream items an actor may send ahead of the caller's consumption (the caller returns credit)."""
 
 def error_message(call_id: int, exc: BaseException, tb: str | None = None) -> m.Error:
     tp = type(exc)
@@ -239,7 +237,7 @@ class ActorServer:
         # awaited") - and a thread job would run for nobody.
         loop = self.asock.loop
         if msg.stream:
-            credit = self._credits[cid] = [STREAM_WINDOW, asyncio.Event()]
+            credit = self._credits[cid] = [m.STREAM_WINDOW, asyncio.Event()]
             task = loop.create_task(self._run_stream(cid, msg, fn, kind, credit))
         else:
             task = loop.create_task(self._run_call(cid, msg, fn, kind))
