@@ -42,6 +42,7 @@ class ActorSystem:
     the timeout is declared dead (a local actor process that exits is noticed at once).
     ``curve_dir``: directory made by ``python tools/curve_keys.py DIR``; turns on CURVE authentication.
     A non-loopback ``bind`` requires it unless ``insecure=True``.
+    The settings are handed to the parts at construction: read them here, do not change them afterwards.
     """
 
     def __init__(self, bind: str = "tcp://127.0.0.1:0", heartbeat_interval: float = 0.5,
