@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rollart.actors import blocking, wire_dataclass
+from rollart.actors import blocking, handles, wire_dataclass
 
 
 @wire_dataclass
@@ -21,6 +21,55 @@ class Point:
 @dataclass
 class Unregistered:
     x: int = 0
+
+
+@wire_dataclass
+@dataclass
+class Scale:
+    """A request message: ``Typed`` multiplies ``value`` by its factor."""
+    value: int
+
+
+@wire_dataclass
+@dataclass
+class Nap:
+    """A request message: ``Typed`` sleeps, then answers with ``label``."""
+    seconds: float
+    label: str = ""
+
+
+@wire_dataclass
+@dataclass
+class Explode:
+    reason: str
+
+
+class Typed:
+    """An actor answering typed request messages; it handles no ``Point``."""
+
+    def __init__(self, factor: int = 2):
+        self.factor = factor
+        self.cancelled: list[str] = []
+
+    @handles(Scale)
+    def scale(self, msg: Scale) -> int:
+        return msg.value * self.factor
+
+    @handles(Nap)
+    async def nap(self, msg: Nap) -> str:
+        try:
+            await asyncio.sleep(msg.seconds)
+        except asyncio.CancelledError:
+            self.cancelled.append(msg.label)
+            raise
+        return msg.label
+
+    @handles(Explode)
+    async def explode(self, msg: Explode) -> None:
+        raise ValueError(f"boom: {msg.reason}")
+
+    def get_cancelled(self) -> list:
+        return list(self.cancelled)
 
 
 class Echo:

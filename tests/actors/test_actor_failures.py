@@ -146,9 +146,12 @@ async def test_silent_but_busy_process_is_not_declared_hung():
     import sys
     import time
 
-    from rollart.actors.system import _ActorRecord
+    from rollart.actors.liveness import busy_not_hung
+    from rollart.actors.record import ActorRecord
 
-    system = ActorSystem(heartbeat_interval=0.1, heartbeat_timeout=0.5)
+    def judge(rec, silent):
+        return busy_not_hung(rec, silent, heartbeat_timeout=0.5)
+
     procs = {"busy": subprocess.Popen([sys.executable, "-c", "while True: pass"]),
              "sleeping": subprocess.Popen(["sleep", "60"]),
              "stopped": subprocess.Popen(["sleep", "60"])}
@@ -156,7 +159,7 @@ async def test_silent_but_busy_process_is_not_declared_hung():
     try:
         recs = {}
         for name, p in procs.items():
-            rec = _ActorRecord(name, "x:Y", [], {}, "process", RestartPolicy(), {})
+            rec = ActorRecord(name, "x:Y", [], {}, "process", RestartPolicy(), {})
             rec.proc, rec.pid = p, p.pid
             recs[name] = rec
         for _ in range(200):  # SIGSTOP lands asynchronously
@@ -164,15 +167,15 @@ async def test_silent_but_busy_process_is_not_declared_hung():
                 if f.read().rsplit(")", 1)[1].split()[0] == "T":
                     break
             time.sleep(0.05)
-        assert not system._busy_not_hung(recs["stopped"], 1.0)
+        assert not judge(recs["stopped"], 1.0)
         verdicts = {name: [] for name in ("busy", "sleeping")}
         for _ in range(12):  # 1.2 s > heartbeat_timeout: the sleeper must be judged hung by then
             for name in verdicts:
-                verdicts[name].append(system._busy_not_hung(recs[name], 1.0))
+                verdicts[name].append(judge(recs[name], 1.0))
             time.sleep(0.1)
         assert all(verdicts["busy"])
         assert verdicts["sleeping"][0] and not verdicts["sleeping"][-1]
-        assert not system._busy_not_hung(recs["busy"], 10.0)  # beyond BUSY_GRACE x timeout: dead anyway
+        assert not judge(recs["busy"], 10.0)  # beyond BUSY_GRACE x timeout: dead anyway
     finally:
         for p in procs.values():
             p.kill()

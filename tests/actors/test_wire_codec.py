@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from rollart.actors import WireError, allow_dataclass_modules
-from rollart.actors import codec
 from rollart.actors import messages as m
 from rollart.actors.codec import pack_value, unpack_value
 from rollart.engine.sampling import SamplingParams
@@ -20,7 +19,8 @@ def roundtrip(value):
 
 def test_every_message_kind_round_trips():
     msgs = [m.Hello("a", "x:Y", 1, "h", [1], {"k": 2}), m.Init("x:Y", [1, (2,)], {"a": None}),
-            m.Ready(True, ["f"]), m.Call(7, "f", False, [np.arange(3)], {"k": b"v"}), m.Result(7, {"r": 1}),
+            m.Ready(True, ["f"]), m.Call(7, "f", False, [np.arange(3)], {"k": b"v"}),
+            m.Send(7, sample_actors.Scale(2)), m.Result(7, {"r": 1}),
             m.Error(7, "builtins.ValueError", "bad", "tb", ["builtins.ValueError"]), m.Item(7, 3), m.End(7),
             m.Cancel(7), m.Credit(7, 32), m.Ping(1), m.Pong(1, True), m.Stop("why"), m.Reject("r")]
     assert {type(x) for x in msgs} == set(m.MESSAGE_TYPES.values())
@@ -100,11 +100,38 @@ def test_dataclass_allow_rule():
     forged = msgpack.packb(msgpack.ExtType(3, msgpack.packb(["rollart.engine.sampling:InvalidRequestError", {}])))
     with pytest.raises(WireError, match="is not a dataclass"):
         unpack_value(forged, [])
-    allow_dataclass_modules("sample_actors")
-    try:
-        assert roundtrip(sample_actors.Unregistered(4)) == sample_actors.Unregistered(4)
-    finally:
-        codec._allowed_prefixes.remove("sample_actors")
+
+
+ALLOW_OWN_PREFIX = """
+from rollart.actors import allow_dataclass_modules, allowed_dataclass_modules
+from rollart.actors.codec import pack_value, unpack_value
+import sample_actors
+assert allowed_dataclass_modules() == ("rollart",), allowed_dataclass_modules()  # no shipped package
+try:
+    pack_value(sample_actors.Unregistered(4))
+    raise SystemExit("encoded a dataclass of a module nobody allowed")
+except ValueError:
+    pass
+allow_dataclass_modules("sample_actors")
+allow_dataclass_modules("sample_actors.")  # idempotent, trailing dot ignored
+assert allowed_dataclass_modules() == ("rollart", "sample_actors"), allowed_dataclass_modules()
+assert unpack_value(*pack_value(sample_actors.Unregistered(4))) == sample_actors.Unregistered(4)
+print("ok")
+"""
+
+
+def test_a_package_allows_its_own_dataclasses():
+    """The public way for a package (say, one shipping environments) to put its dataclasses on the wire;
+    in a fresh interpreter, since an allowed prefix stays allowed for the life of the process."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ALLOW_OWN_PREFIX], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(__file__))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    with pytest.raises(ValueError, match="module prefixes"):
+        allow_dataclass_modules("sample_actors:Unregistered")
 
 
 def test_dataclass_validation_runs_on_decode():

@@ -1,33 +1,35 @@
-"""Calls and streams from the coordinator's side: ids, pending futures, timeouts, cancels, credits.
+"""``PendingCalls``: calls, typed messages and streams from the coordinator's side — ids, pending
+futures, timeouts, cancels, stream credits.
 
-Mixed into ``ActorSystem``; everything here runs on the coordinator's event loop. A call is one
-future in ``_calls`` keyed by its id; the reply handler in ``inbox.py`` resolves it (only if it came
-from the callee's current incarnation), a timer expires it, a death fails it.
+A call is one ``Pending`` keyed by its id. The inbox hands replies here (a reply counts only if it
+came from the callee's current incarnation), a timer expires a call, and a death fails every call
+pending on the dead actor. Everything runs on the coordinator's event loop.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import itertools
+from typing import Any, AsyncIterator
 
 import zmq
 
 from rollart.actors import messages as m
-from rollart.actors.errors import ActorDeadError, ActorTimeoutError
-from rollart.actors.server import STREAM_WINDOW
-
-if TYPE_CHECKING:
-    from rollart.actors.record import _ActorRecord
+from rollart.actors.errors import ActorDeadError, ActorTimeoutError, RemoteError, WireError
+from rollart.actors.record import ActorRecord
+from rollart.actors.router import Router
 
 _ERR = object()  # stream queue marker: (an exception follows)
 _END = object()
 
 
-class _Pending:
+class Pending:
     __slots__ = ("rec", "method", "fut", "timer", "queue")
 
-    def __init__(self, rec: _ActorRecord, method: str, fut: Any = None, queue: Any = None):
+    def __init__(self, rec: ActorRecord, method: str, fut: Any = None, queue: Any = None):
         self.rec = rec
         self.method = method
+        """What the caller asked for, for error messages: a method name or a message class name."""
         self.fut = fut
         self.timer = None
         self.queue = queue
@@ -41,79 +43,51 @@ class _Pending:
             self.fut.set_exception(exc)
 
 
+class PendingCalls:
+    def __init__(self, router: Router):
+        self._router = router
+        self._pending: dict[int, Pending] = {}
+        self._ids = itertools.count(1)
 
-class CallRouter:
-    _calls: dict
-    _loop: Any
-    _asock: Any
-    _ids: Any
-
-    # -- calls -----------------------------------------------------------------------------------
-    def _send(self, identity: bytes, msg: Any, best_effort: bool = False) -> None:
-        frames = m.encode(msg)
-        frames.insert(0, identity)
-        self._asock.send(frames, key=identity, best_effort=best_effort)
-
-    async def _wait_ready(self, rec: _ActorRecord, timeout: float | None) -> None:
-        if rec.state in ("dead", "stopped", "stopping"):
-            raise ActorDeadError(rec.name, rec.dead_reason or rec.state)
-        try:
-            await asyncio.wait_for(asyncio.shield(rec.ready), timeout)
-        except asyncio.TimeoutError:
-            raise ActorTimeoutError(rec.name, "<waiting for the actor to (re)start>", timeout) from None
-
-    def _begin(self, rec: _ActorRecord, method: str, args: Any, kwargs: dict, stream: bool,
-               pending: _Pending) -> int:
-        cid = next(self._ids)
-        frames = m.encode(m.Call(cid, method, stream, list(args), kwargs))  # WireError -> caller
-        frames.insert(0, rec.identity)
-        try:
-            self._asock.send(frames, key=rec.identity)
-        except zmq.ZMQError as e:
-            raise ActorDeadError(rec.name, f"no connection to the actor ({e})") from None
-        self._calls[cid] = pending
-        return cid
-
-    def _cancel_remote(self, cid: int) -> None:
-        p = self._calls.pop(cid, None)
-        if p is None:
-            return
-        if p.timer is not None:
-            p.timer.cancel()
-        try:
-            self._send(p.rec.identity, m.Cancel(cid))
-        except zmq.ZMQError:
-            pass
-
-    async def _call(self, rec: _ActorRecord, method: str, args: Any, kwargs: dict,
-                    timeout: float | None, setup: bool = False) -> Any:
+    # -- starting calls ----------------------------------------------------------------------------
+    async def call(self, rec: ActorRecord, method: str, args: Any, kwargs: dict, timeout: float | None,
+                   setup: bool = False) -> Any:
+        """``method(*args, **kwargs)`` on the actor; ``setup`` calls go out before it is ready."""
         if rec.state != "ready" and not setup:
-            await self._wait_ready(rec, timeout)
-        fut = self._loop.create_future()
-        p = _Pending(rec, method, fut)
-        cid = self._begin(rec, method, args, kwargs, False, p)
+            await _wait_ready(rec, timeout)
+        cid = next(self._ids)
+        return await self._request(rec, method, m.Call(cid, method, False, list(args), kwargs), timeout)
+
+    async def send(self, rec: ActorRecord, message: Any, timeout: float | None) -> Any:
+        """A typed request message; the actor dispatches it by its class."""
+        if not dataclasses.is_dataclass(message) or isinstance(message, type):
+            raise TypeError(f"send() takes a request message (a wire dataclass instance), got {message!r}")
+        if rec.state != "ready":
+            await _wait_ready(rec, timeout)
+        cid = next(self._ids)
+        return await self._request(rec, type(message).__qualname__, m.Send(cid, message), timeout)
+
+    async def _request(self, rec: ActorRecord, label: str, msg: Any, timeout: float | None) -> Any:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        p = Pending(rec, label, fut)
+        self._begin(rec, msg, p)
         if timeout is not None:
-            p.timer = self._loop.call_later(timeout, self._expire, cid, timeout)
+            p.timer = loop.call_later(timeout, self._expire, msg.call_id, timeout)
         try:
             return await fut
         except asyncio.CancelledError:
-            self._cancel_remote(cid)
+            self._cancel_remote(msg.call_id)
             raise
 
-    def _expire(self, cid: int, timeout: float) -> None:
-        p = self._calls.get(cid)
-        if p is None:
-            return
-        p.timer = None
-        self._cancel_remote(cid)
-        p.fail(ActorTimeoutError(p.rec.name, p.method, timeout))
-
-    async def _stream(self, rec: _ActorRecord, method: str, args: Any, kwargs: dict,
-                      timeout: float | None) -> Any:
+    async def stream(self, rec: ActorRecord, method: str, args: Any, kwargs: dict,
+                     timeout: float | None) -> AsyncIterator:
+        """Items of a generator method; ``timeout`` bounds the wait for each item."""
         if rec.state != "ready":
-            await self._wait_ready(rec, timeout)
+            await _wait_ready(rec, timeout)
         queue: asyncio.Queue = asyncio.Queue()
-        cid = self._begin(rec, method, args, kwargs, True, _Pending(rec, method, queue=queue))
+        cid = next(self._ids)
+        self._begin(rec, m.Call(cid, method, True, list(args), kwargs), Pending(rec, method, queue=queue))
         consumed = 0
         try:
             while True:
@@ -130,9 +104,82 @@ class CallRouter:
                     raise value
                 yield value
                 consumed += 1
-                if consumed >= STREAM_WINDOW // 2 and cid in self._calls:
-                    self._send(rec.identity, m.Credit(cid, consumed))
+                if consumed >= m.STREAM_WINDOW // 2 and cid in self._pending:
+                    self._router.send(rec.identity, m.Credit(cid, consumed))
                     consumed = 0
         finally:
             self._cancel_remote(cid)  # no-op if the stream ended
 
+    def _begin(self, rec: ActorRecord, msg: Any, pending: Pending) -> None:
+        try:
+            self._router.send(rec.identity, msg)  # WireError -> caller
+        except zmq.ZMQError as e:
+            raise ActorDeadError(rec.name, f"no connection to the actor ({e})") from None
+        self._pending[msg.call_id] = pending
+
+    def _cancel_remote(self, cid: int) -> None:
+        p = self._pending.pop(cid, None)
+        if p is None:
+            return
+        if p.timer is not None:
+            p.timer.cancel()
+        try:
+            self._router.send(p.rec.identity, m.Cancel(cid))
+        except zmq.ZMQError:
+            pass
+
+    def _expire(self, cid: int, timeout: float) -> None:
+        p = self._pending.get(cid)
+        if p is None:
+            return
+        p.timer = None
+        self._cancel_remote(cid)
+        p.fail(ActorTimeoutError(p.rec.name, p.method, timeout))
+
+    # -- replies and deaths ------------------------------------------------------------------------
+    def on_reply(self, rec: ActorRecord | None, msg: Any) -> None:
+        """A RESULT, ITEM, END or ERROR from ``rec``; one for a call it was not asked is ignored
+        (a forged reply, or a late one to a cancelled or timed-out call)."""
+        p = self._pending.get(msg.call_id)
+        if p is None or p.rec is not rec:
+            return
+        kind = type(msg)
+        if kind is m.Item:
+            p.queue.put_nowait((None, msg.value))
+            return
+        del self._pending[msg.call_id]
+        if kind is m.Result:
+            if p.timer is not None:
+                p.timer.cancel()
+            if not p.fut.done():
+                p.fut.set_result(msg.value)
+        elif kind is m.End:
+            p.queue.put_nowait((_END, None))
+        else:
+            p.fail(RemoteError(rec.name, p.method, msg.type, msg.message, msg.traceback, tuple(msg.mro)))
+
+    def on_undecodable_reply(self, identity: bytes, error: m.PayloadError) -> bool:
+        """Fail the call whose reply from ``identity`` could not be decoded; False if it was no reply."""
+        msg = error.message
+        p = self._pending.get(getattr(msg, "call_id", -1))
+        if p is None or p.rec.identity != identity or not isinstance(msg, (m.Result, m.Item)):
+            return False
+        del self._pending[msg.call_id]
+        p.fail(WireError(f"reply from {p.rec.name}.{p.method}() could not be decoded: {error}"))
+        return True
+
+    def fail_all(self, rec: ActorRecord, exc: BaseException) -> None:
+        """Fail every call pending on ``rec`` (it died or is being stopped)."""
+        for cid, p in list(self._pending.items()):
+            if p.rec is rec:
+                del self._pending[cid]
+                p.fail(exc)
+
+
+async def _wait_ready(rec: ActorRecord, timeout: float | None) -> None:
+    if rec.state in ("dead", "stopped", "stopping"):
+        raise ActorDeadError(rec.name, rec.dead_reason or rec.state)
+    try:
+        await asyncio.wait_for(asyncio.shield(rec.ready), timeout)
+    except asyncio.TimeoutError:
+        raise ActorTimeoutError(rec.name, "<waiting for the actor to (re)start>", timeout) from None

@@ -13,8 +13,11 @@ Dataclass rule (the only way a class is constructed from wire data): a dataclass
 with its ``module:QualName`` path and decoded only if its class is
 
 1. registered with :func:`wire_dataclass` in the receiving process, or
-2. defined in a module under an allowed prefix — ``rollart.`` and ``envs.`` by default, more via
-   :func:`allow_dataclass_modules` — in which case the receiver imports that module.
+2. defined in a module under an allowed prefix, in which case the receiver imports that module. Only
+   ``rollart.`` is allowed by default: the library knows no package that uses it. A package whose
+   dataclasses cross the wire allows its own prefix once, at import, with
+   ``rollart.actors.allow_dataclass_modules("mypackage")`` — in its ``__init__``, so that every process
+   that imports any of its modules (an actor built from one, a coordinator that names one) allows it.
 
 Decoding calls the class constructor with the init fields, so ``__post_init__`` validation runs.
 """
@@ -41,7 +44,7 @@ EXT_TUPLE = 4      # packed list
 
 _local = threading.local()
 _registered: dict[str, type] = {}
-_allowed_prefixes: list[str] = ["rollart", "envs"]
+_allowed_prefixes: list[str] = ["rollart"]
 
 
 def wire_dataclass(cls: type) -> type:
@@ -53,10 +56,24 @@ def wire_dataclass(cls: type) -> type:
 
 
 def allow_dataclass_modules(*prefixes: str) -> None:
-    """Allow dataclasses from modules under these prefixes (e.g. ``"recipes"``) on the wire."""
+    """Allow dataclasses from modules under these prefixes (e.g. ``"envs"`` allows ``envs.swe.task``) to
+    be encoded and decoded in this process. Idempotent; call it where the package is imported."""
     for p in prefixes:
-        if p and p not in _allowed_prefixes:
-            _allowed_prefixes.append(p.rstrip("."))
+        p = p.rstrip(".") if isinstance(p, str) else p
+        if not isinstance(p, str) or not p or ":" in p:
+            raise ValueError(f"allow_dataclass_modules expects module prefixes like 'mypackage', got {p!r}")
+        if p not in _allowed_prefixes:
+            _allowed_prefixes.append(p)
+
+
+def allowed_dataclass_modules() -> tuple[str, ...]:
+    """The module prefixes whose dataclasses may cross the wire in this process."""
+    return tuple(_allowed_prefixes)
+
+
+def wire_allowed(cls: type) -> bool:
+    """Whether instances of the dataclass ``cls`` may be sent from (and decoded in) this process."""
+    return _path(cls) in _registered or _module_allowed(cls.__module__)
 
 
 def _path(cls: type) -> str:

@@ -27,8 +27,12 @@ import msgpack
 from rollart.actors.codec import pack_value, unpack_value
 from rollart.actors.errors import WireError
 
-VERSION = 1
-"""Wire version in header byte 1. Bump when a meta layout changes; peers reject other versions."""
+VERSION = 2
+"""Wire version in header byte 1. Bump when a meta layout changes or a kind is added; peers reject other
+versions (2: SEND)."""
+
+STREAM_WINDOW = 64
+"""Stream ITEMs an actor may send ahead of the caller's consumption; the caller returns CREDIT for them."""
 
 
 class Kind(IntEnum):
@@ -46,6 +50,7 @@ class Kind(IntEnum):
     PONG = 12    # coordinator -> actor heartbeat socket
     STOP = 13    # coordinator -> actor: run on_stop() and exit
     REJECT = 14  # either way: an unsolicited frame was malformed and dropped (for the sender's log)
+    SEND = 15    # coordinator -> actor: a typed request message, run by the method that handles its class
 
 
 @dataclass(slots=True)
@@ -95,6 +100,16 @@ class Call:
     stream: bool
     args: list = dataclasses.field(default_factory=list)
     kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Send:
+    """Answered like a CALL (RESULT or ERROR, CANCEL applies); the payload is one wire dataclass."""
+    KIND: ClassVar[Kind] = Kind.SEND
+    META: ClassVar[tuple] = (("call_id", int),)
+    PAYLOAD: ClassVar[tuple] = ("value",)
+    call_id: int
+    value: Any = None
 
 
 @dataclass(slots=True)
@@ -188,8 +203,8 @@ class Reject:
 
 
 MESSAGE_TYPES: dict[int, type] = {cls.KIND: cls for cls in
-                                  (Hello, Init, Ready, Call, Result, Error, Item, End, Cancel, Credit,
-                                   Ping, Pong, Stop, Reject)}
+                                  (Hello, Init, Ready, Call, Send, Result, Error, Item, End, Cancel,
+                                   Credit, Ping, Pong, Stop, Reject)}
 _EMPTY = b""
 _NO_FRAMES: list = []
 _BY_HEADER: dict[bytes, type] = {}

@@ -1,6 +1,6 @@
-"""``_ActorRecord``: the coordinator's bookkeeping for one named actor across its incarnations
-(state, identity, process or task, restart count, callbacks), shared by ``system``, ``supervision``,
-``inbox`` and ``calls``.
+"""``ActorRecord``: the coordinator's bookkeeping for one named actor across its incarnations
+(state, identity, process or task, restart count, callbacks). The ``ActorTable`` owns the records;
+the other coordinator pieces read and update the record they are handed.
 """
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollart.actors.handle import ActorHandle, RestartPolicy
+from rollart.actors.restart import RestartPolicy
+
+LIVE_STATES = ("starting", "setup", "ready")
+"""States of an incarnation that is (being) brought up or serving: the ones a death can end."""
 
 
 @dataclass(eq=False)
-class _ActorRecord:
+class ActorRecord:
     name: str
     cls_path: str
     args: list
@@ -38,10 +41,12 @@ class _ActorRecord:
     dead_reason: str = ""
     dead_callbacks: list = field(default_factory=list)
     setup_calls: list = field(default_factory=list)
-    handle: ActorHandle | None = None
+    handle: Any = None
+    """The ``ActorHandle`` callers hold; typed loosely so that records need not know handles."""
 
 
-def _settle(fut: asyncio.Future | None, exc: BaseException | None = None) -> None:
+def settle(fut: asyncio.Future | None, exc: BaseException | None = None) -> None:
+    """Resolve ``fut`` (with ``exc`` if given) unless it is already done."""
     if fut is None or fut.done():
         return
     if exc is None:

@@ -13,6 +13,8 @@
   code); mark a long-running one ``@blocking`` to run it in a worker thread instead, so the actor
   keeps answering other calls and cancels meanwhile (the thread itself cannot be interrupted).
 * methods starting with ``_`` and the ``on_start``/``on_stop`` hooks are not callable remotely.
+* a typed request message (``handle.send(msg)``) runs the method marked ``@handles(type(msg))``, like a
+  call with ``msg`` as its one argument; a type the actor does not handle is a per-call TypeError.
 
 Heartbeats are sent by a separate thread (see ``heartbeat.py``), so a method that holds the event loop
 for a long time does not make the actor look dead.
@@ -22,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
-import importlib
 import inspect
 import logging
 import os
@@ -34,63 +35,12 @@ from typing import Any, Callable
 import zmq
 
 from rollart.actors import messages as m
+from rollart.actors.dispatch import import_class, message_table, method_table
 from rollart.actors.errors import WireError
 from rollart.actors.zsock import AsyncSocket
 
 log = logging.getLogger("rollart.actors")
 _NOT_STARTED = object()  # a call whose method raised before returning its coroutine (error already sent)
-
-STREAM_WINDOW = 64
-"""Stream items an actor may send ahead of the caller's consumption (the caller returns credit)."""
-
-_HOOKS = {"on_start", "on_stop"}
-
-
-def blocking(fn: Callable) -> Callable:
-    """Mark a sync actor method to run in a worker thread instead of inline on the event loop."""
-    fn.__rollart_blocking__ = True
-    return fn
-
-
-def import_class(path: str) -> type:
-    """``"package.module:ClassName"`` -> the class, with an error that says what to fix."""
-    module, sep, qualname = path.partition(":")
-    if not sep or not module or not qualname:
-        raise ValueError(f"actor class path must look like 'package.module:ClassName', got {path!r}")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(f"cannot import actor module {module!r} ({e}); is it on PYTHONPATH?") from e
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportError(f"module {module!r} has no {qualname!r}") from None
-    if not isinstance(obj, type):
-        raise TypeError(f"{path!r} is not a class")
-    return obj
-
-
-def method_table(cls: type) -> dict[str, str]:
-    """Public method name -> how it runs: 'sync' | 'thread' | 'async' | 'agen' | 'gen'."""
-    table = {}
-    for name in dir(cls):
-        if name.startswith("_") or name in _HOOKS:
-            continue
-        fn = inspect.getattr_static(cls, name)
-        if isinstance(fn, (staticmethod, classmethod)):
-            fn = fn.__func__
-        if not callable(fn) or isinstance(fn, type):
-            continue
-        if inspect.isasyncgenfunction(fn):
-            table[name] = "agen"
-        elif inspect.iscoroutinefunction(fn):
-            table[name] = "async"
-        elif inspect.isgeneratorfunction(fn):
-            table[name] = "gen"
-        else:
-            table[name] = "thread" if getattr(fn, "__rollart_blocking__", False) else "sync"
-    return table
 
 
 def error_message(call_id: int, exc: BaseException, tb: str | None = None) -> m.Error:
@@ -121,6 +71,7 @@ class ActorServer:
         """Give up (exit code 3) if the coordinator does not send INIT within this many seconds."""
         self.obj: Any = None
         self._methods: dict[str, tuple[Callable, str]] = {}
+        self._handlers: dict[type, str] = {}  # request message type -> method name
         self._tasks: dict[int, asyncio.Task] = {}
         self._credits: dict[int, list] = {}  # call_id -> [credit, asyncio.Event]
         self._init: asyncio.Future | None = None
@@ -166,6 +117,7 @@ class ActorServer:
     async def _construct(self, init: m.Init) -> bool:
         try:
             cls = import_class(init.cls or self.cls_path)
+            self._handlers = message_table(cls)  # a bad @handles mark fails the start, clearly
             self.obj = cls(*init.args, **init.kwargs)
             on_start = getattr(self.obj, "on_start", None)
             if on_start is not None:
@@ -218,7 +170,7 @@ class ActorServer:
         try:
             msg = m.decode(frames)
         except m.PayloadError as e:
-            if isinstance(e.message, m.Call):
+            if isinstance(e.message, (m.Call, m.Send)):
                 self._send(m.Error(e.message.call_id, "rollart.actors.errors.WireError", str(e), "", []))
             else:
                 self._reject(str(e))
@@ -229,6 +181,8 @@ class ActorServer:
         kind = type(msg)
         if kind is m.Call:
             self._on_call(msg)
+        elif kind is m.Send:
+            self._on_send(msg)
         elif kind is m.Cancel:
             task = self._tasks.get(msg.call_id)
             if task is not None:
@@ -283,12 +237,19 @@ class ActorServer:
         # awaited") - and a thread job would run for nobody.
         loop = self.asock.loop
         if msg.stream:
-            credit = self._credits[cid] = [STREAM_WINDOW, asyncio.Event()]
+            credit = self._credits[cid] = [m.STREAM_WINDOW, asyncio.Event()]
             task = loop.create_task(self._run_stream(cid, msg, fn, kind, credit))
         else:
             task = loop.create_task(self._run_call(cid, msg, fn, kind))
         self._tasks[cid] = task
         task.add_done_callback(functools.partial(self._forget_call, cid))
+
+    def _on_send(self, msg: m.Send) -> None:
+        method = self._handlers.get(type(msg.value))
+        if method is None:
+            self._send(self._unhandled_message(msg))
+            return
+        self._on_call(m.Call(msg.call_id, method, False, [msg.value], {}))
 
     def _forget_call(self, cid: int, task: asyncio.Task) -> None:
         """Drop a finished call's bookkeeping (also for a task cancelled before it ever ran)."""
@@ -359,6 +320,13 @@ class ActorServer:
         return m.Error(msg.call_id, "builtins.AttributeError",
                        f"actor {self.name!r} ({self.cls_path}) has no public method {msg.method!r}{hint} "
                        f"available: {sorted(self._methods)}", "", [])
+
+    def _unhandled_message(self, msg: m.Send) -> m.Error:
+        tp = type(msg.value)
+        handled = sorted(f"{t.__module__}.{t.__qualname__}" for t in self._handlers)
+        return m.Error(msg.call_id, "builtins.TypeError",
+                       f"actor {self.name!r} ({self.cls_path}) handles no {tp.__module__}.{tp.__qualname__} "
+                       f"messages; it handles {handled or 'none'} (mark a method @handles(...))", "", [])
 
     def _call_error(self, cid: int, msg: m.Call, fn: Callable, exc: Exception) -> m.Error:
         """A TypeError from a call whose arguments don't bind gets a message naming the signature."""

@@ -1,95 +1,48 @@
-"""Supervision from the coordinator's side: process exits, heartbeats, death, restarts.
+"""``Supervisor``: what happens when an actor incarnation dies — its pending calls fail, its process or
+task is killed, and it is restarted per its ``RestartPolicy`` or marked dead (``on_dead`` callbacks run).
 
-Mixed into ``ActorSystem``; everything here runs on the coordinator's event loop. A dead incarnation
-fails its pending calls, is killed, and is restarted per its ``RestartPolicy`` or marked dead (the
-``on_dead`` callbacks run).
+Deaths are reported here by whoever notices them: the process watcher and the in-process server
+(``incarnations``), the heartbeat monitor (``liveness``) and the handshake (a failed start).
+Everything runs on the coordinator's event loop.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
+from rollart.actors.calls import PendingCalls
 from rollart.actors.errors import ActorDeadError
-from rollart.actors.record import _ActorRecord, _settle
+from rollart.actors.record import LIVE_STATES, ActorRecord, settle
+from rollart.actors.table import ActorTable
 
 log = logging.getLogger("rollart.actors")
 
-BUSY_GRACE = 5
-"""A silent local actor process that keeps using CPU gets up to this many heartbeat timeouts."""
 
+class Supervisor:
+    def __init__(self, table: ActorTable, calls: PendingCalls,
+                 relaunch: Callable[[ActorRecord], Awaitable[None]],
+                 on_actor_dead: Callable[[str, str], Any] | None = None):
+        """``relaunch(rec)`` starts a new incarnation of ``rec`` (raising if it fails to start);
+        ``on_actor_dead(name, reason)`` runs for every actor that dies for good."""
+        self._table = table
+        self._calls = calls
+        self._relaunch = relaunch
+        self._on_actor_dead = on_actor_dead
 
-class Supervision:
-    _actors: dict
-    _by_identity: dict
-    _calls: dict
-    _loop: Any
-    _asock: Any
-    _closing: bool
-    heartbeat_interval: float
-    heartbeat_timeout: float
-    on_actor_dead: Any
-
-    async def _watch_process(self, rec: _ActorRecord, proc: Any, identity: bytes) -> None:
-        rc = await proc.wait()
-        if rec.identity == identity and not self._closing:
-            await asyncio.sleep(0.05)  # let its last messages (e.g. a failed READY) arrive first
-            self._asock.drain()
-        self._declare_dead(rec, f"process {proc.pid} exited with code {rc}", identity)
-
-    async def _watch_heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_interval / 2)
-            self._asock.drain()  # judge on everything that arrived, even if the loop was busy
-            now = time.monotonic()
-            for rec in list(self._actors.values()):
-                # only ready actors: a starting one is bounded by spawn_timeout and its process watcher
-                if rec.mode == "inprocess" or rec.state != "ready":
-                    continue
-                silent = now - rec.last_seen
-                if silent <= self.heartbeat_timeout:
-                    rec.cpu_sample = None
-                elif not self._busy_not_hung(rec, silent):
-                    self._declare_dead(rec, f"no heartbeat for {silent:.1f} s "
-                                            f"(heartbeat_timeout={self.heartbeat_timeout} s)", rec.identity)
-
-    def _busy_not_hung(self, rec: _ActorRecord, silent: float) -> bool:
-        """A local child that keeps using CPU while silent is starving its heartbeat thread of the GIL
-        (a first ``import torch`` can hold it for seconds on a loaded machine), not hung: it gets up to
-        BUSY_GRACE x heartbeat_timeout. A stopped process dies at once; one that uses no CPU for a whole
-        heartbeat_timeout (deadlocked, blocked) dies then."""
-        if rec.proc is None or rec.pid is None or silent > BUSY_GRACE * self.heartbeat_timeout:
-            return False
-        try:
-            with open(f"/proc/{rec.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return False
-        if fields[0] in ("T", "t", "Z", "X"):  # stopped, traced, zombie, dead
-            return False
-        cpu, now = int(fields[11]) + int(fields[12]), time.monotonic()
-        if rec.cpu_sample is None or cpu > rec.cpu_sample[0]:
-            rec.cpu_sample = (cpu, now)  # progress (or first look): keep waiting
-            log.debug("actor %s silent for %.1f s but using CPU; waiting", rec.name, silent)
-            return True
-        return now - rec.cpu_sample[1] < self.heartbeat_timeout
-
-    def _declare_dead(self, rec: _ActorRecord, reason: str, identity: bytes) -> None:
+    def declare_dead(self, rec: ActorRecord, reason: str, identity: bytes) -> None:
         """The incarnation ``identity`` is gone: fail its calls, kill it, restart or mark dead."""
-        if rec.identity != identity or rec.state not in ("starting", "setup", "ready"):
+        if rec.identity != identity or rec.state not in LIVE_STATES:
             return  # an older incarnation, or already handled / being stopped
-        self._by_identity.pop(identity, None)
+        self._table.unbind(identity)
         exc = ActorDeadError(rec.name, reason)
-        for cid, p in list(self._calls.items()):
-            if p.rec is rec:
-                del self._calls[cid]
-                p.fail(exc)
+        self._calls.fail_all(rec, exc)
         if rec.proc is not None and rec.proc.returncode is None:
             rec.proc.kill()
         if rec.task is not None and not rec.task.done():
             rec.task.cancel()
-        can_restart = (rec.started_once and not self._closing and rec.mode != "remote"
+        loop = asyncio.get_running_loop()
+        can_restart = (rec.started_once and not self._table.closing and rec.mode != "remote"
                        and rec.restarts < rec.restart.max_restarts)
         if can_restart:
             log.warning("actor %s died (%s); restart %d/%d", rec.name, reason, rec.restarts + 1,
@@ -97,28 +50,28 @@ class Supervision:
             rec.state = "restarting"
             rec.restarts += 1
             if rec.ready.done():
-                rec.ready = self._loop.create_future()
-            self._loop.create_task(self._restart(rec))
+                rec.ready = loop.create_future()
+            loop.create_task(self._restart(rec))
             return
         log.error("actor %s is dead: %s", rec.name, reason)
         rec.state = "dead"
         rec.dead_reason = reason
-        _settle(rec.ready, exc)
-        for cb in [*rec.dead_callbacks, self.on_actor_dead]:
+        settle(rec.ready, exc)
+        for cb in [*rec.dead_callbacks, self._on_actor_dead]:
             if cb is None:
                 continue
             try:
                 res = cb(rec.name, reason)
                 if asyncio.iscoroutine(res):
-                    self._loop.create_task(res)
+                    loop.create_task(res)
             except Exception:
                 log.exception("on_dead callback for %s raised", rec.name)
 
-    async def _restart(self, rec: _ActorRecord) -> None:
+    async def _restart(self, rec: ActorRecord) -> None:
         await asyncio.sleep(rec.restart.delay(rec.restarts))
-        if self._closing or rec.state != "restarting":
+        if self._table.closing or rec.state != "restarting":
             return
         try:
-            await self._launch(rec)
-        except Exception as e:  # _launch already declared this incarnation dead (maybe restarting again)
+            await self._relaunch(rec)
+        except Exception as e:  # the failed incarnation was already declared dead (maybe restarting again)
             log.warning("restart of actor %s failed: %s", rec.name, e)
