@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rollart.engine.sampling import InvalidRequestError
+from rollart.types import InvalidRequestError
 
 
 class UnknownTagError(InvalidRequestError):

@@ -9,7 +9,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from rollart.engine.sampling import InvalidRequestError
+from rollart.types import InvalidRequestError
 
 
 class LocalWorker:
