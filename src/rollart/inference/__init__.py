@@ -1,2 +1,2 @@
-"""Inference workers: the command-driven loop around one engine (``worker``), the simulated
-hardware speed model (``speed``), and prefill/decode disaggregation for LLMProxy (``pd``)."""
+"""Inference serving below the LLMProxy: the command-driven worker loop around one engine (``worker``),
+the simulated hardware speed model (``speed``) and the prefill/decode split of one request (``pd``)."""

@@ -1,7 +1,8 @@
 """The proxy's view of one inference worker, and how a worker's errors read on the proxy's side.
 
-A worker is anything with ``async call(method, *args, **kwargs)``: an ``ActorHandle`` of an
-``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one.
+A worker is anything with ``async call(method, message)``: an ``ActorHandle`` of an
+``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one. The message is one typed value
+from ``rollart.types`` (``GenerateRequest``, ``AbortRequest``, ``UpdateWeights``), or none.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ class LocalWorker:
     def __init__(self, worker: Any) -> None:
         self.worker = worker
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.worker, method)(*args, **kwargs)
+    async def call(self, method: str, *message: Any) -> Any:
+        return await getattr(self.worker, method)(*message)
 
 
 @dataclass(eq=False)
