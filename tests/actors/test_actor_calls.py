@@ -8,7 +8,7 @@ import pytest_asyncio
 import torch
 
 from rollart.actors import ActorSystem, ActorTimeoutError, RemoteError
-from rollart.engine.sampling import SamplingParams
+from rollart.types import SamplingParams
 from rollart.types import GenerationResult, Trajectory
 
 import sample_actors

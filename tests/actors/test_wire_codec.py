@@ -7,7 +7,7 @@ import torch
 from rollart.actors import WireError, allow_dataclass_modules
 from rollart.actors import messages as m
 from rollart.actors.codec import pack_value, unpack_value
-from rollart.engine.sampling import SamplingParams
+from rollart.types import SamplingParams
 
 import sample_actors
 
@@ -97,7 +97,7 @@ def test_dataclass_allow_rule():
     forged = msgpack.packb(msgpack.ExtType(3, msgpack.packb(["os:system", {}])))
     with pytest.raises(WireError, match="'os:system' is not allowed"):
         unpack_value(forged, [])
-    forged = msgpack.packb(msgpack.ExtType(3, msgpack.packb(["rollart.engine.sampling:InvalidRequestError", {}])))
+    forged = msgpack.packb(msgpack.ExtType(3, msgpack.packb(["rollart.types:InvalidRequestError", {}])))
     with pytest.raises(WireError, match="is not a dataclass"):
         unpack_value(forged, [])
 

@@ -2,7 +2,7 @@
 import torch
 
 from rollart.engine.block_manager import BlockManager
-from rollart.engine.sampling import SamplingParams
+from rollart.types import SamplingParams
 from rollart.engine.sequence import Sequence
 
 

@@ -4,6 +4,7 @@ import torch
 from safetensors.torch import load_file
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams
+from rollart.types import WeightBucket
 from rollart.models import load_model
 
 from engine_helpers import greedy_reference, random_prompts
@@ -31,8 +32,8 @@ def test_update_mid_generation_recomputes_kv_under_new_weights(tiny_model, tiny_
         engine.add_request(f"r{i}", p, sp)
     switch = 7
     _step_until_tokens(engine, switch)
-    engine.update_weights(load_file(str(tiny_model_v2 / "model.safetensors")).items(), version=1)
-    assert engine.version == 1 and engine.stats.recomputed_tokens > 0
+    engine.update_weights(WeightBucket.of(1, load_file(str(tiny_model_v2 / "model.safetensors"))))
+    assert engine.version == 1 and engine.stats().recomputed_tokens > 0
     assert engine.block_manager.num_free_blocks == 64  # every block dropped; K/V will be rebuilt
     done = {}
     while engine.has_unfinished_requests():
@@ -55,11 +56,11 @@ def test_update_invalidates_prefix_cache_and_checks_names(tiny_model, tiny_model
     assert engine.generate([p], sp)[0].num_cached_tokens == 48
     new = load_file(str(tiny_model_v2 / "model.safetensors"))
     with pytest.raises(KeyError, match="unknown weight"):
-        engine.update_weights([("model.layers.99.mlp.up_proj.weight", torch.zeros(1))], version=5)
+        engine.update_weights(WeightBucket.of(5, [("model.layers.99.mlp.up_proj.weight", torch.zeros(1))]))
     with pytest.raises(ValueError, match="shape"):
-        engine.update_weights([("model.norm.weight", torch.zeros(3))], version=5)
+        engine.update_weights(WeightBucket.of(5, [("model.norm.weight", torch.zeros(3))]))
     assert engine.version == 0  # a rejected update changes nothing
-    engine.update_weights(new.items(), version=1)
+    engine.update_weights(WeightBucket.of(1, new))
     out = engine.generate([p], sp)[0]
     assert out.num_cached_tokens == 0 and out.versions == [1] * 8
     assert out.token_ids == greedy_reference(models[1], p, 8)[0]

@@ -1,13 +1,20 @@
-"""InferenceWorker command loop in-process on the tiny model: completion order, abort, cancel, update, suspend, bad input."""
+"""InferenceWorker command loop in-process on the tiny model: completion order, abort, cancel, update, suspend,
+what the engine refuses, typed messages."""
 import asyncio
 
 import pytest
 
-from rollart.engine import LLMEngine, EngineConfig
-from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.engine import EngineConfig, LLMEngine
 from rollart.inference.worker import InferenceWorker
+from rollart.types import (AbortRequest, GenerateRequest, InvalidRequestError, SamplingParams, UpdateWeights,
+                           WeightBucket)
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
+
+
+def gen(worker, request_id, prompt, **sampling):
+    """worker.generate with one typed request, as the proxy sends it."""
+    return worker.generate(GenerateRequest(request_id, prompt, SamplingParams(**sampling)))
 
 
 @pytest.fixture
@@ -19,55 +26,55 @@ async def worker(engine_config):
 
 async def test_greedy_matches_engine_alone(worker, engine_config):
     prompts = [[5, 6, 7], [9, 10, 11, 12, 13, 14, 15], [20]]
-    results = await asyncio.gather(*(worker.generate(f"r{i}", p, dict(GREEDY, max_tokens=6 + i))
+    results = await asyncio.gather(*(gen(worker, f"r{i}", p, **GREEDY, max_tokens=6 + i)
                                      for i, p in enumerate(prompts)))
     ref = LLMEngine(EngineConfig(**engine_config)).generate(
         prompts, [SamplingParams(max_tokens=6 + i, **GREEDY) for i in range(3)])
-    for res, r in zip(results, ref):
+    for p, res, r in zip(prompts, results, ref):
         assert res.token_ids == r.token_ids and res.finish_reason == "length"
         assert res.logprobs == pytest.approx(r.logprobs, abs=1e-5)
-        assert res.worker == "w0" and res.num_prompt_tokens == len(r.prompt_token_ids)
+        assert res.worker == "w0" and res.num_prompt_tokens == r.num_prompt_tokens == len(p)
 
 
 async def test_each_request_returns_when_it_finishes(worker):
-    long = asyncio.create_task(worker.generate("long", [5, 6, 7], dict(GREEDY, max_tokens=120)))
+    long = asyncio.create_task(gen(worker, "long", [5, 6, 7], **GREEDY, max_tokens=120))
     await asyncio.sleep(0)
-    short = await worker.generate("short", [8, 9], dict(GREEDY, max_tokens=3))  # added while long runs
+    short = await gen(worker, "short", [8, 9], **GREEDY, max_tokens=3)  # added while long runs
     assert len(short.token_ids) == 3
     assert not long.done()  # short was admitted between steps and finished first
     assert len((await long).token_ids) == 120
 
 
 async def test_abort_and_idempotent_abort(worker):
-    task = asyncio.create_task(worker.generate("a", [5, 6, 7], dict(GREEDY, max_tokens=500)))
+    task = asyncio.create_task(gen(worker, "a", [5, 6, 7], **GREEDY, max_tokens=500))
     while worker.stats()["steps"] < 3:
         await asyncio.sleep(0.01)
-    assert await worker.abort("a") is True
+    assert await worker.abort(AbortRequest("a")) is True
     res = await task
     assert res.finish_reason == "abort"
-    assert await worker.abort("a") is False  # already gone
-    assert await worker.abort("never-existed") is False
-    await worker.generate("b", [5], dict(GREEDY, max_tokens=2))  # the loop has applied the ABORT by now
+    assert await worker.abort(AbortRequest("a")) is False  # already gone
+    assert await worker.abort(AbortRequest("never-existed")) is False
+    await gen(worker, "b", [5], **GREEDY, max_tokens=2)  # the loop has applied the ABORT by now
     assert not worker.engine.has_unfinished_requests()
 
 
 async def test_cancelling_generate_aborts_in_engine(worker):
-    task = asyncio.create_task(worker.generate("c", [5, 6, 7], dict(GREEDY, max_tokens=500)))
+    task = asyncio.create_task(gen(worker, "c", [5, 6, 7], **GREEDY, max_tokens=500))
     while "c" not in worker.engine.requests:
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await worker.generate("d", [5], dict(GREEDY, max_tokens=2))
+    await gen(worker, "d", [5], **GREEDY, max_tokens=2)
     assert "c" not in worker.engine.requests and not worker.engine.has_unfinished_requests()
     assert worker.stats()["aborted"] == 1
 
 
 async def test_update_mid_generation_tags_versions(worker, tiny_weights_v2):
-    task = asyncio.create_task(worker.generate("u", [5, 6, 7], dict(GREEDY, max_tokens=60)))
+    task = asyncio.create_task(gen(worker, "u", [5, 6, 7], **GREEDY, max_tokens=60))
     while worker.stats()["steps"] < 5:
         await asyncio.sleep(0.005)
-    assert await worker.update_weights(tiny_weights_v2, 1) == 1
+    assert await worker.update_weights(UpdateWeights(WeightBucket.of(1, tiny_weights_v2))) == 1
     res = await task
     assert res.versions[0] == 0 and res.versions[-1] == 1
     assert res.versions == sorted(res.versions)  # old tokens keep version 0, later ones are 1
@@ -76,7 +83,7 @@ async def test_update_mid_generation_tags_versions(worker, tiny_weights_v2):
 
 async def test_suspend_holds_steps_and_resume_continues(worker):
     await worker.suspend()
-    task = asyncio.create_task(worker.generate("s", [5, 6], dict(GREEDY, max_tokens=4)))
+    task = asyncio.create_task(gen(worker, "s", [5, 6], **GREEDY, max_tokens=4))
     for _ in range(20):
         await asyncio.sleep(0.01)
     assert not task.done() and worker.stats()["steps"] == 0
@@ -84,26 +91,24 @@ async def test_suspend_holds_steps_and_resume_continues(worker):
     assert len((await task).token_ids) == 4
 
 
-async def test_bad_requests_fail_alone(worker):
-    good = asyncio.create_task(worker.generate("g", [5, 6], dict(GREEDY, max_tokens=20)))
-    with pytest.raises(InvalidRequestError, match="empty prompt"):
-        await worker.generate("e", [], dict(GREEDY))
-    with pytest.raises(InvalidRequestError, match="top_p"):
-        await worker.generate("t", [5], dict(top_p=0.0))
-    with pytest.raises(InvalidRequestError, match="unknown sampling"):
-        await worker.generate("t", [5], dict(temprature=0.5))
-    with pytest.raises(InvalidRequestError):
-        await worker.generate("long", [5] * 5000, dict(GREEDY))  # longer than the context
+async def test_requests_the_engine_refuses_fail_alone(worker):
+    good = asyncio.create_task(gen(worker, "g", [5, 6], **GREEDY, max_tokens=20))
+    with pytest.raises(InvalidRequestError, match="max_model_len"):
+        await gen(worker, "long", [5] * 5000, **GREEDY)  # longer than the context
+    with pytest.raises(InvalidRequestError, match="vocabulary"):
+        await gen(worker, "vocab", [5, 99999], **GREEDY)
+    with pytest.raises(InvalidRequestError, match="already in flight"):
+        await gen(worker, "g", [5], **GREEDY)
     assert len((await good).token_ids) == 20
-    assert worker.stats()["failed"] >= 1
+    assert worker.stats()["failed"] == 2
 
 
 async def test_finish_callback_and_prefix_stats(worker):
     seen = []
     worker.add_finish_callback(lambda rid, res: seen.append(rid))
     history = list(range(5, 70))
-    first = await worker.generate("t1", history, dict(GREEDY, max_tokens=4))
-    second = await worker.generate("t2", history + first.token_ids + [9, 9], dict(GREEDY, max_tokens=4))
+    first = await gen(worker, "t1", history, **GREEDY, max_tokens=4)
+    second = await gen(worker, "t2", history + first.token_ids + [9, 9], **GREEDY, max_tokens=4)
     assert seen == ["t1", "t2"]
     assert second.num_cached_tokens >= 64  # the history's full blocks came from the prefix cache
     assert worker.stats()["prefix_hit_rate"] > 0
@@ -115,7 +120,7 @@ async def test_speed_model_times_each_step_from_engine_work(engine_config):
     for hw in ("H800", "H20"):
         w = InferenceWorker(engine_config, name=hw, hw_class=hw, speed=dict(hardware=hw, time_scale=0.0))
         try:
-            await w.generate("p", list(range(3, 503)), dict(GREEDY, max_tokens=2))
+            await gen(w, "p", list(range(3, 503)), **GREEDY, max_tokens=2)
             sims[hw] = w.stats()["simulated_seconds"]
         finally:
             await w.shutdown()

@@ -4,6 +4,7 @@ import gc
 import warnings
 
 from rollart.actors import ActorSystem
+from rollart.types import GenerateRequest, SamplingParams
 
 
 async def test_generate_cancelled_in_the_same_drain_is_not_left_unawaited(engine_config):
@@ -13,15 +14,16 @@ async def test_generate_cancelled_in_the_same_drain_is_not_left_unawaited(engine
             worker = await system.spawn("rollart.inference.worker:InferenceWorker", engine_config,
                                         mode="inprocess", name="w0")
             for i in range(4):
-                task = asyncio.ensure_future(worker.call("generate", f"early-{i}", [5, 6, 7], dict(max_tokens=4)))
+                task = asyncio.ensure_future(worker.send(GenerateRequest(f"early-{i}", [5, 6, 7],
+                                                                                  SamplingParams(max_tokens=4))))
                 await asyncio.sleep(0)  # its Call is sent, not yet read by the actor
                 task.cancel()           # the Cancel lands in the same drain
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-            done = await worker.call("generate", "late", [5, 6, 7], dict(temperature=0.0, max_tokens=3,
-                                                                          ignore_eos=True))
+            done = await worker.send(GenerateRequest("late", [5, 6, 7], SamplingParams(
+                temperature=0.0, max_tokens=3, ignore_eos=True)))
             assert done.finish_reason == "length" and len(done.token_ids) == 3
             stats = await worker.call("get_stats")
             assert stats["requests"] == 1 and stats["running"] == 0  # the cancelled ones never reached it

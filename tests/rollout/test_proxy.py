@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from rollart.engine.sampling import InvalidRequestError
 from rollart.inference.worker import InferenceWorker
 from rollart.rollout.proxy import LLMProxy, LocalWorker, NoWorkerError, ProxyConfig, UnknownTagError
+from rollart.types import InvalidRequestError, WeightBucket
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 GREEDY = dict(temperature=0.0, ignore_eos=True)
@@ -48,6 +48,26 @@ async def test_unknown_tag_is_a_clear_error(make_proxy):
         await proxy.generate("t", [5], dict(GREEDY, max_tokens=1), tag="webshop")
     with pytest.raises(InvalidRequestError, match="empty prompt"):
         await proxy.generate("t", [], dict(GREEDY), tag="frozenlake")
+
+
+async def test_bad_requests_get_one_clear_error_at_the_proxy(make_proxy):
+    proxy, (worker,) = await make_proxy(["cpu"])
+    good = asyncio.create_task(proxy.generate("g", [5, 6], dict(GREEDY, max_tokens=20)))
+    bad = [("text", "hello", dict(GREEDY), "integer token ids"),
+           ("none", [5, None], dict(GREEDY), "integer token ids"),
+           ("temp", [5], dict(temperature=-1.0), "temperature"),
+           ("topp", [5], dict(top_p=0.0), "top_p"),
+           ("unknown", [5], dict(temprature=0.5), "unknown sampling"),
+           ("maxtok", [5], dict(max_tokens=0), "max_tokens"),
+           ("kind", [5], [0.5], "sampling must be")]
+    for tid, prompt, sampling, msg in bad:
+        with pytest.raises(InvalidRequestError, match=msg):
+            await proxy.generate(tid, prompt, sampling)
+    assert worker.stats()["requests"] <= 1  # none of them reached the worker
+    # what only the engine can judge (the context length) comes back as the same error type
+    with pytest.raises(InvalidRequestError, match="max_model_len"):
+        await proxy.generate("long", [5] * 5000, dict(GREEDY))
+    assert len((await good).token_ids) == 20
 
 
 async def test_falls_back_to_compatible_class(make_proxy):
@@ -142,7 +162,7 @@ async def test_update_weights_reaches_every_worker(make_proxy, tiny_model):
     from safetensors.torch import load_file
     proxy, workers = await make_proxy(["H800", "H20"])
     weights = load_file(os.path.join(tiny_model, "model.safetensors"))
-    assert sorted(await proxy.update_weights(weights, 3)) == ["H20-1", "H800-0"]
+    assert sorted(await proxy.update_weights(WeightBucket.of(3, weights))) == ["H20-1", "H800-0"]
     assert [await w.get_version() for w in workers] == [3, 3]
     res = await proxy.generate("v", [5], dict(GREEDY, max_tokens=2))
     assert res.versions == [3, 3]

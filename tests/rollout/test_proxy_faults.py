@@ -9,6 +9,7 @@ import pytest
 from rollart.actors import ActorSystem, RestartPolicy
 from rollart.inference.worker import InferenceWorker
 from rollart.rollout.proxy import LLMProxy, ProxyConfig
+from rollart.types import WeightBucket
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TURN_TOKENS = 16
@@ -86,7 +87,7 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
                      ProxyConfig(hw_affinity={"frozenlake": "H800"}, fallback={"H800": ["H20"]},
                                  max_worker_failures=2, restart_timeout_s=120))
     # version 1 everywhere: a restarted worker must get it again before serving
-    await proxy.update_weights(load_file(os.path.join(sharp_model, "model.safetensors")), 1)
+    await proxy.update_weights(WeightBucket.of(1, load_file(os.path.join(sharp_model, "model.safetensors"))))
     num_traj, turns = 4, 3
     results = []
     rollout = asyncio.gather(*(_trajectory(proxy, f"traj{t}", turns, results, "frozenlake")

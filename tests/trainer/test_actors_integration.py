@@ -47,7 +47,7 @@ async def test_trainer_and_store_actors_end_to_end(tmp_path):
         await trainer.call("close")
 
     fresh = make_model(seed=77)
-    load_weights(fresh, named)
+    load_weights(fresh, named.named_tensors())
     saved = load_model(latest(tmp_path / "ckpt") / "model")
     ids = torch.randint(0, 32, (3, 10))
     assert torch.allclose(fresh(ids), saved(ids), atol=1e-6)

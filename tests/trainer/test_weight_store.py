@@ -10,6 +10,7 @@ from rollart.trainer import TrainerConfig
 from rollart.trainer.torch_trainer import TorchTrainer
 from rollart.trainer.weight_store import (LocalHandle, WeightPuller, WeightStore, bucketize, push_weights,
                                           tensor_bytes)
+from rollart.types import WeightBucket
 
 from tiny_policy import make_model, make_trajectories
 
@@ -26,22 +27,22 @@ def test_bucketize_respects_size_and_order():
 
 def test_store_publishes_complete_versions_only_and_drops_old_ones():
     store = WeightStore(keep_versions=2)
-    store.put_bucket(1, 0, ["x"], [torch.ones(2)])
+    store.put_bucket(WeightBucket(1, {"x": torch.ones(2)}, 0))
     with pytest.raises(KeyError, match="not published"):
         store.get_bucket(1, 0)
     with pytest.raises(ValueError, match="buckets \\[1\\]"):
         store.publish(1, num_buckets=2)
-    store.put_bucket(1, 1, ["y"], [torch.zeros(3)])
+    store.put_bucket(WeightBucket(1, {"y": torch.zeros(3)}, 1))
     store.publish(1, 2)
     assert store.latest_version() == 1
     assert store.manifest(1)["names"] == ["x", "y"] and store.manifest(1)["bytes"] == 20
     for v in (2, 3):
-        store.put_bucket(v, 0, ["x"], [torch.full((2,), float(v))])
+        store.put_bucket(WeightBucket(v, {"x": torch.full((2,), float(v))}, 0))
         store.publish(v, 1)
     with pytest.raises(KeyError, match="available: \\[2, 3\\]"):
         store.manifest(1)
     with pytest.raises(ValueError, match="not newer"):
-        store.put_bucket(3, 0, ["x"], [torch.ones(2)])
+        store.put_bucket(WeightBucket(3, {"x": torch.ones(2)}, 0))
 
 
 class CountingStore(WeightStore):
@@ -86,10 +87,10 @@ async def test_trainer_weights_flow_through_store_and_load_identically():
     # the published version is a snapshot: training further does not change it
     trainer.train_step(make_trajectories(seed=1))
     fresh = make_model(seed=123)
-    load_weights(fresh, named)
+    load_weights(fresh, named.named_tensors())
     ids = torch.randint(0, 32, (2, 9))
     ref = make_model(seed=5)
-    load_weights(ref, await _named_of(handle, trainer.version - 1))
+    load_weights(ref, (await _named_of(handle, trainer.version - 1)).named_tensors())
     assert torch.allclose(fresh(ids), ref(ids))
     assert not torch.allclose(fresh(ids), trainer.policy(ids))
 
@@ -105,7 +106,8 @@ async def test_take_without_start_is_fully_exposed_and_unknown_version_errors():
     named_in = [(f"w{i}", torch.arange(2.0) + i) for i in range(3)]
     await push_weights(handle, bucketize(named_in, 8), version=4)
     named, stats = await WeightPuller(handle).take(4)
-    assert [n for n, _ in named] == ["w0", "w1", "w2"] and torch.equal(named[2][1], torch.tensor([2.0, 3.0]))
+    assert named.names == ["w0", "w1", "w2"] and named.version == 4
+    assert torch.equal(named.tensors["w2"], torch.tensor([2.0, 3.0]))
     # every bucket pull happened inside take(): the exposed interval contains all of them
     assert stats.num_buckets == 3 and stats.pull_exposed_s >= stats.pull_accum_s
     with pytest.raises(KeyError, match="version 9 is not published"):

@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from rollart.types import WeightBucket
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("vllm", reason="vllm is not installed: run `bash tools/setup_vllm_cpu.sh` and "
                                    "`.venv-vllm/bin/python -m pytest -m vllm tests/vllm`")
@@ -56,8 +58,14 @@ def _run(engine):
     return outs
 
 
+def test_vllm_engine_satisfies_the_engine_protocol(vengine):
+    from rollart.engine.protocol import Engine
+    from rollart.types import EngineStats
+    assert isinstance(vengine, Engine) and isinstance(vengine.stats(), EngineStats)
+
+
 def test_greedy_matches_torch_engine(vengine, models):
-    from rollart.engine.sampling import SamplingParams
+    from rollart.types import SamplingParams
     lens = [16, 9, 12, 5]
     for i, (p, n) in enumerate(zip(PROMPTS, lens)):
         vengine.add_request(f"g{i}", p, SamplingParams(max_tokens=n, **GREEDY))
@@ -71,7 +79,7 @@ def test_greedy_matches_torch_engine(vengine, models):
 
 
 def test_min_tokens_holds_off_stop_tokens(vengine, models):
-    from rollart.engine.sampling import SamplingParams
+    from rollart.types import SamplingParams
     first = _torch_generate(models[0], PROMPTS[1:2], [1])[0].token_ids[0]
     vengine.add_request("s", PROMPTS[1], SamplingParams(max_tokens=12, stop_token_ids=[first], **GREEDY))
     vengine.add_request("m", PROMPTS[1], SamplingParams(max_tokens=12, min_tokens=5, stop_token_ids=[first],
@@ -82,7 +90,7 @@ def test_min_tokens_holds_off_stop_tokens(vengine, models):
 
 
 def test_abort_is_idempotent(vengine):
-    from rollart.engine.sampling import InvalidRequestError, SamplingParams
+    from rollart.types import InvalidRequestError, SamplingParams
     vengine.add_request("a", [5, 6], SamplingParams(max_tokens=200, **GREEDY))
     vengine.step()
     assert vengine.abort_request("a") is True
@@ -95,13 +103,13 @@ def test_abort_is_idempotent(vengine):
 
 
 def test_weight_update_mid_generation_recomputes_kv(vengine, models):
-    from rollart.engine.sampling import SamplingParams
+    from rollart.types import SamplingParams
     v1, v2, weights_v2 = models
     prompt = PROMPTS[1]
     vengine.add_request("u", prompt, SamplingParams(max_tokens=12, **GREEDY))
     for _ in range(4):
         vengine.step()
-    vengine.update_weights(weights_v2, 1)
+    vengine.update_weights(WeightBucket.of(1, weights_v2))
     out = _run(vengine)["u"]
     k = out.versions.count(0)
     assert 0 < k < 12 and out.versions == [0] * k + [1] * (12 - k)
@@ -115,14 +123,15 @@ def test_weight_update_mid_generation_recomputes_kv(vengine, models):
     assert out.logprobs[k:] == pytest.approx(after.logprobs, abs=2e-3)
     # put v1 back for the other tests
     from safetensors.torch import load_file
-    vengine.update_weights(load_file(os.path.join(v1, "model.safetensors")), 2)
+    vengine.update_weights(WeightBucket.of(2, load_file(os.path.join(v1, "model.safetensors"))))
 
 
 async def test_inference_worker_serves_vllm(vengine, models):
     from rollart.inference.worker import InferenceWorker
+    from rollart.types import GenerateRequest, SamplingParams
     worker = InferenceWorker(engine_obj=vengine, name="vllm-0")
     try:
-        results = await asyncio.gather(*(worker.generate(f"w{i}", p, dict(GREEDY, max_tokens=6))
+        results = await asyncio.gather(*(worker.generate(GenerateRequest(f"w{i}", p, SamplingParams(max_tokens=6, **GREEDY)))
                                          for i, p in enumerate(PROMPTS)))
         ref = _torch_generate(models[0], PROMPTS, [6] * len(PROMPTS))
         assert [r.token_ids for r in results] == [r.token_ids for r in ref]

@@ -118,7 +118,7 @@ def run_engine(path, trajs, observations, seed: int) -> dict:
                 submit(i)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "cpu_s": cpu, "prefix_hit": hit / max(reusable, 1),
-            "preemptions": engine.stats.preemptions, "steps": engine.stats.steps}
+            "preemptions": engine.stats().preemptions, "steps": engine.stats().steps}
 
 
 def run_hf(path, trajs, observations, seed: int) -> dict:

@@ -33,7 +33,7 @@ def run_one(backend: str, model: str, batch: int, tokens: int) -> dict:
 
     from rollart.engine.config import EngineConfig
     from rollart.engine.registry import create_engine
-    from rollart.engine.sampling import SamplingParams
+    from rollart.types import SamplingParams
 
     t0 = time.perf_counter()
     engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype="float32",

@@ -38,7 +38,7 @@ class RemoteError(ActorError):
     """The remote method raised. Carries the remote exception's type name, message and traceback text.
 
     ``remote_type`` is the qualified name (``"builtins.ValueError"``,
-    ``"rollart.engine.sampling.InvalidRequestError"``); ``matches(cls)`` compares by name, since the
+    ``"rollart.types.InvalidRequestError"``); ``matches(cls)`` compares by name, since the
     exception object itself never crosses the wire (no pickle).
     """
 

@@ -6,19 +6,16 @@
         for out in engine.step():        # requests that finished in this step
             print(out.request_id, out.token_ids, out.finish_reason)
 
-A plain class with no threads or sockets: the inference worker drains commands (add / abort / update)
-between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
+A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``: the
+inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
 K/V under the new weights before decoding continues (RollArt §6.2 step 5); every generated token
 records the policy version that produced it.
 """
 from __future__ import annotations
 
 import json
-import operator
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -27,48 +24,10 @@ from rollart.engine.config import EngineConfig
 from rollart.engine.detokenizer import StopStringChecker
 from rollart.engine.model_runner import ModelRunner, kv_bytes_per_block
 from rollart.engine.sampler import sample
-from rollart.engine.sampling import InvalidRequestError, SamplingParams
 from rollart.engine.scheduler import Scheduler
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, load_model, load_tokenizer
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    prompt_token_ids: list[int]
-    token_ids: list[int]
-    """Generated tokens (a stop token or the token completing a stop string is included)."""
-    logprobs: list[float]
-    """log_softmax(raw logits)[token] of each generated token (before temperature/top-k/top-p)."""
-    versions: list[int]
-    """Policy version that produced each generated token."""
-    finish_reason: str
-    """'stop' (eos / stop token / stop string), 'length' (max_tokens or max_model_len), 'error'."""
-    num_cached_tokens: int = 0
-    """Prompt tokens taken from the prefix cache when the request was first admitted."""
-    error: str | None = None
-    """Why the request failed (finish_reason 'error'); None otherwise."""
-    text: str = ""
-    """Decoded generated tokens (special tokens skipped); empty when the engine has no tokenizer."""
-
-
-@dataclass
-class EngineStats:
-    steps: int = 0
-    requests_added: int = 0
-    prompt_tokens: int = 0
-    """Prompt tokens of every added request."""
-    generated_tokens: int = 0
-    prefix_hit_tokens: int = 0
-    """Tokens served from the prefix cache at (re-)admission."""
-    computed_prompt_tokens: int = 0
-    """Prompt/context tokens actually computed (incl. recomputation)."""
-    preemptions: int = 0
-    weight_updates: int = 0
-    recomputed_tokens: int = 0
-    """Tokens whose K/V were dropped by weight updates (to be recomputed)."""
-    extra: dict = field(default_factory=dict)
+from rollart.types import EngineStats, GenerationResult, InvalidRequestError, SamplingParams, WeightBucket
 
 
 class LLMEngine:
@@ -108,20 +67,15 @@ class LLMEngine:
         return ids
 
     # ---- requests -------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams | dict | None = None) -> None:
-        """Queue a request; raises InvalidRequestError (naming the problem) and changes nothing if it is bad."""
-        if isinstance(sampling, dict):
-            sampling = SamplingParams.from_dict(sampling)
-        sampling = sampling or SamplingParams()
-        if not isinstance(sampling, SamplingParams):
-            raise InvalidRequestError(f"request {request_id!r}: sampling must be SamplingParams or a dict, got {type(sampling).__name__}")
-        sampling.validate()
+    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams) -> None:
+        """Queue a request; raises InvalidRequestError (naming the problem) and changes nothing if it is bad.
+
+        Takes typed values (the proxy validated the prompt and built the SamplingParams); checks only what
+        this engine alone knows: id uniqueness, the vocabulary, the context length, a tokenizer for stops.
+        """
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already in flight; ids must be unique")
-        try:  # accepts numpy / torch integer scalars too
-            prompt = [operator.index(t) for t in prompt_token_ids]
-        except TypeError:
-            raise InvalidRequestError(f"request {request_id!r}: prompt_token_ids must be a list of integer token ids") from None
+        prompt = list(prompt_token_ids)
         if not prompt:
             raise InvalidRequestError(f"request {request_id!r}: empty prompt (need at least one token)")
         vocab = self.model.config.vocab_size
@@ -148,6 +102,7 @@ class LLMEngine:
         if seq is None:
             return False
         self.scheduler.finish(seq, "abort")
+        self._stats.aborted += 1
         return True
 
     def has_unfinished_requests(self) -> bool:
@@ -158,7 +113,7 @@ class LLMEngine:
         return len(self.requests)
 
     # ---- stepping --------------------------------------------------------------------------------
-    def step(self) -> list[RequestOutput]:
+    def step(self) -> list[GenerationResult]:
         """One scheduler step; returns the requests that finished in it."""
         batch = self.scheduler.schedule()
         if not batch.seqs:
@@ -198,35 +153,35 @@ class LLMEngine:
             return "length"
         return None
 
-    def _finish(self, seq: Sequence, reason: str) -> RequestOutput:
-        error = seq.finish_reason if reason == "error" else None
+    def _finish(self, seq: Sequence, reason: str) -> GenerationResult:
+        error = seq.finish_reason if reason == "error" else ""
         self.scheduler.finish(seq, reason)
         del self.requests[seq.request_id]
         out = seq.output_token_ids
         text = ""
-        if self.tokenizer is not None and error is None:
+        if self.tokenizer is not None and not error:
             try:
                 text = self.tokenizer.decode(out, skip_special_tokens=True)
             except Exception:  # the tokens are the result; text is a convenience
                 text = ""
-        return RequestOutput(seq.request_id, seq.token_ids[:seq.num_prompt_tokens], out, seq.logprobs, seq.versions,
-                             reason, seq.num_cached_tokens or 0, error, text)
+        return GenerationResult(out, seq.logprobs, seq.versions, reason, text, num_prompt_tokens=seq.num_prompt_tokens,
+                                num_cached_tokens=seq.num_cached_tokens or 0, request_id=seq.request_id, error=error)
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[GenerationResult]:
         """Convenience for scripts and tests: run prompts to completion, outputs in prompt order."""
         params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(prompts)
         ids = [f"gen-{self._stats.requests_added + i}" for i in range(len(prompts))]
         for rid, p, sp in zip(ids, prompts, params):
             self.add_request(rid, p, sp)
-        done: dict[str, RequestOutput] = {}
+        done: dict[str, GenerationResult] = {}
         while len(done) < len(ids):
             for out in self.step():
                 done[out.request_id] = out
         return [done[r] for r in ids]
 
     # ---- weights ---------------------------------------------------------------------------------
-    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
-        """Load new weights (HF names; all checked before any is copied) and move to ``version``.
+    def update_weights(self, weights: WeightBucket) -> None:
+        """Load new weights (HF names; all checked before any is copied) and move to ``weights.version``.
 
         In-flight requests keep their tokens; their K/V (and the whole prefix cache) is dropped and
         recomputed under the new weights before they decode again.
@@ -234,7 +189,7 @@ class LLMEngine:
         params = dict(self.model.named_parameters())
         tied = self.model.config.tie_word_embeddings
         items = []
-        for name, tensor in named_tensors:
+        for name, tensor in weights.named_tensors():
             if name == "lm_head.weight" and tied:
                 continue
             if name not in params:
@@ -245,14 +200,13 @@ class LLMEngine:
         with torch.no_grad():
             for p, t in items:
                 p.copy_(t)
-        self.version = version
+        self.version = weights.version
         self._stats.weight_updates += 1
         self._stats.recomputed_tokens += self.scheduler.reset_all()
 
     def reset_prefix_cache(self) -> None:
         self.block_manager.reset_prefix_cache()
 
-    @property
     def stats(self) -> EngineStats:
         s = self._stats
         s.prefix_hit_tokens = self.scheduler.stats.prefix_hit_tokens

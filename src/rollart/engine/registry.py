@@ -9,6 +9,8 @@ import dataclasses
 import importlib
 from typing import Any
 
+from rollart.engine.protocol import Engine
+
 ENGINES: dict[str, str] = {
     "torch": "rollart.engine.llm_engine:LLMEngine",
     "vllm": "rollart.engine.vllm_backend:VLLMEngine",
@@ -48,7 +50,7 @@ def engine_config(config: Any) -> Any:
     raise TypeError(f"engine config must be an EngineConfig or a dict, got {type(config).__name__}")
 
 
-def create_engine(backend: str, config: Any) -> Any:
+def create_engine(backend: str, config: Any) -> Engine:
     """Build the engine of ``backend`` from ``config`` (EngineConfig or dict of its fields)."""
     if backend not in ENGINES:
         raise ValueError(f"unknown engine backend {backend!r}; choose one of {sorted(ENGINES)}")

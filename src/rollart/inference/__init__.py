@@ -1,2 +1,3 @@
-"""Inference workers: the command-driven loop around one engine (``worker``, which can sleep for the
-simulated step time of rollart.hardware.SpeedModel), and prefill/decode disaggregation for LLMProxy (``pd``)."""
+"""Inference serving below the LLMProxy: the command-driven worker loop around one engine (``worker``, which
+can sleep for the simulated step time of rollart.hardware.SpeedModel) and the prefill/decode split of one
+request (``pd``)."""

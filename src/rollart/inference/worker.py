@@ -1,8 +1,9 @@
 """The inference worker: a command-driven loop around one engine (RollArt §6.1, Figure 8).
 
-Callers never touch the engine. ``generate`` / ``abort`` / ``update_weights`` / ``suspend`` /
-``resume`` only append a command to the worker's inbox and wake its loop; the loop alone owns the
-engine and runs, forever::
+Callers never touch the engine. ``generate(GenerateRequest)`` / ``abort(AbortRequest)`` /
+``update_weights(UpdateWeights)`` / ``suspend`` / ``resume`` only append a command to the worker's
+inbox and wake its loop; the loop alone owns the engine (any ``rollart.engine.protocol.Engine``) and
+runs, forever::
 
     1) drain commands   (ADD, ABORT, UPDATE, SUSPEND, RESUME) - applied between engine steps
     2) step the engine  (one prefill/decode step for the whole running batch, in the engine thread)
@@ -16,12 +17,12 @@ while the engine computes; the engine itself is only ever touched from that one 
 
 ``InferenceWorker`` is a plain class: tests drive it in-process; the actor runtime serves it in its own
 process (``ActorSystem.spawn(InferenceWorker, ...)``), where cancelling a ``generate`` call cancels the
-coroutine here, which aborts the request in the engine.
+coroutine here, which aborts the request in the engine. Requests arrive typed and validated (the
+LLMProxy validates them where they enter); the worker does not check them again.
 """
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections import deque
@@ -29,9 +30,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.actors import handles
+from rollart.engine.protocol import Engine
 from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
-from rollart.types import GenerationResult
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, InvalidRequestError,
+                           UpdateWeights, WeightBucket)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,7 @@ class InferenceWorker:
 
     def __init__(self, engine: Any = None, *, backend: str | None = None, name: str = "worker",
                  hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
-                 engine_obj: Any = None) -> None:
+                 engine_obj: Engine | None = None) -> None:
         if engine_obj is None:
             if engine is None:
                 raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
@@ -84,7 +87,7 @@ class InferenceWorker:
             if backend is None:
                 backend = (engine.get("backend") if isinstance(engine, dict) else getattr(engine, "backend", None))
             engine_obj = create_engine(backend or "torch", engine)
-        self.engine = engine_obj
+        self.engine: Engine = engine_obj
         self.name = name
         self.hw_class = hw_class
         if isinstance(speed, dict):
@@ -116,22 +119,20 @@ class InferenceWorker:
         """Actor hook: start the loop as soon as the actor is up."""
         self._ensure_loop()
 
-    async def generate(self, request_id: str, prompt_token_ids: list[int], sampling: dict | None = None,
-                       trajectory_id: str = "") -> GenerationResult:
+    @handles(GenerateRequest)
+    async def generate(self, request: GenerateRequest) -> GenerationResult:
         """Generate for one request; returns the moment it finishes (finish_reason 'abort' if aborted).
 
-        Bad input raises ``InvalidRequestError`` here; cancelling this coroutine aborts the request.
+        What the engine refuses raises ``InvalidRequestError`` here; cancelling this coroutine aborts the request.
         """
-        params = sampling if isinstance(sampling, SamplingParams) else SamplingParams.from_dict(sampling or {})
-        prompt = [int(t) for t in prompt_token_ids]
-        if not prompt:
-            raise InvalidRequestError(f"request {request_id!r}: empty prompt; send at least one token")
+        request_id = request.request_id
         if request_id in self._inflight:
             raise InvalidRequestError(f"request id {request_id!r} is already in flight on {self.name}")
         future = asyncio.get_running_loop().create_future()
-        self._inflight[request_id] = _InFlight(future, len(prompt), params.max_tokens, trajectory_id)
+        self._inflight[request_id] = _InFlight(future, len(request.prompt_token_ids), request.sampling.max_tokens,
+                                               request.trajectory_id)
         self._counters["requests"] += 1
-        self._send(_Command("ADD", request_id, (prompt, params)))
+        self._send(_Command("ADD", request_id, request))
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -142,8 +143,12 @@ class InferenceWorker:
             self._send(_Command("ABORT", request_id))
             raise
 
-    async def abort(self, request_id: str) -> bool:
+    @handles(AbortRequest)
+    async def abort(self, request: AbortRequest) -> bool:
         """Abort a request; its ``generate`` returns finish_reason 'abort'. False if it was not in flight."""
+        return self._abort(request.request_id)
+
+    def _abort(self, request_id: str) -> bool:
         entry = self._inflight.pop(request_id, None)
         self._send(_Command("ABORT", request_id))
         if entry is None:
@@ -153,9 +158,11 @@ class InferenceWorker:
             entry.future.set_result(self._aborted_result(entry))
         return True
 
-    async def update_weights(self, named_tensors: Any, version: int) -> int:
-        """Load new weights between two steps; requests in flight continue (their KV is recomputed)."""
-        return await self._command_and_wait("UPDATE", (named_tensors, int(version)))
+    @handles(UpdateWeights)
+    async def update_weights(self, update: UpdateWeights) -> int:
+        """Load new weights between two steps; requests in flight continue (their KV is recomputed).
+        Returns the version now loaded."""
+        return await self._command_and_wait("UPDATE", update.weights)
 
     async def suspend(self) -> None:
         """Pause stepping (requests and their KV stay; new ADDs queue up). Returns once paused."""
@@ -165,7 +172,7 @@ class InferenceWorker:
         await self._command_and_wait("RESUME")
 
     async def get_version(self) -> int:
-        return int(getattr(self.engine, "version", 0))
+        return self.engine.version
 
     async def get_stats(self) -> dict:
         return self.stats()
@@ -183,7 +190,7 @@ class InferenceWorker:
                 pass
             self._loop_task = None
         for rid in list(self._inflight):
-            await self.abort(rid)
+            self._abort(rid)
         self._thread.shutdown(wait=True)
 
     async def on_stop(self) -> None:
@@ -195,7 +202,7 @@ class InferenceWorker:
 
     def stats(self) -> dict:
         c = self._counters
-        return dict(c, name=self.name, hw_class=self.hw_class, version=int(getattr(self.engine, "version", 0)),
+        return dict(c, name=self.name, hw_class=self.hw_class, version=self.engine.version,
                     running=len(self._inflight), outstanding_tokens=self.outstanding_tokens(),
                     suspended=self._suspended,
                     prefix_hit_rate=c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0)
@@ -234,7 +241,8 @@ class InferenceWorker:
                     await self._wakeup.wait()  # no work: sleep until a command arrives
                 continue
             # 2) step the engine
-            before = _engine_counters(self.engine)
+            stats = self.engine.stats()
+            prefilled, decoded = stats.computed_prompt_tokens, stats.generated_tokens  # stats() may be live
             t0 = time.perf_counter()
             try:
                 outputs = await loop.run_in_executor(self._thread, self.engine.step)
@@ -247,7 +255,8 @@ class InferenceWorker:
             self._counters["engine_seconds"] += real
             # 3) simulated hardware delay
             if self.speed is not None:
-                work = self._step_work(before, _engine_counters(self.engine))
+                stats = self.engine.stats()
+                work = self._step_work(stats.computed_prompt_tokens - prefilled, stats.generated_tokens - decoded)
                 simulated = self.speed.step_seconds(work)
                 self._counters["simulated_seconds"] += simulated  # paper-scale hardware time
                 self._counters["simulated_scaled_seconds"] += simulated * self.speed.cfg.time_scale  # what steps last
@@ -264,9 +273,9 @@ class InferenceWorker:
                 entry = self._inflight.get(cmd.request_id)
                 if entry is None or entry.future.done():
                     return  # aborted or cancelled before it reached the engine
-                prompt, params = cmd.payload
+                request: GenerateRequest = cmd.payload
                 try:
-                    self.engine.add_request(cmd.request_id, prompt, params)
+                    self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling)
                 except InvalidRequestError as e:
                     self._inflight.pop(cmd.request_id, None)
                     self._counters["failed"] += 1
@@ -274,11 +283,9 @@ class InferenceWorker:
             elif cmd.kind == "ABORT":
                 self.engine.abort_request(cmd.request_id)
             elif cmd.kind == "UPDATE":
-                named_tensors, version = cmd.payload
-                if isinstance(named_tensors, dict):
-                    named_tensors = list(named_tensors.items())
-                await loop.run_in_executor(self._thread, self.engine.update_weights, named_tensors, version)
-                _resolve(cmd.done, version)
+                weights: WeightBucket = cmd.payload
+                await loop.run_in_executor(self._thread, self.engine.update_weights, weights)
+                _resolve(cmd.done, weights.version)
             elif cmd.kind in ("SUSPEND", "RESUME"):
                 self._suspended = cmd.kind == "SUSPEND"
                 _resolve(cmd.done, None)
@@ -289,20 +296,16 @@ class InferenceWorker:
             if cmd.done is not None and not cmd.done.done():
                 cmd.done.set_exception(e)
 
-    def _finish(self, out: Any) -> None:
-        entry = self._inflight.pop(out.request_id, None)
+    def _finish(self, result: GenerationResult) -> None:
+        entry = self._inflight.pop(result.request_id, None)
         if entry is None or entry.future.done():
             return  # aborted or cancelled meanwhile
-        error = getattr(out, "error", None)
-        if error:
+        if result.error:
             self._counters["failed"] += 1
-            entry.future.set_exception(InvalidRequestError(f"request {out.request_id!r}: {error}"))
+            entry.future.set_exception(InvalidRequestError(f"request {result.request_id!r}: {result.error}"))
             return
-        result = GenerationResult(
-            token_ids=list(out.token_ids), logprobs=[float(x) for x in out.logprobs],
-            versions=[int(v) for v in out.versions], finish_reason=out.finish_reason,
-            text=getattr(out, "text", "") or self._decode(out.token_ids), num_prompt_tokens=entry.num_prompt_tokens,
-            num_cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0), worker=self.name)
+        result.worker = self.name
+        result.text = result.text or self._decode(result.token_ids)
         c = self._counters
         c["finished"] += 1
         c["prompt_tokens"] += result.num_prompt_tokens
@@ -311,7 +314,7 @@ class InferenceWorker:
         entry.future.set_result(result)
         for fn in self._on_finish:
             try:
-                fn(out.request_id, result)
+                fn(result.request_id, result)
             except Exception:  # noqa: BLE001
                 log.exception("%s: finish callback failed", self.name)
 
@@ -326,10 +329,8 @@ class InferenceWorker:
                 self._counters["failed"] += 1
                 entry.future.set_exception(error)
 
-    def _step_work(self, before: dict, after: dict) -> StepWork:
-        """This step's work from the engine's counters; contexts estimated from what is in flight."""
-        prefill = int(after["prefill"] - before["prefill"])
-        decode = int(after["decode"] - before["decode"])
+    def _step_work(self, prefill: int, decode: int) -> StepWork:
+        """This step's work (prompt tokens computed, tokens generated); contexts estimated from what is in flight."""
         contexts = []
         for e in self._inflight.values():
             e.steps += 1
@@ -343,7 +344,7 @@ class InferenceWorker:
                                 num_prompt_tokens=entry.num_prompt_tokens, worker=self.name)
 
     def _decode(self, token_ids: list[int]) -> str:
-        tok = getattr(self.engine, "tokenizer", None)
+        tok = self.engine.tokenizer
         if tok is None:
             return ""
         try:
@@ -355,16 +356,3 @@ class InferenceWorker:
 def _resolve(fut: asyncio.Future | None, value: Any) -> None:
     if fut is not None and not fut.done():
         fut.set_result(value)
-
-
-def _engine_counters(engine: Any) -> dict:
-    """Cumulative (prompt tokens computed, tokens generated) of the engine, for the speed model."""
-    stats = getattr(engine, "stats", None)
-    if callable(stats):
-        stats = stats()
-    if dataclasses.is_dataclass(stats):
-        stats = dataclasses.asdict(stats)
-    if not isinstance(stats, dict):
-        return {"prefill": 0.0, "decode": 0.0}
-    return {"prefill": float(stats.get("computed_prompt_tokens", stats.get("prompt_tokens", 0))),
-            "decode": float(stats.get("generated_tokens", 0))}

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from rollart.trainer.weight_store import WeightPuller, WeightSyncStats, push_weights
+from rollart.types import WeightBucket
 
 
 class WeightSync:
@@ -22,7 +23,7 @@ class WeightSync:
         self.puller = WeightPuller(store, link_bytes_per_s or None)  # a rate simulates a slower link
         self.published = -1
         self.pending: WeightSyncStats | None = None
-        self._fetched: tuple[list, WeightSyncStats] | None = None
+        self._fetched: tuple[WeightBucket, WeightSyncStats] | None = None
 
     async def publish(self, version: int) -> WeightSyncStats:
         """Trainer -> store (once per version), then start pulling it in the background."""
@@ -47,10 +48,10 @@ class WeightSync:
         if self.pending is None:
             return {}
         version, push = self.published, self.pending
-        named, pull = self._fetched if self._fetched is not None else await self.puller.take(version)
+        weights, pull = self._fetched if self._fetched is not None else await self.puller.take(version)
         self._fetched = None
         t0 = time.perf_counter()
-        await self.proxy.update_weights(named, version)
+        await self.proxy.update_weights(weights)
         self.pending = None
         metrics = pull.as_metrics()
         metrics["system/weight_push_s"] = push.push_s

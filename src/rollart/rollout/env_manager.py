@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rollart.config import ConfigError
-from rollart.engine.sampling import SamplingParams
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
-from rollart.types import Trajectory
+from rollart.types import SamplingParams, Trajectory
 
 
 @dataclass

@@ -23,8 +23,11 @@ that request's ``GenerationResult``:
 - **PD disaggregation** (§6.3, optional): prefill on ``pd_prefill_class``, decode on
   ``pd_decode_class`` - see ``rollart.inference.pd``.
 
-Workers are anything with ``async call(method, *args, **kwargs)``: an ``ActorHandle`` of an
-``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one.
+Workers are anything with ``async call(method, message)``: an ``ActorHandle`` of an
+``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one. The proxy is where a request
+enters: its prompt and sampling are validated here, once, into a typed ``GenerateRequest``; below it
+(worker, engine) only typed values travel. Generate / abort / update-weights go to a worker as one
+typed message each (``GenerateRequest``, ``AbortRequest``, ``UpdateWeights`` from ``rollart.types``).
 
 This module keeps the request path (admission, one request with its retries, abort, weight updates);
 the pieces it composes live beside it: ``proxy_config`` (settings and errors), ``worker_slot`` (one
@@ -39,13 +42,14 @@ import itertools
 import logging
 from typing import Any
 
-from rollart.engine.sampling import InvalidRequestError, SamplingParams
+from rollart.inference.pd import generate_disaggregated
 from rollart.rollout.admission import AdmissionGate
 from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTagError
 from rollart.rollout.routing import Router
-from rollart.types import GenerationResult
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
+                           WeightBucket, token_ids)
 
 __all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTagError"]
 
@@ -111,11 +115,13 @@ class LLMProxy:
 
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
                        sampling: SamplingParams | dict | None = None, tag: str = "default") -> GenerationResult:
-        """One generation for one trajectory turn; see the module docstring for routing."""
-        params = sampling if isinstance(sampling, SamplingParams) else SamplingParams.from_dict(sampling or {})
-        prompt = [int(t) for t in prompt_token_ids]
-        if not prompt:
-            raise InvalidRequestError(f"trajectory {trajectory_id!r}: empty prompt; send at least one token")
+        """One generation for one trajectory turn; see the module docstring for routing.
+
+        Bad input (prompt not a non-empty list of token ids, bad sampling, unknown tag) raises
+        ``InvalidRequestError`` here, naming the problem; nothing is sent.
+        """
+        params = SamplingParams.of(sampling)
+        prompt = token_ids(prompt_token_ids, f"trajectory {trajectory_id!r}")
         hw_class = self.resolve_tag(tag)
         self._aborted.discard(trajectory_id)  # a new request: the trajectory goes on
         if self.gate.suspended and not await self.gate.wait(trajectory_id):
@@ -124,10 +130,15 @@ class LLMProxy:
         seq = next(self._seq)
         self._active[trajectory_id] = self._active.get(trajectory_id, 0) + 1
         try:
+            key = f"{trajectory_id}#{seq}"
             if self.cfg.pd_prefill_class:
-                from rollart.inference.pd import generate_disaggregated
-                return await generate_disaggregated(self, trajectory_id, seq, prompt, params)
-            return await self.run_request(trajectory_id, f"{trajectory_id}#{seq}", prompt, params, hw_class)
+                classes = {"p": self.cfg.pd_prefill_class, "d": self.cfg.pd_decode_class}
+                result, reprefilled = await generate_disaggregated(
+                    lambda p, sp, phase: self.run_request(trajectory_id, key, p, sp, classes[phase], phase),
+                    prompt, params)
+                self.counters["pd_reprefill_tokens"] += reprefilled
+                return result
+            return await self.run_request(trajectory_id, key, prompt, params, hw_class)
         finally:
             self._active[trajectory_id] -= 1
             if not self._active[trajectory_id]:
@@ -158,7 +169,7 @@ class LLMProxy:
         n = self.gate.refuse(trajectory_id)
         for rid, slot in list(self._inflight.get(trajectory_id, {}).items()):
             try:
-                await slot.handle.call("abort", rid)
+                await slot.handle.send(AbortRequest(rid))
             except self._dead_errors:
                 pass  # its worker died: the retry path sees the abort mark below
             n += 1
@@ -172,17 +183,18 @@ class LLMProxy:
         self.router.forget(trajectory_id)
         self._aborted.discard(trajectory_id)
 
-    async def update_weights(self, named_tensors: Any, version: int) -> list[str]:
-        """Load new weights on every live worker (concurrently); returns the names updated.
+    async def update_weights(self, weights: WeightBucket) -> list[str]:
+        """Load a whole weight version on every live worker (concurrently); returns the names updated.
 
         A worker that dies meanwhile is brought up to date when it comes back (``resync_weights``).
         """
-        self.version = int(version)
+        self.version = weights.version
+        update = UpdateWeights(weights)
         if self.cfg.resync_weights:
-            self.health.latest_weights = (named_tensors, self.version)
+            self.health.latest_weights = update
         live = [w for w in self.workers.values() if not w.dead]
-        results = await asyncio.gather(*(w.handle.call("update_weights", named_tensors, self.version)
-                                         for w in live), return_exceptions=True)
+        results = await asyncio.gather(*(w.handle.send(update) for w in live),
+                                       return_exceptions=True)
         updated = []
         for w, r in zip(live, results):
             if isinstance(r, self._dead_errors):
@@ -215,7 +227,7 @@ class LLMProxy:
             slot.routed += 1
             self._inflight.setdefault(trajectory_id, {})[rid] = slot
             try:
-                result = await slot.handle.call("generate", rid, prompt, params, trajectory_id)
+                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id))
             except self._dead_errors as e:
                 self.health.record_death(slot, e)
                 if trajectory_id in self._aborted:
@@ -239,8 +251,6 @@ class LLMProxy:
                     self._inflight.pop(trajectory_id, None)
             self.health.record_alive(slot)
             self.router.remember(trajectory_id, phase, slot)
-            if isinstance(result, dict):
-                result = GenerationResult(**result)
             result.worker = slot.name  # the proxy's name for it (an actor's own default may differ)
             return result
         raise NoWorkerError(f"trajectory {trajectory_id!r}: request failed {self.cfg.max_attempts} times "
@@ -248,7 +258,7 @@ class LLMProxy:
 
     async def _quiet_abort(self, slot: WorkerSlot, rid: str) -> None:
         try:
-            await slot.handle.call("abort", rid)
+            await slot.handle.send(AbortRequest(rid))
         except Exception:  # noqa: BLE001 - best effort: the cancel already reached the worker
             pass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rollart.config import ConfigError
-from rollart.engine.sampling import InvalidRequestError
+from rollart.types import InvalidRequestError
 
 
 class UnknownTagError(InvalidRequestError):

@@ -14,8 +14,7 @@ import re
 from collections import Counter
 from typing import Callable
 
-from rollart.engine.sampling import SamplingParams
-from rollart.types import GenerationResult
+from rollart.types import GenerationResult, SamplingParams
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = "chatml"

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.worker_slot import WorkerSlot
+from rollart.types import UpdateWeights
 
 log = logging.getLogger("rollart.rollout.proxy")
 
@@ -27,8 +26,8 @@ class WorkerHealth:
         self.dead_errors = dead_errors
         self.version = 0
         """The weights version every live worker should hold (the proxy's ``version``)."""
-        self.latest_weights: tuple[Any, int] | None = None
-        """(named tensors, version) of the last update, re-sent to a worker restarted without them."""
+        self.latest_weights: UpdateWeights | None = None
+        """The last weight update, re-sent to a worker restarted without it."""
 
     def record_death(self, slot: WorkerSlot, error: BaseException) -> None:
         if slot.healthy:  # one crash fails every request it was running: count it once
@@ -60,8 +59,8 @@ class WorkerHealth:
             try:
                 async with asyncio.timeout(max(0.1, deadline - asyncio.get_running_loop().time())):
                     version = await slot.handle.call("get_version")
-                    if self.latest_weights is not None and version < self.latest_weights[1]:
-                        await slot.handle.call("update_weights", *self.latest_weights)
+                    if self.latest_weights is not None and version < self.latest_weights.weights.version:
+                        await slot.handle.send(self.latest_weights)
                 slot.version = self.version
                 slot.healthy = True
                 log.warning("inference worker %s is back (restarted in place)", slot.name)

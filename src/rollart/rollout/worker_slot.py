@@ -1,7 +1,9 @@
 """The proxy's view of one inference worker, and how a worker's errors read on the proxy's side.
 
-A worker is anything with ``async call(method, *args, **kwargs)``: an ``ActorHandle`` of an
-``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one.
+A worker is anything with ``async send(message)`` and ``async call(method)``: an ``ActorHandle`` of an
+``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one. Requests are typed messages from
+``rollart.types`` (``GenerateRequest``, ``AbortRequest``, ``UpdateWeights``) dispatched by their type to the
+method the worker marks ``@handles`` for it; ``call`` serves the plain queries (version, stats).
 """
 from __future__ import annotations
 
@@ -9,17 +11,25 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from rollart.engine.sampling import InvalidRequestError
+from rollart.actors.dispatch import message_table
+from rollart.types import InvalidRequestError
 
 
 class LocalWorker:
-    """An in-process InferenceWorker behind the same ``call`` interface as an actor handle."""
+    """An in-process InferenceWorker behind the same ``send`` / ``call`` interface as an actor handle."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
+        self.handlers = message_table(type(worker))
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.worker, method)(*args, **kwargs)
+    async def send(self, message: Any) -> Any:
+        handler = self.handlers.get(type(message))
+        if handler is None:
+            raise TypeError(f"{type(self.worker).__qualname__} handles no {type(message).__qualname__} message")
+        return await getattr(self.worker, handler)(message)
+
+    async def call(self, method: str) -> Any:
+        return await getattr(self.worker, method)()
 
 
 @dataclass(eq=False)

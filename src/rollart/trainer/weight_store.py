@@ -8,9 +8,11 @@ RollArt §6.3 / Table 4. The data path per policy version v:
 
 * ``WeightStore`` is a plain class (run it as an actor). A version becomes visible only when every one
   of its buckets has arrived and ``publish`` was called, so a puller never sees half a version.
-* ``WeightPuller`` lives next to whoever calls ``engine.update_weights(named_tensors, version)``. ``start(v)``
-  begins fetching in an asyncio task (each bucket is one awaited call, so rollout keeps running between
-  buckets); ``take(v)`` waits for the rest and returns the full set plus its stats.
+* ``WeightPuller`` lives next to whoever updates the inference workers. ``start(v)`` begins fetching in an
+  asyncio task (each bucket is one awaited call, so rollout keeps running between buckets); ``take(v)``
+  waits for the rest and returns the whole version as one ``WeightBucket`` plus its stats.
+* Every bucket is a ``rollart.types.WeightBucket`` (version, index, name -> tensor); on the actor wire its
+  tensors travel as zero-copy frames.
 * Stats per version (Table 4): ``push_s`` (trainer -> store), ``pull_accum_s`` (sum of all bucket pulls),
   ``pull_exposed_s`` (time the caller of ``take`` actually waited — the pull not hidden by rollout).
 
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import torch
+
+from rollart.types import WeightBucket
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -60,18 +64,17 @@ class WeightStore:
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")
         self.keep_versions = keep_versions
-        self._pending: dict[int, dict[int, tuple[list[str], list[torch.Tensor]]]] = {}
-        self._published: dict[int, list[tuple[list[str], list[torch.Tensor]]]] = {}
+        self._pending: dict[int, dict[int, WeightBucket]] = {}
+        self._published: dict[int, list[WeightBucket]] = {}
 
-    def put_bucket(self, version: int, index: int, names: list[str], tensors: list[torch.Tensor]) -> int:
-        """Receive bucket ``index`` of ``version``; returns its size in bytes."""
+    def put_bucket(self, bucket: WeightBucket) -> int:
+        """Receive one bucket of its version; returns its size in bytes."""
+        version = bucket.version
         if self._published and version <= max(self._published):
             raise ValueError(f"version {version} is not newer than the latest published "
                              f"{max(self._published)}; versions must increase")
-        if len(names) != len(tensors):
-            raise ValueError(f"bucket {index} of version {version}: {len(names)} names but {len(tensors)} tensors")
-        self._pending.setdefault(version, {})[index] = (list(names), list(tensors))
-        return sum(tensor_bytes(t) for t in tensors)
+        self._pending.setdefault(version, {})[bucket.index] = bucket
+        return bucket.nbytes
 
     def publish(self, version: int, num_buckets: int) -> None:
         """Make ``version`` visible once all ``num_buckets`` buckets arrived; drops old versions."""
@@ -94,16 +97,16 @@ class WeightStore:
     def manifest(self, version: int) -> dict:
         buckets = self._get(version)
         return {"version": version, "num_buckets": len(buckets),
-                "bytes": sum(tensor_bytes(t) for _, ts in buckets for t in ts),
-                "names": [n for names, _ in buckets for n in names]}
+                "bytes": sum(b.nbytes for b in buckets),
+                "names": [n for b in buckets for n in b.tensors]}
 
-    def get_bucket(self, version: int, index: int) -> tuple[list[str], list[torch.Tensor]]:
+    def get_bucket(self, version: int, index: int) -> WeightBucket:
         buckets = self._get(version)
         if not 0 <= index < len(buckets):
             raise IndexError(f"version {version} has {len(buckets)} buckets; no bucket {index}")
         return buckets[index]
 
-    def _get(self, version: int):
+    def _get(self, version: int) -> list[WeightBucket]:
         if version not in self._published:
             raise KeyError(f"weight version {version} is not published (available: {sorted(self._published)}); "
                            "pull only versions announced after push_weights returned")
@@ -130,6 +133,8 @@ def _copy_tensors(x: Any) -> Any:
         return type(x)(_copy_tensors(v) for v in x)
     if isinstance(x, dict):
         return {k: _copy_tensors(v) for k, v in x.items()}
+    if isinstance(x, WeightBucket):
+        return WeightBucket(x.version, _copy_tensors(x.tensors), x.index)
     return x
 
 
@@ -161,11 +166,10 @@ async def push_weights(store: Any, buckets: Sequence[Sequence[tuple[str, torch.T
     """Send every bucket of ``version`` to the store once, then publish it; returns push stats."""
     t0 = time.perf_counter()
     total = 0
-    for i, bucket in enumerate(buckets):
-        names = [n for n, _ in bucket]
-        tensors = [t.detach().contiguous() for _, t in bucket]
-        total += await store.call("put_bucket", version, i, names, tensors)
-        await _simulated_link(sum(tensor_bytes(t) for t in tensors), link_bytes_per_s)
+    for i, named in enumerate(buckets):
+        bucket = WeightBucket(version, {n: t.detach().contiguous() for n, t in named}, i)
+        total += await store.call("put_bucket", bucket)
+        await _simulated_link(bucket.nbytes, link_bytes_per_s)
     await store.call("publish", version, len(buckets))
     return WeightSyncStats(version=version, num_buckets=len(buckets), bytes=total,
                            push_s=time.perf_counter() - t0)
@@ -201,25 +205,25 @@ class WeightPuller:
         self._version, self._pull_accum, self._bytes, self._num_buckets = version, 0.0, 0, 0
         self._task = asyncio.get_running_loop().create_task(self._pull(version), name=f"pull-weights-v{version}")
 
-    async def _pull(self, version: int) -> list[tuple[str, torch.Tensor]]:
+    async def _pull(self, version: int) -> WeightBucket:
         manifest = await self.store.call("manifest", version)
         self._num_buckets = manifest["num_buckets"]
-        named: list[tuple[str, torch.Tensor]] = []
+        buckets: list[WeightBucket] = []
         for i in range(manifest["num_buckets"]):
             await asyncio.sleep(0)  # let rollout run between buckets even when the store is in-process
             t0 = time.perf_counter()
-            names, tensors = await self.store.call("get_bucket", version, i)
-            nbytes = sum(tensor_bytes(t) for t in tensors)
-            await _simulated_link(nbytes, self.link_bytes_per_s)
+            bucket = await self.store.call("get_bucket", version, i)
+            await _simulated_link(bucket.nbytes, self.link_bytes_per_s)
             self._pull_accum += time.perf_counter() - t0
-            self._bytes += nbytes
-            named.extend(zip(names, tensors))
-        if [n for n, _ in named] != manifest["names"]:
+            self._bytes += bucket.nbytes
+            buckets.append(bucket)
+        whole = WeightBucket.merge(buckets) if buckets else WeightBucket(version, {})
+        if whole.names != manifest["names"]:
             raise RuntimeError(f"weight version {version}: pulled names differ from the manifest")
-        return named
+        return whole
 
-    async def take(self, version: int) -> tuple[list[tuple[str, torch.Tensor]], WeightSyncStats]:
-        """The complete named tensors of ``version`` and its pull stats; waits only for what is left.
+    async def take(self, version: int) -> tuple[WeightBucket, WeightSyncStats]:
+        """The whole of ``version`` (one bucket) and its pull stats; waits only for what is left.
 
         If ``start(version)`` was never called the whole pull is exposed (the synchronous baseline).
         """
