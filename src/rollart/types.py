@@ -214,7 +214,7 @@ class Trajectory:
     trajectory_id: str
     group_id: str
     task: str
-    """Task name; also the hw_mapping tag."""
+    """Task name; hw_mapping routes its generations by it."""
     token_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)

@@ -28,7 +28,7 @@ class GradWorker(rdist.TrainWorker):
 
 class HeteroGen(rdist.GenerateWorker):
     @rdist.hw_mapping(hw_affinity={"FrozenLake": "H800", "default": "H20"})
-    async def generate(self, prompt: str, tag_name: str = "default", delay: float = 0.0) -> dict:
+    async def generate(self, prompt: str, task: str = "default", delay: float = 0.0) -> dict:
         if delay:
             await asyncio.sleep(delay)
         return {"worker": self.worker_name, "hw": self.hw, "text": prompt[::-1]}

@@ -40,16 +40,16 @@ async def test_one_and_round_robin(system):
         await c.execute_rank(7, "whoami")
 
 
-async def test_hw_mapping_routes_by_tag_and_falls_back_when_preferred_worker_dies(system):
+async def test_hw_mapping_routes_by_task_and_falls_back_when_preferred_worker_dies(system):
     rm = ResourceManager({"H800": 1, "H20": 2})
     gen = await Cluster(HeteroGen, rm, n=3, system=system, restart=RestartPolicy(max_restarts=0),
                         placement={"H800": 1, "H20": 2}, verbose=False)
-    out = await asyncio.gather(*(gen.generate("abc", tag_name="FrozenLake") for _ in range(4)))
+    out = await asyncio.gather(*(gen.generate("abc", task="FrozenLake") for _ in range(4)))
     assert {o["hw"] for o in out} == {"H800"} and out[0]["text"] == "cba"
-    out = await asyncio.gather(*(gen.generate("abc", tag_name="SWE") for _ in range(4)))
-    assert {o["hw"] for o in out} == {"H20"}  # unknown tag -> "default"
+    out = await asyncio.gather(*(gen.generate("abc", task="SWE") for _ in range(4)))
+    assert {o["hw"] for o in out} == {"H20"}  # unknown task -> "default"
     assert {o["worker"] for o in out} == {"HeteroGen-1", "HeteroGen-2"}
-    out = await gen.generate("abc")  # no tag at all -> default
+    out = await gen.generate("abc")  # no task at all -> default
     assert out["hw"] == "H20"
 
     h800 = gen.members[0]
@@ -61,7 +61,7 @@ async def test_hw_mapping_routes_by_tag_and_falls_back_when_preferred_worker_die
         await asyncio.sleep(0.05)
     assert not h800.alive and "dead" in h800.binding.note
     assert rm.free_summary()["H800"] == 1  # its device went back to the pool
-    out = await gen.generate("abc", tag_name="FrozenLake")
+    out = await gen.generate("abc", task="FrozenLake")
     assert out["hw"] == "H20"  # compatible fallback
     assert gen.routed[("generate", "FrozenLake", "H800")] == 4
     assert gen.routed[("generate", "FrozenLake", "H20")] == 1
@@ -72,7 +72,7 @@ async def test_hw_mapping_spills_over_when_preferred_class_is_busy(system):
     rm = ResourceManager({"H800": 1, "H20": 1})
     gen = await Cluster(HeteroGen, rm, n=2, system=system, mode="inprocess", max_inflight_per_worker=1,
                         verbose=False)
-    outs = await asyncio.gather(*(gen.generate("x", tag_name="FrozenLake", delay=0.3) for _ in range(2)))
+    outs = await asyncio.gather(*(gen.generate("x", task="FrozenLake", delay=0.3) for _ in range(2)))
     assert sorted(o["hw"] for o in outs) == ["H20", "H800"]  # second call found H800 exhausted
 
 
@@ -185,7 +185,7 @@ async def test_restarted_worker_keeps_its_rank_and_hardware(system):
         await asyncio.sleep(0.05)
     after = await h20.handle.call("worker_info")  # the fresh instance was bound again
     assert after == before and after["hardware"] == "H20" and after["rank"] == 1
-    out = await gen.generate("ab", tag_name="other")
+    out = await gen.generate("ab", task="other")
     assert out == {"worker": "HeteroGen-1", "hw": "H20", "text": "ba"}
 
 

@@ -36,7 +36,7 @@ async def test_build_binds_every_worker_and_shares_a_trainer_passed_in(tiny_mode
             "gen-0": "H800", "gen-1": "H20", "gen-2": "H800", "weight-store-0": "cpu"}
         assert {w.name: w.hw_class for w in c.proxy.workers.values()} == {"gen-0": "H800", "gen-1": "H20",
                                                                            "gen-2": "H800"}
-        result = await c.proxy.generate("t", [5, 6], dict(max_tokens=2), tag="FrozenLake")
+        result = await c.proxy.generate("t", [5, 6], dict(max_tokens=2), task="FrozenLake")
         assert c.proxy.workers[result.worker].hw_class == "H800"  # the worker knows the name it was bound to
     finally:
         await c.close()

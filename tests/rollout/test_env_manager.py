@@ -24,7 +24,7 @@ async def test_user_registered_env_runs_unchanged_through_scheduler(tokenizer):
         assert {v for v, m in zip(traj.versions, traj.loss_mask) if m} == {7}
         assert all(lp == 0.0 and v == -1 for lp, v, m in zip(traj.logprobs, traj.versions, traj.loss_mask) if not m)
         assert tokenizer.decode(traj.token_ids).startswith("<|im_start|>system\nSay next.<|im_end|>")
-    assert policy.tags == {"countdown": 18}  # every request carried the task's tag
+    assert policy.tasks == {"countdown": 18}  # every request carried its task
     assert len({t.group_id for t in groups[0]}) == 1 and groups[0][0].info["seed"] == groups[0][1].info["seed"]
     assert manager.pool.live == 0 and host_of(manager).stats()["live_envs"] == 0
 
@@ -33,9 +33,9 @@ async def test_each_turn_prompt_extends_the_previous_prompt_and_output(tokenizer
     prompts = []
 
     class Recording(ScriptedPolicy):
-        async def generate(self, tid, prompt, sampling=None, tag="default"):
+        async def generate(self, tid, prompt, sampling=None, task="default"):
             prompts.append(list(prompt))
-            out = await super().generate(tid, prompt, sampling, tag)
+            out = await super().generate(tid, prompt, sampling, task)
             prompts.append(out.token_ids)
             return out
 

@@ -1,11 +1,11 @@
-"""LLMProxy with in-process workers on the tiny model: routing by tag, fallback, sticky, balancing, suspend/resume, abort, cancel, PD."""
+"""LLMProxy with in-process workers on the tiny model: routing by task, fallback, sticky, balancing, suspend/resume, abort, cancel, PD."""
 import asyncio
 import os
 
 import pytest
 
 from rollart.inference.worker import InferenceWorker
-from rollart.rollout.proxy import LLMProxy, LocalWorker, NoWorkerError, ProxyConfig, UnknownTagError
+from rollart.rollout.proxy import LLMProxy, LocalWorker, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.types import InvalidRequestError, WeightBucket
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -33,21 +33,21 @@ async def make_proxy(tiny_model):
         await w.shutdown()
 
 
-async def test_routes_by_tag(make_proxy):
+async def test_routes_by_task(make_proxy):
     proxy, _ = await make_proxy(["H800", "H20"], hw_affinity={"frozenlake": "H800", "math": "H20", "default": "H20"})
-    fl = await proxy.generate("t1", [5, 6, 7], dict(GREEDY, max_tokens=3), tag="frozenlake")
-    math = await proxy.generate("t2", [5, 6, 7], dict(GREEDY, max_tokens=3), tag="math")
-    other = await proxy.generate("t3", [5, 6, 7], dict(GREEDY, max_tokens=3), tag="sokoban")
+    fl = await proxy.generate("t1", [5, 6, 7], dict(GREEDY, max_tokens=3), task="frozenlake")
+    math = await proxy.generate("t2", [5, 6, 7], dict(GREEDY, max_tokens=3), task="math")
+    other = await proxy.generate("t3", [5, 6, 7], dict(GREEDY, max_tokens=3), task="sokoban")
     assert (fl.worker, math.worker, other.worker) == ("H800-0", "H20-1", "H20-1")
     assert fl.token_ids == math.token_ids  # same model on both classes
 
 
-async def test_unknown_tag_is_a_clear_error(make_proxy):
+async def test_unknown_task_is_a_clear_error(make_proxy):
     proxy, _ = await make_proxy(["H800"], hw_affinity={"frozenlake": "H800"})
-    with pytest.raises(UnknownTagError, match=r"unknown tag 'webshop'.*frozenlake"):
-        await proxy.generate("t", [5], dict(GREEDY, max_tokens=1), tag="webshop")
+    with pytest.raises(UnknownTaskError, match=r"unknown task 'webshop'.*frozenlake"):
+        await proxy.generate("t", [5], dict(GREEDY, max_tokens=1), task="webshop")
     with pytest.raises(InvalidRequestError, match="empty prompt"):
-        await proxy.generate("t", [], dict(GREEDY), tag="frozenlake")
+        await proxy.generate("t", [], dict(GREEDY), task="frozenlake")
 
 
 async def test_bad_requests_get_one_clear_error_at_the_proxy(make_proxy):
@@ -72,11 +72,11 @@ async def test_bad_requests_get_one_clear_error_at_the_proxy(make_proxy):
 
 async def test_falls_back_to_compatible_class(make_proxy):
     proxy, _ = await make_proxy(["H20"], hw_affinity={"frozenlake": "H800"})
-    res = await proxy.generate("t", [5, 6], dict(GREEDY, max_tokens=2), tag="frozenlake")
+    res = await proxy.generate("t", [5, 6], dict(GREEDY, max_tokens=2), task="frozenlake")
     assert res.worker == "H20-0" and proxy.counters["fallbacks"] == 1
     strict, _ = await make_proxy(["H20"], hw_affinity={"frozenlake": "H800"}, fallback={"H800": []})
     with pytest.raises(NoWorkerError, match="H800"):
-        await strict.generate("t", [5, 6], dict(GREEDY, max_tokens=2), tag="frozenlake")
+        await strict.generate("t", [5, 6], dict(GREEDY, max_tokens=2), task="frozenlake")
 
 
 async def test_sticky_per_trajectory_reuses_prefix(make_proxy):
@@ -191,8 +191,8 @@ async def test_from_cluster_uses_the_resource_managers_bindings(tiny_model):
         try:
             proxy = LLMProxy.from_cluster(cluster, ProxyConfig(hw_affinity={"frozenlake": "H800", "math": "H20"}))
             by_class = {m.hardware: m.name for m in cluster.members}
-            fl = await proxy.generate("a", [5, 6], dict(GREEDY, max_tokens=2), tag="frozenlake")
-            math = await proxy.generate("b", [5, 6], dict(GREEDY, max_tokens=2), tag="math")
+            fl = await proxy.generate("a", [5, 6], dict(GREEDY, max_tokens=2), task="frozenlake")
+            math = await proxy.generate("b", [5, 6], dict(GREEDY, max_tokens=2), task="math")
             assert (fl.worker, math.worker) == (by_class["H800"], by_class["H20"])
             assert await cluster.members[0].handle.call("ping") == cluster.members[0].name  # rollart_bind ran
         finally:

@@ -64,11 +64,11 @@ def _observation(turn):
     return [100 + turn, 101, 102]
 
 
-async def _trajectory(proxy, tid, turns, results, tag):
+async def _trajectory(proxy, tid, turns, results, task):
     """A multi-turn agent: each turn's prompt is the whole history (sticky routing reuses its prefix)."""
     history = _first_prompt(int(tid[4:]))
     for turn in range(turns):
-        res = await proxy.generate(tid, history, GREEDY, tag=tag)
+        res = await proxy.generate(tid, history, GREEDY, task=task)
         results.append((tid, turn, res))
         history = history + res.token_ids + _observation(turn)
 

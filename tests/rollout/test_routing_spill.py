@@ -16,7 +16,7 @@ def router(**cfg) -> Router:
 def test_strict_affinity_keeps_a_saturated_class():
     r = router()
     r.workers["c"].outstanding = 10_000
-    assert r.pick("t", r.resolve_tag("math")).name == "c"
+    assert r.pick("t", r.resolve_task("math")).name == "c"
     assert r.counters["spills"] == 0
 
 

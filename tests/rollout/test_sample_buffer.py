@@ -87,7 +87,7 @@ class Blocking(ScriptedPolicy):
         self.at_second_turn = asyncio.Event()
         self.turns = {}
 
-    async def generate(self, tid, prompt, sampling=None, tag="default"):
+    async def generate(self, tid, prompt, sampling=None, task="default"):
         self.turns[tid] = self.turns.get(tid, 0) + 1
         if self.turns[tid] == 2:
             self.at_second_turn.set()
@@ -96,7 +96,7 @@ class Blocking(ScriptedPolicy):
             except asyncio.CancelledError:
                 self.counters["cancelled"] += 1
                 raise
-        return await super().generate(tid, prompt, sampling, tag)
+        return await super().generate(tid, prompt, sampling, task)
 
 
 @pytest.mark.parametrize("mode", ["async", "areal"])

@@ -19,7 +19,7 @@ class GatedPolicy(ScriptedPolicy):
         self.blocked = asyncio.Event()
         self.waiting = 0
 
-    async def generate(self, tid, prompt, sampling=None, tag="default"):
+    async def generate(self, tid, prompt, sampling=None, task="default"):
         if tid in self.slow:
             self.waiting += 1
             try:
@@ -27,7 +27,7 @@ class GatedPolicy(ScriptedPolicy):
             except asyncio.CancelledError:
                 self.counters["cancelled"] += 1
                 raise
-        return await super().generate(tid, prompt, sampling, tag)
+        return await super().generate(tid, prompt, sampling, task)
 
 
 async def test_redundant_envs_cancel_exactly_the_extras_and_release_them(tokenizer):
@@ -93,10 +93,10 @@ async def test_batched_interaction_steps_all_envs_together(tokenizer):
     order = []
 
     class Logging(ScriptedPolicy):
-        async def generate(self, tid, prompt, sampling=None, tag="default"):
+        async def generate(self, tid, prompt, sampling=None, task="default"):
             turn = tokenizer.decode(prompt).count("<|im_start|>assistant")
             order.append(turn)
-            return await super().generate(tid, prompt, sampling, tag)
+            return await super().generate(tid, prompt, sampling, task)
 
     manager = make_manager(Logging(tokenizer, lambda t, o: "next", latency_s=0.001), tokenizer)
     tasks = [TaskSpec("short", "usertest/Countdown-v0", env_kwargs={"start": 2}),
@@ -143,10 +143,10 @@ async def test_unknown_env_id_and_hopeless_tasks_are_clear_errors(tokenizer):
 
 async def test_batched_mode_with_redundant_extras_completes_and_releases_everything(tokenizer):
     class SlowFor(ScriptedPolicy):
-        async def generate(self, tid, prompt, sampling=None, tag="default"):
+        async def generate(self, tid, prompt, sampling=None, task="default"):
             if tid.endswith("-2"):  # a finite straggler: batched mode makes everyone wait for it
                 await asyncio.sleep(0.05)
-            return await super().generate(tid, prompt, sampling, tag)
+            return await super().generate(tid, prompt, sampling, task)
 
     manager = make_manager(SlowFor(tokenizer, lambda t, o: "next"), tokenizer)
     cfg = SchedulerConfig(group_size=2, extra_envs_per_group=1, extra_groups=1, interaction="batched")

@@ -25,7 +25,7 @@ rollout with continuous batching, prefix caching, a KV budget and sticky routing
    count: 83 % of the cost), mix routed as above. This isolates what hardware affinity alone can add to
    ROLLART's step-time gain over AReaL (the paper credits that whole 1.22-1.36x gap to it, §7.2).
 4. Live check: two real InferenceWorkers (the tiny model on this CPU) declared H800 and H20 with the
-   speed model at time_scale 4, behind LLMProxy (tag routing), run a prefill-heavy and a decode-heavy
+   speed model at time_scale 4, behind LLMProxy (task routing), run a prefill-heavy and a decode-heavy
    request set; the measured wall-time ratios are printed beside the model's prediction, showing that
    the workers really apply the modelled delays.
 """
@@ -96,9 +96,9 @@ async def live_check() -> dict:
             # both classes at once, so the shared CPU's load affects them alike
             sampling = dict(temperature=0.0, ignore_eos=True, max_tokens=max_tokens)
 
-            async def run(salt, tag, hw):
+            async def run(salt, task, hw):
                 t0 = time.perf_counter()
-                await asyncio.gather(*(proxy.generate(f"{kind}-{hw}-{i}", p, sampling, tag=tag)
+                await asyncio.gather(*(proxy.generate(f"{kind}-{hw}-{i}", p, sampling, task=task)
                                        for i, p in enumerate(make(salt))))
                 return time.perf_counter() - t0
             h800, h20 = await asyncio.gather(run(0, "on-h800", "H800"), run(1, "on-h20", "H20"))

@@ -11,11 +11,11 @@ and runs each worker as an actor; ``@register`` / ``@hw_mapping`` say how calls 
 
     class HeteroGen(rdist.GenerateWorker):
         @rdist.hw_mapping(hw_affinity={"FrozenLake": "H800", "default": "H20"})
-        async def generate(self, prompt, tag_name="default"): ...
+        async def generate(self, prompt, task="default"): ...
 
     rm = rdist.ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://host:8080"})
     gen = await rdist.Cluster(HeteroGen, rm, n=4, system=system)
-    await gen.generate(prompt, tag_name="FrozenLake")
+    await gen.generate(prompt, task="FrozenLake")
 """
 from rollart.distributed.cluster import Cluster, ClusterError
 from rollart.distributed.decorators import hw_mapping, register, register_serverless

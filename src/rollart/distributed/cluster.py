@@ -3,7 +3,7 @@
     rm = ResourceManager({"H800": 2, "H20": 6, "cpu": 8})
     async with ActorSystem() as system:
         gen = await Cluster(HeteroActorGen, rm, n=4, system=system)
-        text = await gen.generate(prompt, tag_name="FrozenLake")   # routed to an H800 worker
+        text = await gen.generate(prompt, task="FrozenLake")       # routed to an H800 worker
         grads = await trainers.compute_gradients(batch)            # execute_all: one result per worker
 
 Any class can be a worker: a ``Worker`` subclass gets ``rollart_bind`` (rank, hardware, devices) once
@@ -99,7 +99,7 @@ class Cluster:
         self.verbose = verbose
         self.members: list[_Member] = []
         self.routed: Counter = Counter()
-        """(method, tag_name, hardware) -> calls routed there by hw_mapping."""
+        """(method, task, hardware) -> calls routed there by hw_mapping."""
         self.dispatch = dispatch_table(worker_cls)
         self._rr = itertools.count()
         self._serverless: dict[str, ServerlessClient] = {}
@@ -226,17 +226,17 @@ class Cluster:
         rotated = members[start:] + members[:start]
         return min(rotated, key=lambda m: m.inflight)
 
-    def _tag(self, method: str, args: tuple, kwargs: dict) -> Any:
+    def _task(self, method: str, args: tuple, kwargs: dict) -> Any:
         try:
             bound = self._signatures[method].bind(None, *args, **kwargs)
         except TypeError:
-            return kwargs.get("tag_name")
+            return kwargs.get("task")
         bound.apply_defaults()
-        return bound.arguments.get("tag_name")
+        return bound.arguments.get("task")
 
     def _route_hw(self, method: str, d: Dispatch, args: tuple, kwargs: dict) -> _Member:
-        tag = self._tag(method, args, kwargs)
-        preferred = d.preferred_hardware(tag)
+        task = self._task(method, args, kwargs)
+        preferred = d.preferred_hardware(task)
         live = self._candidates()
         present = list(dict.fromkeys(m.hardware for m in live))
         chosen: list[_Member] = []
@@ -250,7 +250,7 @@ class Cluster:
                 break
             chosen = chosen or on_hw  # all busy: remember the preferred class in case nothing is free
         member = self._pick(chosen or live)
-        self.routed[(method, tag, member.hardware)] += 1
+        self.routed[(method, task, member.hardware)] += 1
         return member
 
     async def _call_member(self, m: _Member, method: str, args: tuple, kwargs: dict) -> Any:

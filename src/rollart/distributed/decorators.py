@@ -7,7 +7,7 @@ so a Worker stays a plain class that runs anywhere (in a test, in an actor proce
   (``aggregate="list" | "sum" | "mean" | "concat" | callable``; default list in rank order).
   ``mode="one"`` — one worker, the one with the fewest calls in flight; ``"round_robin"`` — rotate.
 * ``@hw_mapping(hw_affinity={"FrozenLake": "H800", "default": "H20"})`` — route each call by its
-  ``tag_name`` argument to a worker on that hardware class; if none is live, to a compatible class
+  ``task`` argument to a worker on that hardware class; if none is live, to a compatible class
   (``hardware.fallbacks``), then to any live worker.
 * ``@register_serverless(attribute="reward_proxy", url=...)`` — ``cluster.method(...)`` runs as a
   stateless function behind an HTTP endpoint instead of on a worker (the url defaults to the
@@ -34,8 +34,8 @@ class Dispatch:
     url: str | None = None
     token: str | None = None
 
-    def preferred_hardware(self, tag: str | None) -> str | None:
-        return self.hw_affinity.get(tag, self.hw_affinity.get("default")) if tag is not None else \
+    def preferred_hardware(self, task: str | None) -> str | None:
+        return self.hw_affinity.get(task, self.hw_affinity.get("default")) if task is not None else \
             self.hw_affinity.get("default")
 
 
@@ -58,8 +58,8 @@ def hw_mapping(hw_affinity: dict[str, str]) -> Callable[[Callable], Callable]:
     from rollart.distributed.hardware import spec
 
     if not isinstance(hw_affinity, dict) or not hw_affinity:
-        raise ValueError("hw_mapping needs hw_affinity={tag: hardware class, ...}, e.g. {'default': 'H20'}")
-    for tag, hw in hw_affinity.items():
+        raise ValueError("hw_mapping needs hw_affinity={task: hardware class, ...}, e.g. {'default': 'H20'}")
+    for hw in hw_affinity.values():
         spec(hw)  # unknown class -> KeyError naming the known ones
     return lambda fn: _attach(fn, Dispatch("hw_mapping", hw_affinity=dict(hw_affinity)))
 

@@ -2,7 +2,7 @@
 
 A ResourceManager holds the run's hardware: one device per inference worker of each class
 (``hw_classes``), and the CPU processes of the trainer and the weight store. One Cluster per role
-places and starts them: the inference workers by hardware class (their proxy routes tags to classes,
+places and starts them: the inference workers by hardware class (their proxy routes tasks to classes,
 ``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared.
 
 ``actor_mode="process"`` puts every inference worker, the trainer and the weight store in its own process

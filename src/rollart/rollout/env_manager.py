@@ -23,9 +23,9 @@ from rollart.types import SamplingParams, Trajectory
 
 @dataclass
 class TaskSpec:
-    """One task: which env, how to prompt it, how to sample. ``name`` is also the hw_mapping tag."""
+    """One task: which env, how to prompt it, how to sample. ``name`` is the task that hw_mapping routes."""
     name: str
-    """Task name; the tag sent with every generation request (drives hw_mapping)."""
+    """Task name; sent as ``task`` with every generation request (hw_mapping routes it)."""
     env_id: str
     """A registered gymnasium id (e.g. rollart/FrozenLake-v0, or your own)."""
     env_kwargs: dict = field(default_factory=dict)
@@ -52,7 +52,7 @@ class TaskSpec:
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:
-            raise ConfigError("TaskSpec needs a name (the tag) and an env_id")
+            raise ConfigError("TaskSpec needs a name (the task) and an env_id")
         if self.max_turns < 1 or self.max_total_tokens < 8 or self.max_new_tokens < 0:
             raise ConfigError(f"task {self.name}: max_turns >= 1, max_total_tokens >= 8, max_new_tokens >= 0")
         if self.min_new_tokens < 0 or (self.max_new_tokens and self.min_new_tokens > self.max_new_tokens):
@@ -64,7 +64,7 @@ class TaskSpec:
 
 class Policy(Protocol):
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
-                       tag: str) -> Any: ...
+                       task: str) -> Any: ...
 
 
 class StalenessGate(Protocol):

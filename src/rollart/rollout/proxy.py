@@ -1,10 +1,10 @@
 """LLMProxy: the gateway between trajectories and inference workers (RollArt §6.1, §6.3, §8).
 
-``await proxy.generate(trajectory_id, prompt_token_ids, sampling, tag)`` picks a worker and returns
+``await proxy.generate(trajectory_id, prompt_token_ids, sampling, task)`` picks a worker and returns
 that request's ``GenerationResult``:
 
-- **hardware affinity**: ``tag`` (the task name) maps to a hardware class through ``hw_affinity``
-  (the dict given to ``@hw_mapping``; ``"default"`` catches other tags). When that class has no live
+- **hardware affinity**: ``task`` (the task's name) maps to a hardware class through ``hw_affinity``
+  (the dict given to ``@hw_mapping``; ``"default"`` catches other tasks). When that class has no live
   worker, the request falls back to a compatible class (``fallback``; by default any other class);
 - **sticky routing**: a trajectory's next turn goes to the worker that served its last one, whose
   prefix cache holds the history;
@@ -44,14 +44,14 @@ from typing import Any
 
 from rollart.inference.pd import generate_disaggregated
 from rollart.rollout.admission import AdmissionGate
-from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTagError
+from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
 from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
-__all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTagError"]
+__all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTaskError"]
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,10 @@ class LLMProxy:
         if not self.workers:
             raise ValueError("LLMProxy needs at least one inference worker")
         classes = {w.hw_class for w in self.workers.values()}
-        for tag, cls in self.cfg.hw_affinity.items():
+        for task, cls in self.cfg.hw_affinity.items():
             if cls not in classes:
                 log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
-                            tag, cls, sorted(classes))
+                            task, cls, sorted(classes))
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
                              pd_reprefill_tokens=0)
         self._dead_errors = dead_error_types()
@@ -114,15 +114,15 @@ class LLMProxy:
     # ---------------------------------------------------------------- public API
 
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
-                       sampling: SamplingParams | dict | None = None, tag: str = "default") -> GenerationResult:
+                       sampling: SamplingParams | dict | None = None, task: str = "default") -> GenerationResult:
         """One generation for one trajectory turn; see the module docstring for routing.
 
-        Bad input (prompt not a non-empty list of token ids, bad sampling, unknown tag) raises
+        Bad input (prompt not a non-empty list of token ids, bad sampling, unknown task) raises
         ``InvalidRequestError`` here, naming the problem; nothing is sent.
         """
         params = SamplingParams.of(sampling)
         prompt = token_ids(prompt_token_ids, f"trajectory {trajectory_id!r}")
-        hw_class = self.resolve_tag(tag)
+        hw_class = self.resolve_task(task)
         self._aborted.discard(trajectory_id)  # a new request: the trajectory goes on
         if self.gate.suspended and not await self.gate.wait(trajectory_id):
             return _abort_result(len(prompt))
@@ -144,9 +144,9 @@ class LLMProxy:
             if not self._active[trajectory_id]:
                 del self._active[trajectory_id]
 
-    def resolve_tag(self, tag: str) -> str | None:
-        """The hardware class a tag maps to (None: any class). Unknown tag -> UnknownTagError."""
-        return self.router.resolve_tag(tag)
+    def resolve_task(self, task: str) -> str | None:
+        """The hardware class a task maps to (None: any class). Unknown task -> UnknownTaskError."""
+        return self.router.resolve_task(task)
 
     def group(self, hw_class: str | None) -> list[WorkerSlot]:
         """Live workers that may serve ``hw_class``: its own, else the first fallback class that has any."""

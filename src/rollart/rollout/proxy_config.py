@@ -7,8 +7,8 @@ from rollart.config import ConfigError
 from rollart.types import InvalidRequestError
 
 
-class UnknownTagError(InvalidRequestError):
-    """A generate() tag that hw_affinity does not map (and there is no 'default' entry)."""
+class UnknownTaskError(InvalidRequestError):
+    """A generate() task that hw_affinity does not map (and there is no 'default' entry)."""
 
 
 class NoWorkerError(RuntimeError):
@@ -26,7 +26,7 @@ class ProxyConfig:
     uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
     any other class); map it to [] to forbid fallback."""
     spill_ratio: float = 0.0
-    """Load-aware affinity. 0: strict (a tag's requests only go to its class, or a fallback when that class
+    """Load-aware affinity. 0: strict (a task's requests only go to its class, or a fallback when that class
     has no live worker). r >= 1: a request with no sticky worker overflows to the least-loaded worker of a
     fallback class when the least-loaded worker of its own class has more than r times that worker's
     outstanding tokens -- so a saturated class (e.g. one H20 taking every decode-heavy task) does not

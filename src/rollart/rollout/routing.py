@@ -2,7 +2,7 @@
 
 Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMProxy`` applies it:
 
-1) ``resolve_tag``: the task tag -> a hardware class through ``hw_affinity`` ('default' catches others);
+1) ``resolve_task``: the task -> a hardware class through ``hw_affinity`` ('default' catches others);
 2) ``group``: the live workers of that class, else of the first compatible class that has any;
 3) ``pick``: the trajectory's sticky worker if it is in that group (its prefix cache holds the history),
    else the healthy one with the fewest outstanding tokens -- or, with ``spill_ratio``, the least-loaded
@@ -11,7 +11,7 @@ Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMPr
 """
 from __future__ import annotations
 
-from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTagError
+from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.worker_slot import WorkerSlot
 
 
@@ -25,17 +25,17 @@ class Router:
         self.sticky: dict[tuple[str, str], str] = {}
         """(trajectory id, PD phase) -> worker name, least recently served first."""
 
-    def resolve_tag(self, tag: str) -> str | None:
-        """The hardware class a tag maps to (None: any class). Unknown tag -> UnknownTagError."""
+    def resolve_task(self, task: str) -> str | None:
+        """The hardware class a task maps to (None: any class). Unknown task -> UnknownTaskError."""
         aff = self.cfg.hw_affinity
         if not aff:
             return None
-        if tag in aff:
-            return aff[tag]
+        if task in aff:
+            return aff[task]
         if "default" in aff:
             return aff["default"]
-        raise UnknownTagError(f"unknown tag {tag!r}: hw_affinity maps {sorted(aff)}; add it there "
-                              "or a 'default' entry")
+        raise UnknownTaskError(f"unknown task {task!r}: hw_affinity maps {sorted(aff)}; add it there "
+                               "or a 'default' entry")
 
     def group(self, hw_class: str | None) -> list[WorkerSlot]:
         """Live workers that may serve ``hw_class``: its own, else the first fallback class that has any."""

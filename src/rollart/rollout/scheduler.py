@@ -1,7 +1,7 @@
 """RolloutScheduler: GRPO groups of trajectories, redundant env rollouts, continuous production.
 
-A group is ``group_size`` rollouts of one task instance (same env id, same reset seed); its tag (the
-task name) routes generation through hw_mapping. ``extra_envs_per_group`` launches more envs than
+A group is ``group_size`` rollouts of one task instance (same env id, same reset seed); its task name
+routes generation through hw_mapping. ``extra_envs_per_group`` launches more envs than
 needed and ``extra_groups`` more groups than needed (RollArt §6.3): as soon as a group has its
 target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
 env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
@@ -111,7 +111,7 @@ class RolloutScheduler:
             raise ValueError("RolloutScheduler needs at least one TaskSpec")
         names = [t.name for t in tasks]
         if len(set(names)) != len(names):
-            raise ValueError(f"task names must be unique (they are hw_mapping tags): {names}")
+            raise ValueError(f"task names must be unique (hw_mapping routes by task name): {names}")
         _check_env_ids(tasks, manager)
         self.tasks = tasks
         self.manager = manager

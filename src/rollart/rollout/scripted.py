@@ -84,7 +84,7 @@ def random_chooser(options: list[str], seed: int = 0) -> Chooser:
 
 
 class ScriptedPolicy:
-    """``generate(trajectory_id, prompt_token_ids, sampling, tag)`` without a model (see module doc)."""
+    """``generate(trajectory_id, prompt_token_ids, sampling, task)`` without a model (see module doc)."""
 
     def __init__(self, tokenizer, choose: Chooser, latency_s: float = 0.0,
                  version: Callable[[], int] = lambda: 0, logprob: float = -0.5):
@@ -97,13 +97,13 @@ class ScriptedPolicy:
         self.start_id = tokenizer.convert_tokens_to_ids("<|im_start|>")
         self.counters: Counter = Counter()
         self.inflight: set[str] = set()
-        self.tags: Counter = Counter()
+        self.tasks: Counter = Counter()
 
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
-                       sampling: SamplingParams | None = None, tag: str = "default") -> GenerationResult:
+                       sampling: SamplingParams | None = None, task: str = "default") -> GenerationResult:
         sampling = sampling or SamplingParams()
         self.counters["requests"] += 1
-        self.tags[tag] += 1
+        self.tasks[task] += 1
         self.inflight.add(trajectory_id)
         try:
             if self.latency_s > 0:
