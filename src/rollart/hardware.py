@@ -162,8 +162,8 @@ class StepWork:
 @dataclass
 class SpeedModelConfig:
     """Per-worker simulated speed (:class:`SpeedModel`)."""
-    hardware: str = "H800"
-    """GPU class: one of HARDWARE's GPUs, or 'custom' with the fields below."""
+    hw_class: str = "H800"
+    """Hardware class (a GPU): one of HARDWARE's GPUs, or 'custom' with the fields below."""
     model: str = "Qwen3-8B"
     """Paper-scale model shape whose cost is simulated: one of MODELS."""
     tp: int = 1
@@ -177,12 +177,12 @@ class SpeedModelConfig:
     time_scale: float = 1.0
     """Multiply simulated seconds by this before sleeping (e.g. 0.01 runs 100x faster than real)."""
     custom: dict = field(default_factory=dict)
-    """For hardware='custom': HardwareSpec fields, {'tflops':..., 'memory_gb':..., 'hbm_gb_s':..., 'intra_gb_s':...}."""
+    """For hw_class='custom': HardwareSpec fields, {'tflops':..., 'memory_gb':..., 'hbm_gb_s':..., 'intra_gb_s':...}."""
 
     def __post_init__(self) -> None:
         gpus = sorted(n for n, h in HARDWARE.items() if h.kind == "gpu")
-        if self.hardware != "custom" and self.hardware not in gpus:
-            raise ConfigError(f"speed.hardware={self.hardware!r} is not a GPU class; use one of {gpus} or 'custom' "
+        if self.hw_class != "custom" and self.hw_class not in gpus:
+            raise ConfigError(f"speed.hw_class={self.hw_class!r} is not a GPU class; use one of {gpus} or 'custom' "
                              "with speed.custom={'tflops':..,'memory_gb':..,'hbm_gb_s':..,'intra_gb_s':..}")
         try:
             model_shape(self.model)
@@ -200,10 +200,10 @@ class SpeedModel:
 
     def __init__(self, cfg: SpeedModelConfig | None = None, **kwargs) -> None:
         self.cfg = cfg or SpeedModelConfig(**kwargs)
-        if self.cfg.hardware == "custom":
+        if self.cfg.hw_class == "custom":
             self.hw = HardwareSpec("custom", **self.cfg.custom)
         else:
-            self.hw = HARDWARE[self.cfg.hardware]
+            self.hw = HARDWARE[self.cfg.hw_class]
         self.model = model_shape(self.cfg.model)
 
     @property

@@ -21,7 +21,7 @@ def test_resolve_derives_every_dependent_value_once():
     assert (r.model, r.engine.model, r.engine.seed, r.rollout.seed) == ("/m", "/m", 7, 7)
     assert (r.trainer.model_path, r.trainer.seed, r.trainer.pad_id) == ("/m", 7, 5)
     # one speed model per simulated class; "cpu" has none
-    assert r.speed_models == {"H800": SpeedModelConfig(hardware="H800", time_scale=0.5)}
+    assert r.speed_models == {"H800": SpeedModelConfig(hw_class="H800", time_scale=0.5)}
     assert cfg.rollout.seed == 0 and cfg.buffer == BufferConfig()  # resolve() returns a copy
     sync = dataclasses.replace(cfg, mode="sync").resolve(model="/m", pad_id=0)
     assert sync.buffer.alpha == 0 and sync.buffer.max_outstanding_groups == 0

@@ -31,7 +31,7 @@ class HeteroGen(rdist.GenerateWorker):
     async def generate(self, prompt: str, task: str = "default", delay: float = 0.0) -> dict:
         if delay:
             await asyncio.sleep(delay)
-        return {"worker": self.worker_name, "hw": self.hw, "text": prompt[::-1]}
+        return {"worker": self.worker_name, "hw": self.hw_class, "text": prompt[::-1]}
 
 
 class Scorer(rdist.RewardWorker):
@@ -53,4 +53,4 @@ class Plain:
         self.label, self.speed = label, speed
 
     def info(self) -> dict:
-        return {"label": self.label, "speed": self.speed, "hardware": os.environ.get("ROLLART_HARDWARE")}
+        return {"label": self.label, "speed": self.speed, "hw_class": os.environ.get("ROLLART_HW_CLASS")}

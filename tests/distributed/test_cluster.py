@@ -21,7 +21,7 @@ async def test_execute_all_broadcasts_and_aggregates(system, capsys):
     assert [g.tolist() for g in grads] == [[0, 1, 2, 3], [0, 2, 4, 6]]  # one per worker, rank order
     assert await train.loss_sum(x) == 6.0 * 1 + 6.0 * 2
     pids = await train.execute_all("worker_info")
-    assert [p["hardware"] for p in pids] == ["H800", "H800"] and [p["rank"] for p in pids] == [0, 1]
+    assert [p["hw_class"] for p in pids] == ["H800", "H800"] and [p["rank"] for p in pids] == [0, 1]
     out = capsys.readouterr().out
     assert "cluster GradWorker" in out and "GradWorker-0" in out and ".compute_gradients() -> execute_all" in out
     await train.shutdown()
@@ -29,7 +29,7 @@ async def test_execute_all_broadcasts_and_aggregates(system, capsys):
 
 
 async def test_one_and_round_robin(system):
-    rm = ResourceManager({"cpu": 3}, role_hardware={"train": "cpu"})
+    rm = ResourceManager({"cpu": 3}, role_hw_class={"train": "cpu"})
     c = await Cluster(GradWorker, rm, n=3, system=system, mode="inprocess", verbose=False)
     assert sorted([await c.rr_whoami() for _ in range(6)]) == sorted([f"GradWorker-{i}" for i in range(3)] * 2)
     names = await asyncio.gather(*(c.whoami() for _ in range(9)))
@@ -53,7 +53,7 @@ async def test_hw_mapping_routes_by_task_and_falls_back_when_preferred_worker_di
     assert out["hw"] == "H20"
 
     h800 = gen.members[0]
-    assert h800.hardware == "H800"
+    assert h800.hw_class == "H800"
     os.kill((await h800.handle.call("worker_info")) and h800.handle.pid, signal.SIGKILL)
     for _ in range(600):  # hang guard (30 s), not a speed assertion
         if not h800.alive:
@@ -79,7 +79,7 @@ async def test_hw_mapping_spills_over_when_preferred_class_is_busy(system):
 async def test_placement_falls_back_when_pool_is_exhausted(system, capsys):
     rm = ResourceManager({"H800": 1, "H20": 1})
     gen = await Cluster(HeteroGen, rm, n=2, system=system, mode="inprocess", placement=["H800", "H800"])
-    assert [m.hardware for m in gen.members] == ["H800", "H20"]
+    assert [m.hw_class for m in gen.members] == ["H800", "H20"]
     assert "fallback: H800 exhausted" in rm.binding_table()
     assert "HeteroGen-1" in capsys.readouterr().out
 
@@ -128,7 +128,7 @@ async def test_register_serverless_calls_the_http_endpoint(system, reward_endpoi
     url, calls = reward_endpoint
     rm = ResourceManager({"cpu": 2, "serverless": {"url": url, "token": "s3cret"}})
     rewards = await Cluster(Scorer, rm, n=1, system=system, verbose=False)
-    assert rewards.members[0].hardware == "serverless"
+    assert rewards.members[0].hw_class == "serverless"
     assert await rewards.compute_rewards([1, 2, 3], scale=0.5) == 1.5  # after one 503 retry
     assert calls == ["compute_rewards", "compute_rewards"]
     with pytest.raises(ServerlessError, match="bad trajectory"):
@@ -156,7 +156,7 @@ async def test_serverless_errors(system, reward_endpoint):
 async def test_serverless_without_endpoint_runs_locally(system):
     rm = ResourceManager({"cpu": 1})
     rewards = await Cluster(Scorer, rm, n=1, system=system, mode="inprocess", verbose=False)
-    assert rewards.members[0].hardware == "cpu"
+    assert rewards.members[0].hw_class == "cpu"
     assert await rewards.compute_rewards([1, 2]) == 1002.0  # the method body ran on the worker
     assert "no endpoint: local worker" in rewards.describe()
     await rewards.shutdown()
@@ -184,7 +184,7 @@ async def test_restarted_worker_keeps_its_rank_and_hardware(system):
             break
         await asyncio.sleep(0.05)
     after = await h20.handle.call("worker_info")  # the fresh instance was bound again
-    assert after == before and after["hardware"] == "H20" and after["rank"] == 1
+    assert after == before and after["hw_class"] == "H20" and after["rank"] == 1
     out = await gen.generate("ab", task="other")
     assert out == {"worker": "HeteroGen-1", "hw": "H20", "text": "ba"}
 
@@ -193,9 +193,9 @@ async def test_plain_class_gets_per_class_kwargs_and_its_hardware(system):
     rm = ResourceManager({"H800": 1, "H20": 1})
     c = await Cluster(Plain, rm, n=2, system=system, placement=["H800", "H20"], worker_kwargs=dict(label="x"),
                       worker_kwargs_for=lambda hw: {"speed": hw.lower()}, verbose=False)
-    assert await c.execute_all("info") == [{"label": "x", "speed": "h800", "hardware": "H800"},
-                                           {"label": "x", "speed": "h20", "hardware": "H20"}]
-    assert await c.handle(1).call("info") == {"label": "x", "speed": "h20", "hardware": "H20"}
+    assert await c.execute_all("info") == [{"label": "x", "speed": "h800", "hw_class": "H800"},
+                                           {"label": "x", "speed": "h20", "hw_class": "H20"}]
+    assert await c.handle(1).call("info") == {"label": "x", "speed": "h20", "hw_class": "H20"}
     with pytest.raises(ClusterError, match="no started rank 2"):
         c.handle(2)
     await c.shutdown()

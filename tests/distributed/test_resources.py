@@ -7,21 +7,21 @@ from rollart.distributed.hardware import fallbacks
 
 def test_role_defaults():
     rm = ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://fc.example/r"})
-    assert rm.default_hardware("train") == "H800"      # compute-optimized
-    assert rm.default_hardware("generate") == "H20"    # bandwidth-optimized
-    assert rm.default_hardware("env") == "cpu"
-    assert rm.default_hardware("reward") == "serverless"
-    assert ResourceManager({"H20": 2, "cpu": 2}).default_hardware("reward") == "cpu"  # local
-    assert ResourceManager({"H800": 1}, role_hardware={"generate": "H800"}).default_hardware("generate") == "H800"
+    assert rm.default_hw_class("train") == "H800"      # compute-optimized
+    assert rm.default_hw_class("generate") == "H20"    # bandwidth-optimized
+    assert rm.default_hw_class("env") == "cpu"
+    assert rm.default_hw_class("reward") == "serverless"
+    assert ResourceManager({"H20": 2, "cpu": 2}).default_hw_class("reward") == "cpu"  # local
+    assert ResourceManager({"H800": 1}, role_hw_class={"generate": "H800"}).default_hw_class("generate") == "H800"
     with pytest.raises(ValueError, match="unknown role 'trainer'"):
-        rm.default_hardware("trainer")
+        rm.default_hw_class("trainer")
 
 
 def test_paper_style_device_lists():
     rm = ResourceManager({"H800": list(range(0, 8))}, {"H20": list(range(8, 32))})
     assert rm.capacity == {"H800": 8, "H20": 24}
     b = rm.allocate("generate", owner="g0", count=2)
-    assert b.hardware == "H20" and b.devices == [8, 9]
+    assert b.hw_class == "H20" and b.devices == [8, 9]
 
 
 def test_fallback_when_exhausted_and_release():
@@ -29,10 +29,10 @@ def test_fallback_when_exhausted_and_release():
     a = rm.allocate("train", owner="t0")
     b = rm.allocate("train", owner="t1")
     c = rm.allocate("train", owner="t2")
-    assert (a.hardware, b.hardware, c.hardware) == ("H800", "A100", "H20")
+    assert (a.hw_class, b.hw_class, c.hw_class) == ("H800", "A100", "H20")
     assert not a.fell_back and b.fell_back and "H800 exhausted" in b.note
     rm.release(a)
-    assert rm.allocate("train", owner="t3").hardware == "H800"
+    assert rm.allocate("train", owner="t3").hw_class == "H800"
 
 
 def test_exhausted_everywhere_names_what_is_free():
@@ -82,7 +82,7 @@ def test_from_plan():
     rm = ResourceManager.from_plan(plan)
     assert rm.capacity == {"H800": 3, "H20": 2} and rm.serverless_url == "http://fc.example"
     assert rm.free["H800"] == [0, 1, "H800:2"]  # planned ids kept, anonymous devices numbered
-    assert rm.default_hardware("generate") == "H20" and rm.default_hardware("train") == "H800"
+    assert rm.default_hw_class("generate") == "H20" and rm.default_hw_class("train") == "H800"
     with pytest.raises(ValueError, match="'groups' list"):
         ResourceManager.from_plan({"nodes": []})
     with pytest.raises(ValueError, match="group 0 needs 'devices'"):

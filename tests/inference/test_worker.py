@@ -118,7 +118,7 @@ async def test_speed_model_times_each_step_from_engine_work(engine_config):
     """Simulated seconds come from the engine's real per-step work: a long prompt costs more on H20."""
     sims = {}
     for hw in ("H800", "H20"):
-        w = InferenceWorker(engine_config, name=hw, hw_class=hw, speed=dict(hardware=hw, time_scale=0.0))
+        w = InferenceWorker(engine_config, name=hw, hw_class=hw, speed=dict(hw_class=hw, time_scale=0.0))
         try:
             await gen(w, "p", list(range(3, 503)), **GREEDY, max_tokens=2)
             sims[hw] = w.stats()["simulated_seconds"]

@@ -32,7 +32,7 @@ async def test_build_binds_every_worker_and_shares_a_trainer_passed_in(tiny_mode
     try:
         assert [(name, hw) for name, hw, _ in c.workers] == [("gen-0", "H800"), ("gen-1", "H20"), ("gen-2", "H800")]
         assert c.trainer is shared and [cl.name for cl in c.clusters] == ["gen", "weight-store"]
-        assert {b.owner: b.hardware for b in c.resources.bindings} == {
+        assert {b.owner: b.hw_class for b in c.resources.bindings} == {
             "gen-0": "H800", "gen-1": "H20", "gen-2": "H800", "weight-store-0": "cpu"}
         assert {w.name: w.hw_class for w in c.proxy.workers.values()} == {"gen-0": "H800", "gen-1": "H20",
                                                                            "gen-2": "H800"}

@@ -190,7 +190,7 @@ async def test_from_cluster_uses_the_resource_managers_bindings(tiny_model):
         await cluster.start()
         try:
             proxy = LLMProxy.from_cluster(cluster, ProxyConfig(hw_affinity={"frozenlake": "H800", "math": "H20"}))
-            by_class = {m.hardware: m.name for m in cluster.members}
+            by_class = {m.hw_class: m.name for m in cluster.members}
             fl = await proxy.generate("a", [5, 6], dict(GREEDY, max_tokens=2), task="frozenlake")
             math = await proxy.generate("b", [5, 6], dict(GREEDY, max_tokens=2), task="math")
             assert (fl.worker, math.worker) == (by_class["H800"], by_class["H20"])

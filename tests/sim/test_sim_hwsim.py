@@ -15,7 +15,7 @@ def test_single_trajectory_time_is_the_sum_of_its_steps():
     from rollart.hardware import SpeedModel, StepWork
     task = TaskProfile("one", 100, (1, 1), 0, (5, 5), env_latency_s=0.0)
     t = _time({"H800": 1}, task, 1)
-    m = SpeedModel(hardware="H800")
+    m = SpeedModel(hw_class="H800")
     prefill = m.step_seconds(StepWork(prefill_tokens=100, prefill_context=50))
     decodes = sum(m.step_seconds(StepWork(decode_seqs=1, decode_context_tokens=101 + i)) for i in range(4))
     assert t == pytest.approx(prefill + decodes, rel=1e-3)

@@ -84,7 +84,7 @@ async def live_check() -> dict:
 
     model = str(make_tiny_model(tempfile.mkdtemp(prefix="affinity-"), seed=0))
     workers = [InferenceWorker(dict(model=model, num_kv_blocks=1024, max_num_batched_tokens=1024), name=hw,
-                               hw_class=hw, speed=dict(hardware=hw, time_scale=4.0)) for hw in ("H800", "H20")]
+                               hw_class=hw, speed=dict(hw_class=hw, time_scale=4.0)) for hw in ("H800", "H20")]
     proxy = LLMProxy([(w.name, w.hw_class, LocalWorker(w)) for w in workers],
                      ProxyConfig(hw_affinity={"on-h800": "H800", "on-h20": "H20"}, sticky=False))
     def prompts(n, length, salt):  # distinct prompts: nothing is served from the prefix cache
@@ -106,7 +106,7 @@ async def live_check() -> dict:
     finally:
         for w in workers:
             await w.shutdown()
-    m800, m20 = SpeedModel(hardware="H800"), SpeedModel(hardware="H20")
+    m800, m20 = SpeedModel(hw_class="H800"), SpeedModel(hw_class="H20")
     pre = StepWork(prefill_tokens=4000, prefill_context=500)
     dec = StepWork(decode_seqs=4, decode_context_tokens=4 * 50)
     out["prefill_model"] = m800.step_seconds(pre) / m20.step_seconds(pre)

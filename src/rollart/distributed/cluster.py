@@ -6,14 +6,14 @@
         text = await gen.generate(prompt, task="FrozenLake")       # routed to an H800 worker
         grads = await trainers.compute_gradients(batch)            # execute_all: one result per worker
 
-Any class can be a worker: a ``Worker`` subclass gets ``rollart_bind`` (rank, hardware, devices) once
+Any class can be a worker: a ``Worker`` subclass gets ``rollart_bind`` (rank, hw_class, devices) once
 started and again on every restart; a plain class (one without ``rollart_bind``) is placed and served the
-same and finds its hardware class in ``ROLLART_HARDWARE``. ``worker_kwargs_for(hardware)`` adds
+same and finds its hardware class in ``ROLLART_HW_CLASS``. ``worker_kwargs_for(hw_class)`` adds
 constructor keywords that depend on where a worker landed (e.g. a speed model per class).
 
 Placement: ``placement={"H800": 1, "H20": 3}`` or a list with one class per worker; by default a class
 with ``hw_mapping`` methods spreads its workers over the classes its affinities name, and any other
-class goes to its role's default (``ResourceManager.default_hardware``). Each worker binds one
+class goes to its role's default (``ResourceManager.default_hw_class``). Each worker binds one
 device pool entry via ``ResourceManager.allocate`` (which falls back when a pool is exhausted).
 
 A worker whose restart policy is exhausted is removed from routing and its devices are released;
@@ -54,8 +54,8 @@ class _Member:
     alive: bool = True
 
     @property
-    def hardware(self) -> str:
-        return self.binding.hardware
+    def hw_class(self) -> str:
+        return self.binding.hw_class
 
 
 def _aggregate(how: Any, results: list) -> Any:
@@ -99,7 +99,7 @@ class Cluster:
         self.verbose = verbose
         self.members: list[_Member] = []
         self.routed: Counter = Counter()
-        """(method, task, hardware) -> calls routed there by hw_mapping."""
+        """(method, task, hw_class) -> calls routed there by hw_mapping."""
         self.dispatch = dispatch_table(worker_cls)
         self._rr = itertools.count()
         self._serverless: dict[str, ServerlessClient] = {}
@@ -119,7 +119,7 @@ class Cluster:
     async def __aexit__(self, *exc: Any) -> None:
         await self.shutdown()
 
-    def _hardware_plan(self) -> list[str | None]:
+    def _hw_class_plan(self) -> list[str | None]:
         if isinstance(self.placement, dict):
             plan = [hw for hw, count in self.placement.items() for _ in range(count)]
         elif isinstance(self.placement, list):
@@ -127,7 +127,7 @@ class Cluster:
         else:
             affinities = list(dict.fromkeys(hw for d in self.dispatch.values() if d.kind == "hw_mapping"
                                             for hw in d.hw_affinity.values()))
-            fixed = getattr(self.worker_cls, "hardware", None)
+            fixed = getattr(self.worker_cls, "hw_class", None)
             plan = [affinities[i % len(affinities)] for i in range(self.n)] if affinities else [fixed] * self.n
         if len(plan) != self.n:
             raise ClusterError(f"placement names {len(plan)} workers but n={self.n}")
@@ -136,7 +136,7 @@ class Cluster:
     async def start(self) -> "Cluster":
         if self.system is None:
             self.system = await ActorSystem().start()
-        plan = self._hardware_plan()
+        plan = self._hw_class_plan()
         try:
             for rank, hw in enumerate(plan):
                 name = f"{self.name}-{rank}"
@@ -155,14 +155,14 @@ class Cluster:
         return self
 
     def _spawn(self, m: _Member) -> Any:
-        kwargs = {**self.worker_kwargs, **(self.worker_kwargs_for(m.hardware) if self.worker_kwargs_for else {})}
+        kwargs = {**self.worker_kwargs, **(self.worker_kwargs_for(m.hw_class) if self.worker_kwargs_for else {})}
         setup = []
         if callable(getattr(self.worker_cls, "rollart_bind", None)):  # made again on every restart of the worker
             setup.append(("rollart_bind", ({
-                "rank": m.rank, "world_size": self.n, "name": m.name, "hardware": m.hardware,
+                "rank": m.rank, "world_size": self.n, "name": m.name, "hw_class": m.hw_class,
                 "devices": m.binding.devices, "serverless": self._serverless_info()},), {}))
         return self.system.spawn(self.worker_cls, *self.worker_args, name=m.name, mode=self.mode,
-                                 restart=self.restart, env={**self.env, "ROLLART_HARDWARE": m.hardware},
+                                 restart=self.restart, env={**self.env, "ROLLART_HW_CLASS": m.hw_class},
                                  on_dead=self._on_worker_dead, setup_calls=setup, **kwargs)
 
     def _serverless_info(self) -> dict:
@@ -198,7 +198,7 @@ class Cluster:
                 m.alive = False
                 m.binding.note = f"dead: {reason}"[:80]
                 self.rm.release(m.binding)
-                log.error("cluster %s: worker %s (%s) removed from routing: %s", self.name, name, m.hardware, reason)
+                log.error("cluster %s: worker %s (%s) removed from routing: %s", self.name, name, m.hw_class, reason)
 
     # -- members -------------------------------------------------------------------------------
     def handle(self, rank: int = 0) -> ActorHandle:
@@ -236,12 +236,12 @@ class Cluster:
 
     def _route_hw(self, method: str, d: Dispatch, args: tuple, kwargs: dict) -> _Member:
         task = self._task(method, args, kwargs)
-        preferred = d.preferred_hardware(task)
+        preferred = d.preferred_hw_class(task)
         live = self._candidates()
-        present = list(dict.fromkeys(m.hardware for m in live))
+        present = list(dict.fromkeys(m.hw_class for m in live))
         chosen: list[_Member] = []
         for hw in [preferred, *fallbacks(preferred, present)] if preferred else []:
-            on_hw = [m for m in live if m.hardware == hw]
+            on_hw = [m for m in live if m.hw_class == hw]
             if not on_hw:
                 continue
             free = [m for m in on_hw if self.max_inflight is None or m.inflight < self.max_inflight]
@@ -250,7 +250,7 @@ class Cluster:
                 break
             chosen = chosen or on_hw  # all busy: remember the preferred class in case nothing is free
         member = self._pick(chosen or live)
-        self.routed[(method, task, member.hardware)] += 1
+        self.routed[(method, task, member.hw_class)] += 1
         return member
 
     async def _call_member(self, m: _Member, method: str, args: tuple, kwargs: dict) -> Any:
@@ -318,7 +318,7 @@ class Cluster:
             devs = ",".join(map(str, b.devices)) or "-"
             state = m.handle.state if m.handle else "unspawned"
             note = f"  [{b.note}]" if b.note else ""
-            rows.append(f"  {m.name:<24} {b.hardware:<10} devices {devs:<8} {state}{note}")
+            rows.append(f"  {m.name:<24} {b.hw_class:<10} devices {devs:<8} {state}{note}")
         for method, d in sorted(self.dispatch.items()):
             if d.kind == "hw_mapping":
                 how = "hw_mapping " + ", ".join(f"{t}->{hw}" for t, hw in d.hw_affinity.items())

@@ -34,7 +34,7 @@ class Dispatch:
     url: str | None = None
     token: str | None = None
 
-    def preferred_hardware(self, task: str | None) -> str | None:
+    def preferred_hw_class(self, task: str | None) -> str | None:
         return self.hw_affinity.get(task, self.hw_affinity.get("default")) if task is not None else \
             self.hw_affinity.get("default")
 

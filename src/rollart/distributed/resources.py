@@ -29,19 +29,19 @@ class Binding:
     owner: str
     role: str
     preferred: str
-    hardware: str
+    hw_class: str
     devices: list = field(default_factory=list)
     note: str = ""
 
     @property
     def fell_back(self) -> bool:
-        return self.hardware != self.preferred
+        return self.hw_class != self.preferred
 
 
 class ResourceManager:
-    def __init__(self, *pools: dict, role_hardware: dict[str, str] | None = None):
+    def __init__(self, *pools: dict, role_hw_class: dict[str, str] | None = None):
         """``pools``: one or more dicts ``{class: count | [device ids] | url}`` (merged).
-        ``role_hardware``: per-role default overrides, e.g. ``{"reward": "cpu"}``."""
+        ``role_hw_class``: per-role default overrides, e.g. ``{"reward": "cpu"}``."""
         self.free: dict[str, list] = {}
         self.capacity: dict[str, int] = {}
         self.serverless_url: str | None = None
@@ -51,10 +51,10 @@ class ResourceManager:
                 raise TypeError(f"ResourceManager pools must be dicts like {{'H800': 8}}, got {group!r}")
             for name, value in group.items():
                 self._add_pool(name, value)
-        self.role_hardware = dict(role_hardware or {})
-        for role, hw in self.role_hardware.items():
+        self.role_hw_class = dict(role_hw_class or {})
+        for role, hw in self.role_hw_class.items():
             if role not in ROLE_NEEDS:
-                raise ValueError(f"unknown role {role!r} in role_hardware; roles: {sorted(ROLE_NEEDS)}")
+                raise ValueError(f"unknown role {role!r} in role_hw_class; roles: {sorted(ROLE_NEEDS)}")
             spec(hw)
         self.bindings: list[Binding] = []
 
@@ -100,7 +100,7 @@ class ResourceManager:
                     ids.append(device_id)
                 by_role.setdefault(g.get("role", ""), Counter())[d["type"]] += 1
         roles = {r: c.most_common(1)[0][0] for r, c in by_role.items() if r in ROLE_NEEDS}
-        rm = cls(pools, role_hardware=roles)
+        rm = cls(pools, role_hw_class=roles)
         if "serverless_url" in plan:
             rm._add_pool("serverless", plan["serverless_url"])
         return rm
@@ -109,10 +109,10 @@ class ResourceManager:
     def pools(self) -> list[str]:
         return list(self.capacity) + (["serverless"] if self.serverless_url else [])
 
-    def default_hardware(self, role: str) -> str:
+    def default_hw_class(self, role: str) -> str:
         """The best declared class for a role: its override, else by what the role needs."""
-        if role in self.role_hardware:
-            return self.role_hardware[role]
+        if role in self.role_hw_class:
+            return self.role_hw_class[role]
         need = ROLE_NEEDS.get(role)
         if need is None:
             raise ValueError(f"unknown role {role!r}; roles: {sorted(ROLE_NEEDS)}")
@@ -125,7 +125,7 @@ class ResourceManager:
         return gpus[0] if gpus else "cpu"
 
     def allocate(self, role: str, hw: str | None = None, count: int = 1, owner: str = "") -> Binding:
-        preferred = hw or self.default_hardware(role)
+        preferred = hw or self.default_hw_class(role)
         spec(preferred)
         for candidate in [preferred, *fallbacks(preferred, self.pools())]:
             if spec(candidate).kind == "serverless":
@@ -150,8 +150,8 @@ class ResourceManager:
         """Return a binding's devices to their pool (a worker died for good or was stopped)."""
         if binding in self.bindings:
             self.bindings.remove(binding)
-            if binding.hardware in self.free:
-                self.free[binding.hardware].extend(binding.devices)
+            if binding.hw_class in self.free:
+                self.free[binding.hw_class].extend(binding.devices)
 
     def free_summary(self) -> dict[str, int]:
         return {name: len(devs) for name, devs in self.free.items()}
@@ -160,7 +160,7 @@ class ResourceManager:
         rows = [("worker", "role", "preferred", "bound", "devices", "note")]
         for b in self.bindings:
             devs = ",".join(map(str, b.devices)) if b.devices else "-"
-            rows.append((b.owner, b.role, b.preferred, b.hardware, devs, b.note))
+            rows.append((b.owner, b.role, b.preferred, b.hw_class, devs, b.note))
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))

@@ -9,15 +9,14 @@ from rollart.distributed.serverless import ServerlessFunction
 
 class Worker:
     role = "train"
-    """Which stage it serves; picks its default hardware (train/generate/env/reward)."""
-    hardware: str | None = None
-    """Set on a subclass to override the role's default hardware class for placement."""
+    """Which stage it serves; picks its default hardware class (train/generate/env/reward)."""
+    hw_class: str | None = None
+    """Hardware class: set on a subclass to pin placement (else the role's default); ``rollart_bind`` sets it
+    to the class this worker was bound to (maybe a fallback)."""
 
     rank: int = 0
     world_size: int = 1
     worker_name: str = ""
-    hw: str = ""
-    """Hardware class this worker was bound to (maybe a fallback)."""
     devices: list = []
 
     def rollart_bind(self, info: dict) -> dict:
@@ -25,11 +24,11 @@ class Worker:
         self.rank = info["rank"]
         self.world_size = info["world_size"]
         self.worker_name = info["name"]
-        self.hw = info["hardware"]
+        self.hw_class = info["hw_class"]
         self.devices = list(info.get("devices", []))
         for attribute, (url, function, token) in info.get("serverless", {}).items():
             setattr(self, attribute, ServerlessFunction(url, function, token))
-        return {"rank": self.rank, "hardware": self.hw}
+        return {"rank": self.rank, "hw_class": self.hw_class}
 
     async def on_stop(self) -> None:
         """Closes the HTTP sessions of serverless attributes; call super().on_stop() when overriding."""
@@ -39,7 +38,7 @@ class Worker:
 
     def worker_info(self) -> dict[str, Any]:
         return {"name": self.worker_name, "rank": self.rank, "world_size": self.world_size,
-                "hardware": self.hw, "devices": self.devices, "role": self.role}
+                "hw_class": self.hw_class, "devices": self.devices, "role": self.role}
 
 
 class TrainWorker(Worker):

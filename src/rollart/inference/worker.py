@@ -112,8 +112,8 @@ class InferenceWorker:
     def rollart_bind(self, info: dict) -> dict:
         """Called by a rollart.distributed Cluster once started: adopt the name and hardware it bound us to."""
         self.name = info.get("name", self.name)
-        self.hw_class = info.get("hardware", self.hw_class)
-        return {"name": self.name, "hardware": self.hw_class}
+        self.hw_class = info.get("hw_class", self.hw_class)
+        return {"name": self.name, "hw_class": self.hw_class}
 
     async def on_start(self) -> None:
         """Actor hook: start the loop as soon as the actor is up."""

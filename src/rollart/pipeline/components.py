@@ -82,17 +82,17 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
         await system.shutdown()
         raise
     log.info("bindings\n%s", rm.binding_table())
-    workers = [(m.name, m.hardware, m.handle) for m in gen.members]
+    workers = [(m.name, m.hw_class, m.handle) for m in gen.members]
     trainer = trainer if trainer is not None else clusters[-1].handle()
     return Components(system, proxy, workers, trainer, store.handle(), clusters, rm)
 
 
-def run_resources(worker_classes: list[str], private_trainer: bool = True) -> ResourceManager:
+def run_resources(hw_classes: list[str], private_trainer: bool = True) -> ResourceManager:
     """The run's devices: one per inference worker of each class, and one CPU process each for the weight
     store and (unless shared) the trainer."""
-    pools = Counter(worker_classes)
+    pools = Counter(hw_classes)
     pools[SERVICE_CLASS] += 2 if private_trainer else 1
     try:
         return ResourceManager(dict(pools))
     except KeyError as e:  # a class the hardware catalogue does not know
-        raise ConfigError(f"hw_classes={tuple(dict.fromkeys(worker_classes))}: {e.args[0]}") from None
+        raise ConfigError(f"hw_classes={tuple(dict.fromkeys(hw_classes))}: {e.args[0]}") from None

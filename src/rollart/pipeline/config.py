@@ -194,7 +194,7 @@ class PipelineConfig:
             # fn. 1), so it does not start groups only a staler batch could take.
             max_outstanding_groups=(self.alpha + 1) * self.batch_groups + r.extra_groups
             if self.mode in ("areal", "async") else 0)
-        speed = {hw: SpeedModelConfig(hardware=hw, time_scale=self.sim_time_scale)
+        speed = {hw: SpeedModelConfig(hw_class=hw, time_scale=self.sim_time_scale)
                  for hw in dict.fromkeys(self.worker_hw_classes())
                  if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if self.simulate_hardware else {}
         return dataclasses.replace(

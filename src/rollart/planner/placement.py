@@ -111,8 +111,8 @@ def place_on_resource_manager(plan: dict, rm=None):
         mine = []
         for hw, ids in by_type.items():
             b = rm.allocate(role, hw=hw, count=len(ids), owner=owner)
-            if b.hardware != hw or list(b.devices) != ids:
-                raise PlacementError(f"{owner}: the resource manager bound {b.hardware} {list(b.devices)} "
+            if b.hw_class != hw or list(b.devices) != ids:
+                raise PlacementError(f"{owner}: the resource manager bound {b.hw_class} {list(b.devices)} "
                                      f"instead of the planned {hw} {ids} ({b.note or 'devices already taken'})")
             mine.append(b)
         bound.append(mine)

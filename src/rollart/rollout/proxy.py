@@ -100,7 +100,7 @@ class LLMProxy:
         d = getattr(cluster, "dispatch", {}).get(method)
         if not cfg.hw_affinity and d is not None and d.kind == "hw_mapping":
             cfg = dataclasses.replace(cfg, hw_affinity=dict(d.hw_affinity))
-        return cls([WorkerSlot(m.name, m.hardware, m.handle) for m in cluster.members], cfg)
+        return cls([WorkerSlot(m.name, m.hw_class, m.handle) for m in cluster.members], cfg)
 
     @property
     def version(self) -> int:

@@ -91,7 +91,7 @@ class RolloutSim:
             n = gpus // tp
             if n < 1:
                 raise ValueError(f"pool {hw} has {gpus} GPUs, fewer than tp={tp}")
-            speed = SpeedModel(SpeedModelConfig(hardware=hw, model=model, tp=tp))
+            speed = SpeedModel(SpeedModelConfig(hw_class=hw, model=model, tp=tp))
             self.engines[hw] = [_Engine(f"{hw}-{i}", speed, speed.kv_capacity_tokens, max_batched_tokens,
                                         max_num_seqs) for i in range(n)]
         self.routing = routing
