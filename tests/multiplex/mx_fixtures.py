@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from rollart.models import CausalLM, ModelConfig, save_model
+from rollart.trainer import TrainerConfig
 from rollart.types import Trajectory
 
 VOCAB = 32
@@ -38,5 +39,5 @@ def trajectories(num_groups: int = 2, group_size: int = 4, seed: int = 0, versio
     return out
 
 
-def trainer_config(model_path: str, **kw) -> dict:
-    return dict(model_path=model_path, num_threads=1, lr=1e-2, **kw)
+def trainer_config(model_path: str, **kw) -> TrainerConfig:
+    return TrainerConfig(model_path=model_path, num_threads=1, lr=1e-2, **kw)

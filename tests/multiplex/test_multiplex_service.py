@@ -10,7 +10,7 @@ import torch
 from rollart.multiplex.router import check_serial
 from rollart.multiplex.scheduler import JobClosedError, JobState
 from rollart.multiplex.service import ServiceConfig, TrainingService
-from rollart.trainer import TrainerConfig, make_trainer
+from rollart.trainer import make_trainer
 
 from mx_fixtures import save_tiny_policy, trainer_config, trajectories
 
@@ -27,7 +27,7 @@ def models(tmp_path_factory):
 
 async def test_two_jobs_interleaved_match_private_training_bit_exactly(models, tmp_path):
     a, b = models
-    private = make_trainer(TrainerConfig(**trainer_config(a)))
+    private = make_trainer(trainer_config(a))
     for k in range(3):
         private.train_step(trajectories(seed=k))
     expected = dict(private.named_tensors())

@@ -105,6 +105,8 @@ async def test_default_demand_fills_a_deployment_then_refuses_and_pinning_is_res
             await s.register_job("e", trainer_config(model), demand={"period": 20})
         with pytest.raises(ValueError, match="already active"):
             await s.register_job("a", trainer_config(model))
+        with pytest.raises(TypeError, match="must be a TrainerConfig"):
+            await s.register_job("e", dict(model_path=model))
         await s.complete_job("a")  # its windows come back: e fits now, on train0
         assert await s.register_job("e", trainer_config(model)) == "train0"
         # a job whose trainer cannot be built gives its windows back too

@@ -24,7 +24,6 @@ operations run is still the Scheduler's (HRRS), the reserved windows are not enf
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import tempfile
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from rollart.config import ConfigError
 from rollart.multiplex.placement import Placement, Placer, Trace
 from rollart.multiplex.router import OpRecord, Router
 from rollart.multiplex.scheduler import JobState, Scheduler, SLOViolation
+from rollart.trainer.config import TrainerConfig
 
 API = ("forward", "forward_backward", "optim_step", "train_step", "weight_buckets", "save_checkpoint",
        "load_checkpoint", "materialize")
@@ -130,7 +130,7 @@ class TrainingService:
         await self.close()
 
     # ------------------------------------------------------------------ jobs
-    async def register_job(self, job: str, trainer_config: Any, deployment: str | None = None,
+    async def register_job(self, job: str, trainer_config: TrainerConfig, deployment: str | None = None,
                            demand: Trace | dict | str | None = None) -> str:
         """Place ``job`` (Placer: least-loaded deployment whose free windows fit its demand trace, smallest
         micro-shift) and build its trainer there. ``demand``: a ``Trace`` or dict(period=, segments=) in
@@ -138,6 +138,9 @@ class TrainingService:
         ``repack``. ``deployment`` pins the job to one deployment.
         Returns the deployment id. Raises PlacementError if it fits nowhere, SLOViolation if every
         deployment that fits has a job over the waiting bound."""
+        if not isinstance(trainer_config, TrainerConfig):
+            raise TypeError(f"register_job({job!r}): trainer_config must be a TrainerConfig, "
+                            f"got {type(trainer_config).__name__}")
         sched = self._sched()
         trace = self._demand(job, demand)
         if deployment is not None:
@@ -145,8 +148,6 @@ class TrainingService:
         j = sched.jobs.get(job)
         if j is not None and j.state in (JobState.QUEUED, JobState.RUNNING):
             raise ValueError(f"job {job!r} is already active on {j.deployment!r}")
-        if dataclasses.is_dataclass(trainer_config):
-            trainer_config = dataclasses.asdict(trainer_config)
         self._reap()
         excluded: set[int] = set()
         last: Exception | None = None

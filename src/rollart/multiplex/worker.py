@@ -42,14 +42,13 @@ class DeploymentWorker:
 
     # ------------------------------------------------------------------ lifecycle of jobs
     @blocking
-    def add_job(self, seq: int, job: str, trainer_config: dict) -> int:
+    def add_job(self, seq: int, job: str, cfg: TrainerConfig) -> int:
         """Build the job's trainer here; it becomes the resident job. Returns its version."""
         with self._op(seq, job, "add_job", need_resident=False):
             if job in self.trainers:
                 raise ValueError(f"job {job!r} is already registered on this worker")
             if self.resident is not None:
                 raise NotResidentError(f"add_job {job}: job {self.resident!r} is still resident; offload it first")
-            cfg = TrainerConfig(**trainer_config)
             if cfg.backend != "torch" or cfg.world_size != 1:
                 raise ValueError(f"shared training service supports trainer.backend='torch' with world_size=1 per "
                                  f"rank; job {job!r} asked for backend={cfg.backend!r} world_size={cfg.world_size}")
