@@ -11,6 +11,8 @@ import asyncio
 import itertools
 from typing import Any, Awaitable, Callable
 
+from rollart.actors import RestartPolicy
+from rollart.distributed import Cluster, ResourceManager
 from rollart.rollout.env_host import EnvHost
 
 Caller = Callable[..., Awaitable[Any]]
@@ -109,13 +111,17 @@ class EnvPool:
     @classmethod
     async def spawn(cls, system: Any, num_hosts: int, config: dict | None = None, imports: tuple = (),
                     grace_s: float = 120.0, name: str = "envhost") -> "EnvPool":
-        """``num_hosts`` EnvHost actors, each in its own process (``system`` is a running ActorSystem).
-        ``imports`` are modules each host imports first — where your own envs are registered."""
+        """``num_hosts`` EnvHost actors, each in its own process (``system`` is a running ActorSystem),
+        started as a Cluster on one CPU device each (workers ``{name}-0``, ``{name}-1``, ...; a dead host is
+        not restarted: its envs fail and new ones go to the others). ``imports`` are modules each host
+        imports first — where your own envs are registered."""
         if num_hosts < 1:
             raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
-        hosts = [await system.spawn(EnvHost, dict(config or {}), list(imports), name=f"{name}{i}",
-                                    mode="process") for i in range(num_hosts)]
-        return cls(hosts, grace_s=grace_s)
+        hosts = Cluster(EnvHost, ResourceManager({"cpu": num_hosts}), num_hosts, name=name, system=system,
+                        mode="process", restart=RestartPolicy(), worker_args=(dict(config or {}), list(imports)),
+                        verbose=False)
+        await hosts.start()
+        return cls([m.handle for m in hosts.members], grace_s=grace_s)
 
     async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,
                       count: int = 1) -> int:

@@ -5,8 +5,8 @@
 — errors travel as values, so they cross an actor boundary intact and never take the host down. A
 hung call strands only its own daemon thread (the pool, ``thread_pool``, replaces it), never the event loop.
 
-The class is plain logic: drive it in-process (cheap envs, tests), or serve it as an actor with
-``ActorSystem.spawn(EnvHost, ..., mode="process")`` so env crashes cannot touch the trainer.
+The class is plain logic: drive it in-process (cheap envs, tests), or run hosts as actors in their own
+processes (``EnvPool.spawn``: a Cluster of EnvHosts) so env crashes cannot touch the trainer.
 """
 from __future__ import annotations
 
@@ -124,6 +124,9 @@ def _describe(e: BaseException) -> str:
 
 class EnvHost:
     """Hosts envs by key; see module docstring. All methods are coroutines returning plain data."""
+
+    role = "env"
+    """For rollart.distributed.Cluster: places a host on the env role's default class (CPU)."""
 
     def __init__(self, config: EnvHostConfig | dict | None = None, imports: list[str] | tuple = ()):
         """``imports``: modules imported first, where the env ids this host makes are registered (e.g.
