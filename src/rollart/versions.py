@@ -6,10 +6,13 @@ hold. Who holds which version (one holder per role):
 
     trainer      Trainer.version            the policy being trained (the next one to publish)
     weight store WeightStore.latest_version newest complete version a puller may take
-    coordinator  Coordinator.version        the version the run has reached (published after each step)
-    proxy        LLMProxy.version           what every inference worker should hold (its health keeps it)
+    coordinator  WeightSync.version         the version the run has reached (published after each step)
+    proxy        WorkerHealth.version       what every inference worker should hold (read as LLMProxy.version)
     engine       engine.version             the weights loaded now; the tag on each sampled token
     buffer       SampleBuffer.version       the agent LLM's version n that gates the window n - alpha
+
+An actor answers ``get_version()`` with the version it holds (TrainerActor, the multiplex worker and service,
+InferenceWorker).
 """
 from __future__ import annotations
 

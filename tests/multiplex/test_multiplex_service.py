@@ -40,7 +40,7 @@ async def test_two_jobs_interleaved_match_private_training_bit_exactly(models, t
             for k in range(3):
                 await s.call(job, "train_step", trajectories(seed=seed0 + k))
         await asyncio.gather(run("A", 0), run("B", 10))
-        assert await s.version("A") == 3 and await s.version("B") == 3
+        assert await s.get_version("A") == 3 and await s.get_version("B") == 3
         got = _weights(await s.call("A", "weight_buckets", 1 << 20))
         assert set(got) == set(expected)
         for name, t in expected.items():

@@ -244,11 +244,7 @@ class _Unpacker:
                 raise WireError(f"unknown numpy dtype {dtype_str!r}") from None
             if dtype.hasobject or dtype.fields is not None:
                 raise WireError(f"numpy dtype {dtype_str!r} is not allowed on the wire")
-            shape = self._shape(shape)
-            buf = self._buffer(ref)
-            n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if n != len(buf):
-                raise WireError(f"ndarray {dtype_str}{list(shape)} needs {n} bytes, frame has {len(buf)}")
+            shape, buf = self._array_frame(f"ndarray {dtype_str}", shape, ref, dtype.itemsize)
             return np.frombuffer(buf, dtype=dtype).reshape(shape)
         if code == EXT_TENSOR:
             return self._tensor(*self._fields(data, 3, "tensor"))
@@ -265,18 +261,23 @@ class _Unpacker:
             raise WireError(f"{what} ext must be a list of {n} fields")
         return fields
 
+    def _array_frame(self, what: str, shape: Any, ref: Any, itemsize: int) -> tuple[tuple[int, ...], Any]:
+        """The checked shape and the frame ``ref`` points to, which must hold exactly that many items."""
+        shape = self._shape(shape)
+        buf = self._buffer(ref)
+        n = int(np.prod(shape, dtype=np.int64)) * itemsize
+        if n != len(buf):
+            raise WireError(f"{what}{list(shape)} needs {n} bytes, frame has {len(buf)}")
+        return shape, buf
+
     def _tensor(self, dtype_name: Any, shape: Any, ref: Any) -> Any:
         import torch
 
         dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
         if not isinstance(dtype, torch.dtype):
             raise WireError(f"unknown torch dtype {dtype_name!r}")
-        shape = self._shape(shape)
-        buf = self._buffer(ref)
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if n != len(buf):
-            raise WireError(f"tensor {dtype_name}{list(shape)} needs {n} bytes, frame has {len(buf)}")
-        if n == 0:
+        shape, buf = self._array_frame(f"tensor {dtype_name}", shape, ref, dtype.itemsize)
+        if len(buf) == 0:
             return torch.empty(shape, dtype=dtype)
         return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
 

@@ -19,6 +19,7 @@ import zmq
 
 from rollart.actors import messages as m
 from rollart.actors.errors import WireError
+from rollart.actors.zsock import connect_dealer
 
 log = logging.getLogger("rollart.actors")
 
@@ -43,12 +44,7 @@ class HeartbeatThread(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self.identity)
-        sock.setsockopt(zmq.LINGER, 0)
-        if self.configure_socket:
-            self.configure_socket(sock)
-        sock.connect(self.endpoint)
+        sock = connect_dealer(self.ctx, self.endpoint, self.identity, self.configure_socket)
         seq = 0
         last_reply = time.monotonic()
         try:

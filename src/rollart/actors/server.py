@@ -22,6 +22,7 @@ for a long time does not make the actor look dead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import functools
 import inspect
@@ -30,14 +31,14 @@ import os
 import socket
 import sys
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import zmq
 
 from rollart.actors import messages as m
 from rollart.actors.dispatch import import_class, message_table, method_table
 from rollart.actors.errors import WireError
-from rollart.actors.zsock import AsyncSocket
+from rollart.actors.zsock import AsyncSocket, connect_dealer
 
 log = logging.getLogger("rollart.actors")
 _NOT_STARTED = object()  # a call whose method raised before returning its coroutine (error already sent)
@@ -85,12 +86,7 @@ class ActorServer:
         loop = asyncio.get_running_loop()
         self._init = loop.create_future()
         self._stopped = loop.create_future()
-        sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self.identity)
-        sock.setsockopt(zmq.LINGER, 0)
-        if self.configure_socket:
-            self.configure_socket(sock)
-        sock.connect(self.endpoint)
+        sock = connect_dealer(self.ctx, self.endpoint, self.identity, self.configure_socket)
         self.asock = AsyncSocket(sock, self._on_frames, copy_frames=2, loop=loop)
         try:
             self._send(m.Hello(self.name, self.cls_path, os.getpid(), socket.gethostname(),
@@ -272,40 +268,40 @@ class ActorServer:
         work = self._start_work(cid, msg, fn, kind)
         if work is _NOT_STARTED:
             return
-        try:
-            value = await work
-        except asyncio.CancelledError:
-            self._send(m.Error(cid, "asyncio.exceptions.CancelledError", "cancelled", "", []))
-            raise
-        except Exception as e:
-            self._send(error_message(cid, e))
-        else:
-            self._send(m.Result(cid, value))
+        with self._failure_reported(cid):
+            self._send(m.Result(cid, await work))
 
     async def _run_stream(self, cid: int, msg: m.Call, fn: Callable, kind: str, credit: list) -> None:
         gen = self._start_work(cid, msg, fn, kind)
         if gen is _NOT_STARTED:
             return
         try:
-            if kind == "agen":
-                async for item in gen:
-                    await self._spend_credit(credit)
-                    self._send(m.Item(cid, item))
-            else:
-                for item in gen:
-                    await self._spend_credit(credit)
-                    self._send(m.Item(cid, item))
-            self._send(m.End(cid))
-        except asyncio.CancelledError:
-            self._send(m.Error(cid, "asyncio.exceptions.CancelledError", "cancelled", "", []))
-            raise
-        except Exception as e:
-            self._send(error_message(cid, e))
+            with self._failure_reported(cid):
+                if kind == "agen":
+                    async for item in gen:
+                        await self._spend_credit(credit)
+                        self._send(m.Item(cid, item))
+                else:
+                    for item in gen:
+                        await self._spend_credit(credit)
+                        self._send(m.Item(cid, item))
+                self._send(m.End(cid))
         finally:
             if kind == "agen":
                 await gen.aclose()
             else:
                 gen.close()
+
+    @contextlib.contextmanager
+    def _failure_reported(self, cid: int) -> Iterator[None]:
+        """Answer call ``cid`` with an Error if the work inside fails or is cancelled (the cancel still propagates)."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            self._send(m.Error(cid, "asyncio.exceptions.CancelledError", "cancelled", "", []))
+            raise
+        except Exception as e:
+            self._send(error_message(cid, e))
 
     @staticmethod
     async def _spend_credit(credit: list) -> None:

@@ -33,6 +33,18 @@ _MAX_PER_DRAIN = 512  # messages handled before yielding to other loop callbacks
 _RETRY_DELAY = 0.005  # seconds between retries of a full peer's outbox
 
 
+def connect_dealer(ctx: zmq.Context, endpoint: str, identity: bytes,
+                   configure: Callable[[zmq.Socket], None] | None = None) -> zmq.Socket:
+    """A DEALER socket with ``identity``, no linger on close, ``configure`` applied, connected to ``endpoint``."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 0)
+    if configure:
+        configure(sock)
+    sock.connect(endpoint)
+    return sock
+
+
 class AsyncSocket:
     def __init__(self, sock: zmq.Socket, on_message: Callable[[list], None], *, copy_frames: int,
                  loop: asyncio.AbstractEventLoop | None = None):

@@ -32,8 +32,8 @@ class SharedTrainerClient:
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise TypeError(f"SharedTrainerClient.call({method!r}) takes positional arguments only")
-        if method == "version":
-            return await self.service.version(self.job)
+        if method == "get_version":
+            return await self.service.get_version(self.job)
         if method in ("train_step", "weight_buckets", "save_checkpoint", "load_checkpoint"):
             return await self.service.call(self.job, method, *args)
         raise AttributeError(f"shared training service has no trainer method {method!r}")

@@ -212,9 +212,9 @@ class TrainingService:
             raise ValueError(f"unknown operation {op!r}; the service offers {', '.join(API)}")
         return await self._sched().submit(job, op, *args)
 
-    async def version(self, job: str) -> int:
+    async def get_version(self, job: str) -> int:
         d = self._deployment(job)
-        return await self.router.workers(d)[0].call("version", job)
+        return await self.router.workers(d)[0].call("get_version", job)
 
     async def complete_job(self, job: str) -> None:
         """Finish ``job``: drop its state on the workers, mark it COMPLETED. Idempotent."""

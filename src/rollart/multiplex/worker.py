@@ -126,7 +126,7 @@ class DeploymentWorker:
         with self._op(seq, job, "train_step"):
             return self.trainers[job].train_step(trajectories)
 
-    def version(self, job: str) -> int:
+    def get_version(self, job: str) -> int:
         return self._trainer(job).version
 
     @blocking

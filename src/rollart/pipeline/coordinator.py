@@ -114,7 +114,6 @@ class Coordinator:
         self.evals: list[tuple[int, dict]] = []
         self.timings: list[dict[str, float]] = []
         self.step = 0
-        self.version = 0
         self.worker_stats: dict = {}
 
     # ------------------------------------------------------------------ entry point
@@ -155,7 +154,7 @@ class Coordinator:
                 self.bar.close()
             self.logger.close()
             await self.c.close()
-        return RunResult(steps=len(self.history), version=self.version, final_success=final,
+        return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
                          run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats)
 
@@ -183,7 +182,7 @@ class Coordinator:
                 pull = (pull[0], time.perf_counter())
                 await self.c.proxy.suspend()                                                         # ②
                 extra.update(await self.weights.update_workers())                                    # ③
-                await self.buffer.set_version(self.version)  # the agent LLM's version gates the window
+                await self.buffer.set_version(self.weights.version)  # the agent LLM's version gates the window
                 await self.c.proxy.resume()                                                          # ④ ⑤
                 await self._maybe_evaluate(rollout)
             if training is not None:
@@ -233,10 +232,9 @@ class Coordinator:
         """Account a finished train step: new version published to the weight store, metrics logged."""
         batch, metrics = result
         metrics.pop("_train_end", None)
-        trained_at = self.version
-        self.version += 1
+        trained_at = self.weights.version
         self.step += 1
-        push = await self.weights.publish(self.version)
+        push = await self.weights.publish(trained_at + 1)
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
         metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
@@ -265,7 +263,7 @@ class Coordinator:
         """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
         await self.c.proxy.suspend()
         sync = await self.weights.update_workers()
-        await self.buffer.set_version(self.version)
+        await self.buffer.set_version(self.weights.version)
         await self.c.proxy.resume()
         if sync:
             self.logger.log(sync, self.step)
@@ -319,7 +317,7 @@ class Coordinator:
     async def _checkpoint(self, final: bool = False) -> None:
         if not self.step or (final and self.history and self.history[-1].get("checkpoint")):
             return
-        extra = {"step": self.step, "version": self.version, "buffer": self.buffer.stats(),
+        extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
                  "evals": self.evals[-1:] if self.evals else []}
         path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra)
         if self.history:
@@ -338,16 +336,16 @@ class Coordinator:
             log.warning("resume: no checkpoint under %s; starting fresh", root)
             return
         extra = await self.c.trainer.call("load_checkpoint", str(found))
-        self.version = await self.c.trainer.call("version")
-        self.step = int(extra.get("step", self.version))
-        await self.weights.publish(self.version)
+        version = await self.c.trainer.call("get_version")
+        self.step = int(extra.get("step", version))
+        await self.weights.publish(version)
         await self._update_now_quiet()
         self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
-        log.warning("resumed from %s at step %d, version %d", found, self.step, self.version)
+        log.warning("resumed from %s at step %d, version %d", found, self.step, version)
 
     async def _update_now_quiet(self) -> None:
         await self.weights.update_workers()
-        await self.buffer.set_version(self.version)
+        await self.buffer.set_version(self.weights.version)
 
     @staticmethod
     async def _unless_failed(coro: Awaitable[Any], background: asyncio.Task) -> Any:

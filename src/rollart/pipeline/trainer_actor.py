@@ -24,7 +24,7 @@ class TrainerActor:
         self.trainer = make_trainer(self.config)
         return self.trainer.version
 
-    def version(self) -> int:
+    def get_version(self) -> int:
         return self.trainer.version
 
     def placement(self) -> dict:

@@ -21,7 +21,8 @@ class WeightSync:
         self.proxy = proxy
         self.bucket_bytes = bucket_bytes
         self.puller = WeightPuller(store, link_bytes_per_s or None)  # a rate simulates a slower link
-        self.published = -1
+        self.version = 0
+        """The newest version pushed to the store (0: the initial weights every worker starts from)."""
         self.pending: WeightSyncStats | None = None
         self._fetched: tuple[WeightBucket, WeightSyncStats] | None = None
 
@@ -32,7 +33,7 @@ class WeightSync:
         buckets = [list(zip(names, tensors)) for names, tensors in raw]
         stats = await push_weights(self.store, buckets, version)
         stats.push_s = time.perf_counter() - t0  # include the trainer -> coordinator leg
-        self.published = version
+        self.version = version
         self.pending = stats
         self.puller.start(version)
         return stats
@@ -41,13 +42,13 @@ class WeightSync:
         """Finish pulling the pending version without suspending anything (rollout and training go on);
         the next ``update_workers`` then only swaps. No-op when nothing is pending or it is fetched."""
         if self.pending is not None and self._fetched is None:
-            self._fetched = await self.puller.take(self.published)
+            self._fetched = await self.puller.take(self.version)
 
     async def update_workers(self) -> dict[str, float]:
         """Step ③: take the latest published version and update every inference worker to it."""
         if self.pending is None:
             return {}
-        version, push = self.published, self.pending
+        version, push = self.version, self.pending
         weights, pull = self._fetched if self._fetched is not None else await self.puller.take(version)
         self._fetched = None
         t0 = time.perf_counter()

@@ -107,10 +107,6 @@ class LLMProxy:
         """The weights version of the last update_weights()."""
         return self.health.version
 
-    @version.setter
-    def version(self, value: int) -> None:
-        self.health.version = value
-
     # ---------------------------------------------------------------- public API
 
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
@@ -188,10 +184,8 @@ class LLMProxy:
 
         A worker that dies meanwhile is brought up to date when it comes back (``resync_weights``).
         """
-        self.version = weights.version
+        self.health.updated(weights)
         update = UpdateWeights(weights)
-        if self.cfg.resync_weights:
-            self.health.latest_weights = update
         live = [w for w in self.workers.values() if not w.dead]
         results = await asyncio.gather(*(w.handle.send(update) for w in live),
                                        return_exceptions=True)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.worker_slot import WorkerSlot
-from rollart.types import UpdateWeights
+from rollart.types import UpdateWeights, WeightBucket
 
 log = logging.getLogger("rollart.rollout.proxy")
 
@@ -26,8 +26,13 @@ class WorkerHealth:
         self.dead_errors = dead_errors
         self.version = 0
         """The weights version every live worker should hold (the proxy's ``version``)."""
-        self.latest_weights: UpdateWeights | None = None
-        """The last weight update, re-sent to a worker restarted without it."""
+        self.resync: WeightBucket | None = None
+        """With ``resync_weights``: the weights of ``version``, re-sent to a worker restarted without them."""
+
+    def updated(self, weights: WeightBucket) -> None:
+        """Every live worker is being sent ``weights``: they are the version to hold from now on."""
+        self.version = weights.version
+        self.resync = weights if self.cfg.resync_weights else None
 
     def record_death(self, slot: WorkerSlot, error: BaseException) -> None:
         if slot.healthy:  # one crash fails every request it was running: count it once
@@ -59,8 +64,8 @@ class WorkerHealth:
             try:
                 async with asyncio.timeout(max(0.1, deadline - asyncio.get_running_loop().time())):
                     version = await slot.handle.call("get_version")
-                    if self.latest_weights is not None and version < self.latest_weights.weights.version:
-                        await slot.handle.send(self.latest_weights)
+                    if self.resync is not None and version < self.version:
+                        await slot.handle.send(UpdateWeights(self.resync))
                 slot.version = self.version
                 slot.healthy = True
                 log.warning("inference worker %s is back (restarted in place)", slot.name)

@@ -14,7 +14,7 @@ A trainer is a plain class (it also runs as an actor). Its whole surface:
     trainer.close()
 
 ``train_step`` is built from ``forward_backward`` and ``optimizer_step``. Backends implement the protected
-hooks ``_backward``, ``_optimizer_step``, ``_zero_grad`` (and, for data parallelism, ``_begin_micro``,
+hooks ``_backward``, ``_optimizer_step``, ``_zero_grad``, ``_load_state`` (and, for data parallelism, ``_begin_micro``,
 ``_backward_nothing``, ``_forward_nothing``, ``_max_over_ranks``) and the checkpoint I/O; the step itself
 (proximal/ref log-probs, advantages, mini- and micro-batching, the loss) lives here once.
 """
@@ -23,11 +23,13 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 import torch.nn as nn
 
+from rollart.trainer import checkpoint as ckpt
 from rollart.trainer import losses as L
 from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
                                       select_rows, shard_rows)
@@ -120,6 +122,16 @@ class Trainer:
         raise NotImplementedError
 
     def load_checkpoint(self, path: str) -> dict:
+        """Restore from a checkpoint folder, or from the latest one under a root; returns ``extra``."""
+        folder = ckpt.resolve(path)
+        meta = ckpt.read_meta(folder)
+        self._load_state(folder)
+        ckpt.restore_rng(folder, self.cfg.rank)
+        self.version = int(meta["version"])
+        return meta["extra"]
+
+    def _load_state(self, folder: Path) -> None:
+        """Load the backend's model and optimizer state from a complete checkpoint folder."""
         raise NotImplementedError
 
     def close(self) -> None:

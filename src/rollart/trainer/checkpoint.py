@@ -146,3 +146,15 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+
+
+def save_rng(folder: Path, rank: int) -> None:
+    """Write this rank's RNG states into a checkpoint folder."""
+    torch.save(rng_state(), folder / f"rng_rank{rank}.pt")
+
+
+def restore_rng(folder: Path, rank: int) -> None:
+    """Restore this rank's RNG states from a checkpoint folder, if it holds them."""
+    path = folder / f"rng_rank{rank}.pt"
+    if path.exists():
+        set_rng_state(torch.load(path, weights_only=False))

@@ -146,23 +146,16 @@ class DeepSpeedTrainer(Trainer):
             if rank == 0:
                 save_policy(full, tmp / "model")
             self.engine.save_checkpoint(str(tmp / "deepspeed"), tag="state", save_latest=False)
-            torch.save(ckpt.rng_state(), tmp / f"rng_rank{rank}.pt")
+            ckpt.save_rng(tmp, rank)
 
         barrier = dist.barrier if self.cfg.world_size > 1 else None
         return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier))
 
-    def load_checkpoint(self, path: str) -> dict:
-        folder = ckpt.resolve(path)
-        meta = ckpt.read_meta(folder)
+    def _load_state(self, folder: Path) -> None:
         load_path, _ = self.engine.load_checkpoint(str(folder / "deepspeed"), tag="state")
         if load_path is None:
             raise FileNotFoundError(f"DeepSpeed found no engine state in {folder / 'deepspeed'}; the checkpoint "
                                     "was not written by the deepspeed backend (or with another ZeRO layout)")
-        rng_file = folder / f"rng_rank{self.cfg.rank}.pt"
-        if rng_file.exists():
-            ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
-        self.version = int(meta["version"])
-        return meta["extra"]
 
     def close(self) -> None:
         import torch.distributed as dist

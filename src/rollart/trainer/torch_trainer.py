@@ -111,23 +111,15 @@ class TorchTrainer(Trainer):
                     torch.save(self.critic.state_dict(), tmp / "critic.pt")
             if barrier:
                 barrier()
-            torch.save(ckpt.rng_state(), tmp / f"rng_rank{rank}.pt")
+            ckpt.save_rng(tmp, rank)
 
         return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier))
 
-    def load_checkpoint(self, path: str) -> dict:
-        """Restore from a checkpoint folder, or from the latest one under a root; returns ``extra``."""
-        folder = ckpt.resolve(path)
-        meta = ckpt.read_meta(folder)
+    def _load_state(self, folder: Path) -> None:
         load_policy_weights(self.policy, folder / "model")
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False))
         if self.critic is not None:
             self.critic.load_state_dict(torch.load(folder / "critic.pt"))
-        rng_file = folder / f"rng_rank{self.cfg.rank}.pt"
-        if rng_file.exists():
-            ckpt.set_rng_state(torch.load(rng_file, weights_only=False))
-        self.version = int(meta["version"])
-        return meta["extra"]
 
     def close(self) -> None:
         if self.cfg.world_size > 1 and dist.is_initialized():
