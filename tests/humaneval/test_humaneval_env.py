@@ -10,6 +10,8 @@ from envs.humaneval.env import HumanEvalEnv, build_program, extract_code
 from envs.humaneval.scripted import canonical_answer, exit_early_answer, no_answer, wrong_answer
 from rollart.sandbox import SandboxConfig
 
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
+
 PROBLEMS = load_problems()
 FAST_SANDBOX = SandboxConfig(timeout_s=20.0, disk_mb=8)
 

@@ -14,6 +14,15 @@ FAST = dict(timeout_s=20.0, cpu_seconds=2, memory_mb=256, max_processes=32, file
             output_limit_bytes=2048)
 
 
+@pytest.fixture
+def any_mode() -> str:
+    """The strongest mode that works here, or rlimit: these tests check features every mode has."""
+    try:
+        return resolve_mode("auto")
+    except SandboxUnavailable:
+        return "rlimit"
+
+
 def test_bounded_output_keeps_head_and_tail_with_marker():
     out = BoundedOutput(10)
     out.feed(b"0123456789abcdefghij")
@@ -82,8 +91,8 @@ def test_network_namespace_in_unshare_mode():
         assert r.output.strip() == "['lo']", r.observation()
 
 
-def test_long_output_is_truncated_with_marker():
-    with Sandbox(SandboxConfig(**FAST)) as sb:
+def test_long_output_is_truncated_with_marker(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, **FAST)) as sb:
         r = sb.run("seq 1 20000")
         assert r.ok and r.truncated
         assert "output truncated" in r.output and r.output.startswith("1\n2\n") and r.output.rstrip().endswith("20000")
@@ -103,8 +112,8 @@ def test_exit_codes_and_signals_are_reported(mode):
         assert r.killed_reason.startswith("output exceeded") and not r.timed_out
 
 
-def test_safe_file_access_refuses_symlinks_and_escapes():
-    with Sandbox(SandboxConfig(**FAST)) as sb:
+def test_safe_file_access_refuses_symlinks_and_escapes(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, **FAST)) as sb:
         sb.run("ln -s /etc/passwd link; mkdir d; ln -s / d/up; mkfifo pipe")
         for bad in ("link", "d/up/etc/passwd", "../x", "/etc/passwd", "pipe"):
             with pytest.raises((UnsafePathError, OSError)):
@@ -118,8 +127,8 @@ def test_safe_file_access_refuses_symlinks_and_escapes():
         assert sb.run("cat sub/ok.txt").output.strip() == "fine"
 
 
-def test_teardown_removes_workspace_and_processes():
-    sb = Sandbox(SandboxConfig(**FAST))
+def test_teardown_removes_workspace_and_processes(any_mode):
+    sb = Sandbox(SandboxConfig(mode=any_mode, **FAST))
     sb.write_file("x.txt", b"x")
     ws, uid = sb.workspace, sb.uid
     sb.close()
@@ -131,17 +140,17 @@ def test_teardown_removes_workspace_and_processes():
         sb.run("true")
 
 
-def test_disk_budget_enforced_without_tmpfs():
-    with Sandbox(SandboxConfig(workspace_tmpfs=False, **{**FAST, "disk_mb": 4})) as sb:
+def test_disk_budget_enforced_without_tmpfs(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, workspace_tmpfs=False, **{**FAST, "disk_mb": 4})) as sb:
         r = sb.run("head -c 3M /dev/zero > a; head -c 3M /dev/zero > b")
         assert not r.ok and "over the 4 MB limit" in r.observation()
         assert sb.run("rm a b && echo ok").ok
 
 
-def test_python_home_is_bound_and_first_on_path():
+def test_python_home_is_bound_and_first_on_path(any_mode):
     with pytest.raises(ValueError, match="python_home"):
         SandboxConfig(python_home="/nonexistent")
-    with Sandbox(SandboxConfig(python_home="/usr", **FAST)) as sb:
+    with Sandbox(SandboxConfig(mode=any_mode, python_home="/usr", **FAST)) as sb:
         r = sb.run("command -v python3")
         expected = "/usr/bin/python3" if sb.mode == "rlimit" else "/opt/python/bin/python3"
         assert r.ok and r.output.strip() == expected

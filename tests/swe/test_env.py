@@ -10,6 +10,8 @@ from envs.swe.toolcall import format_tool_call
 
 from tests.swe.helpers import SANDBOX
 
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
+
 
 @pytest.fixture
 def env():

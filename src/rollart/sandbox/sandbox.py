@@ -245,6 +245,11 @@ class Sandbox:
                 if out.total > cfg.output_limit_bytes * OUTPUT_KILL_FACTOR:
                     killed = f"output exceeded {cfg.output_limit_bytes * OUTPUT_KILL_FACTOR} bytes"
                     break
+        if not killed:  # the output ended: let the command exit by itself (killing it now would misreport it)
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
         if self.mode != "rlimit":  # the wrapper outlives its namespace, so it, not the host's PID 1, reaps it
             kill_namespace(proc)
         kill_everything(proc.pid, self.uid, self.cgroups)
