@@ -1,8 +1,12 @@
 """Render a sandbox layout as a bubblewrap invocation.
 
-Everything but the command goes through ``--args FD`` (a pipe), not argv: bwrap's own process is
-PID 1 inside the sandbox, so its argv is what ``ps`` there shows, and it must name no host path or
-environment value. Needs bubblewrap >= 0.8 (``--disable-userns``); ``isolation`` probes for it.
+Everything but the command goes through ``--args FD`` (a pipe), not argv, so that no host path or
+environment value shows on a command line ``ps`` could read. PID 1 inside is a shell running the
+command as its child (``--as-pid-1``), as in the unshare mode: bwrap's own init would hand its exit
+status out and exit before being reaped, leaving a zombie under a host PID 1 that may never reap;
+a shell reaps orphans while it waits, reports a command killed by a signal as 128 + signal, and is
+reaped by the bwrap that started it. Needs bubblewrap >= 0.8 (``--disable-userns``), which
+``isolation`` probes for.
 """
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import os
 
 from rollart.sandbox.layout import Mount
 
+INIT = ["/bin/sh", "-c", '"$@"\nexit $?', "sh"]  # not the last command, so the shell forks it, not execs
+
 
 def bwrap_options(layout: list[Mount], *, workdir: str, env: dict[str, str]) -> list[str]:
     """The options (all but the command) for this layout: new namespaces, no nested user namespaces."""
-    opts = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    opts = ["--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1", "--die-with-parent", "--new-session",
             "--hostname", "sandbox"]
     for m in layout:
         if m.kind in ("ro-bind", "bind", "symlink"):
@@ -40,4 +46,4 @@ def bwrap_argv(layout: list[Mount], *, workdir: str, env: dict[str, str],
         os.write(write_fd, blob)
     finally:
         os.close(write_fd)
-    return ["bwrap", "--args", str(read_fd), "--", *command], read_fd
+    return ["bwrap", "--args", str(read_fd), "--", *INIT, *command], read_fd
