@@ -1,1 +1,1 @@
-from tests.sandbox.fixtures import sandbox_isolation  # noqa: F401 (fixture)
+from tests.sandbox.fixtures import no_isolation, sandbox_isolation  # noqa: F401 (fixtures)

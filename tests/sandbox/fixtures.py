@@ -12,3 +12,19 @@ def sandbox_isolation() -> str:
         return resolve_mode("auto")
     except SandboxUnavailable as e:
         pytest.skip(f"no sandbox isolation on this machine: {e}")
+
+
+@pytest.fixture
+def no_isolation(monkeypatch):
+    """This machine as one with neither bubblewrap nor unshare (probes re-run before and after)."""
+    from rollart.sandbox import isolation
+
+    def forget():
+        isolation.mode_works.cache_clear()
+        isolation._strongest.cache_clear()
+
+    forget()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    yield
+    monkeypatch.undo()
+    forget()
