@@ -21,7 +21,7 @@ from envs.humaneval.data import Problem, load_problems
 from envs.humaneval.scripted import canonical_answer, no_answer, wrong_answer
 from envs.text_space import AnyText
 from rollart.rollout.env_protocol import EnvDefaults
-from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
+from rollart.sandbox import Sandbox, SandboxConfig, resolve_mode, truncate_text
 
 INSTRUCTIONS = ("Complete the following Python function. Answer with the whole function in one "
                 "```python code block.\n\n```python\n{prompt}```")
@@ -97,6 +97,7 @@ class HumanEvalEnv(EnvDefaults, gym.Env):
                 raise ValueError(f"HumanEval task_ids {unknown} unknown; ids look like 'HumanEval/0'..'HumanEval/163'")
             problems = [p for p in problems if p.task_id in self.config.task_ids]
         self.problems = problems
+        resolve_mode(self.config.sandbox.mode)  # no isolation here: refuse now, in one line, not once per episode
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=64 << 10)
         self.action_space = AnyText(max_length=1 << 20)

@@ -28,7 +28,7 @@ from envs.swe.toolcall import FORMAT_HINT, ToolCallError, format_tool_call, pars
 from envs.swe.tools import TOOL_SCHEMAS, SWETools
 from envs.text_space import AnyText
 from rollart.rollout.env_protocol import EnvDefaults
-from rollart.sandbox import Sandbox, SandboxConfig, truncate_text
+from rollart.sandbox import Sandbox, SandboxConfig, resolve_mode, truncate_text
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class SWEEnv(EnvDefaults, gym.Env):
         if importlib.util.find_spec("pytest") is None:
             raise RuntimeError("the SWE env runs tests with pytest inside its sandbox: pip install pytest")
         self.tasks = load_tasks(self.config)
+        resolve_mode(self.config.sandbox.mode)  # no isolation here: refuse now, in one line, not once per episode
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=max(self.config.observation_limit, 64 << 10), min_length=1)
         self.action_space = AnyText(max_length=1 << 20, min_length=1)

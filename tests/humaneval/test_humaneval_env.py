@@ -8,7 +8,9 @@ import envs.humaneval
 from envs.humaneval.data import load_problems
 from envs.humaneval.env import HumanEvalEnv, build_program, extract_code
 from envs.humaneval.scripted import canonical_answer, exit_early_answer, no_answer, wrong_answer
-from rollart.sandbox import SandboxConfig
+from rollart.sandbox import SandboxConfig, SandboxUnavailable
+
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
 
 PROBLEMS = load_problems()
 FAST_SANDBOX = SandboxConfig(timeout_s=20.0, disk_mb=8)
@@ -97,3 +99,8 @@ def test_play_cli_scripted(capsys):
     from rollart.rollout.play import main
     assert main(["rollart/HumanEval-v0", "--policy", "scripted", "--episodes", "3", "--quiet"]) == 0
     assert "mean_reward=1.000" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_env_refuses_to_start_without_isolation(no_isolation):
+    with pytest.raises(SandboxUnavailable, match="install bubblewrap"):
+        HumanEvalEnv(task_ids=(PROBLEMS[0].task_id,))

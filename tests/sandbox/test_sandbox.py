@@ -6,12 +6,21 @@ import os
 import pytest
 
 from rollart.sandbox import Sandbox, SandboxConfig, UnsafePathError, resolve_mode
-from rollart.sandbox.isolation import mode_works
+from rollart.sandbox.isolation import SandboxUnavailable, mode_works
 from rollart.sandbox.limits import pids_of_uid
 from rollart.sandbox.output import BoundedOutput, truncate_text
 
 FAST = dict(timeout_s=20.0, cpu_seconds=2, memory_mb=256, max_processes=32, file_size_mb=4, disk_mb=16,
             output_limit_bytes=2048)
+
+
+@pytest.fixture
+def any_mode() -> str:
+    """The strongest mode that works here, or rlimit: these tests check features every mode has."""
+    try:
+        return resolve_mode("auto")
+    except SandboxUnavailable:
+        return "rlimit"
 
 
 def test_bounded_output_keeps_head_and_tail_with_marker():
@@ -33,9 +42,13 @@ def test_config_validation_names_the_field():
         SandboxConfig(timeout_s=0)
 
 
-def test_auto_mode_prefers_bwrap_when_it_works():
-    expected = "bwrap" if mode_works("bwrap")[0] else ("unshare" if mode_works("unshare")[0] else "rlimit")
-    assert resolve_mode("auto") == expected
+def test_auto_mode_prefers_bwrap_then_unshare_and_never_rlimit():
+    expected = "bwrap" if mode_works("bwrap")[0] else ("unshare" if mode_works("unshare")[0] else None)
+    if expected is None:
+        with pytest.raises(SandboxUnavailable):
+            resolve_mode("auto")
+    else:
+        assert resolve_mode("auto") == expected
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "unshare", "rlimit"])
@@ -78,24 +91,29 @@ def test_network_namespace_in_unshare_mode():
         assert r.output.strip() == "['lo']", r.observation()
 
 
-def test_long_output_is_truncated_with_marker():
-    with Sandbox(SandboxConfig(**FAST)) as sb:
+def test_long_output_is_truncated_with_marker(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, **FAST)) as sb:
         r = sb.run("seq 1 20000")
         assert r.ok and r.truncated
         assert "output truncated" in r.output and r.output.startswith("1\n2\n") and r.output.rstrip().endswith("20000")
         assert len(r.output) < 2048 + 200
 
 
-def test_exit_codes_and_signals_are_reported():
-    with Sandbox(SandboxConfig(**FAST)) as sb:
+@pytest.mark.parametrize("mode", ["bwrap", "unshare", "rlimit"])
+def test_exit_codes_and_signals_are_reported(mode):
+    if not mode_works(mode)[0]:
+        pytest.skip(f"{mode} unavailable here: {mode_works(mode)[1]}")
+    with Sandbox(SandboxConfig(mode=mode, **FAST)) as sb:
         assert sb.run("exit 3").observation() == "[exit code 3]"
         assert "SIGKILL" in sb.run("kill -9 $$").observation()
+        assert "SIGTERM" in sb.run("kill -TERM $$").observation()
+        assert "SIGSEGV" in sb.run(["python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]).observation()
         r = sb.run("yes")  # endless output is cut off long before the timeout
         assert r.killed_reason.startswith("output exceeded") and not r.timed_out
 
 
-def test_safe_file_access_refuses_symlinks_and_escapes():
-    with Sandbox(SandboxConfig(**FAST)) as sb:
+def test_safe_file_access_refuses_symlinks_and_escapes(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, **FAST)) as sb:
         sb.run("ln -s /etc/passwd link; mkdir d; ln -s / d/up; mkfifo pipe")
         for bad in ("link", "d/up/etc/passwd", "../x", "/etc/passwd", "pipe"):
             with pytest.raises((UnsafePathError, OSError)):
@@ -109,8 +127,8 @@ def test_safe_file_access_refuses_symlinks_and_escapes():
         assert sb.run("cat sub/ok.txt").output.strip() == "fine"
 
 
-def test_teardown_removes_workspace_and_processes():
-    sb = Sandbox(SandboxConfig(**FAST))
+def test_teardown_removes_workspace_and_processes(any_mode):
+    sb = Sandbox(SandboxConfig(mode=any_mode, **FAST))
     sb.write_file("x.txt", b"x")
     ws, uid = sb.workspace, sb.uid
     sb.close()
@@ -122,26 +140,27 @@ def test_teardown_removes_workspace_and_processes():
         sb.run("true")
 
 
-def test_disk_budget_enforced_without_tmpfs():
-    with Sandbox(SandboxConfig(workspace_tmpfs=False, **{**FAST, "disk_mb": 4})) as sb:
+def test_disk_budget_enforced_without_tmpfs(any_mode):
+    with Sandbox(SandboxConfig(mode=any_mode, workspace_tmpfs=False, **{**FAST, "disk_mb": 4})) as sb:
         r = sb.run("head -c 3M /dev/zero > a; head -c 3M /dev/zero > b")
         assert not r.ok and "over the 4 MB limit" in r.observation()
         assert sb.run("rm a b && echo ok").ok
 
 
-def test_python_home_is_bound_and_first_on_path():
+def test_python_home_is_bound_and_first_on_path(any_mode):
     with pytest.raises(ValueError, match="python_home"):
         SandboxConfig(python_home="/nonexistent")
-    with Sandbox(SandboxConfig(python_home="/usr", **FAST)) as sb:
+    with Sandbox(SandboxConfig(mode=any_mode, python_home="/usr", **FAST)) as sb:
         r = sb.run("command -v python3")
-        expected = "/opt/python/bin/python3" if sb.mode == "bwrap" else "/usr/bin/python3"
+        expected = "/usr/bin/python3" if sb.mode == "rlimit" else "/opt/python/bin/python3"
         assert r.ok and r.output.strip() == expected
 
 
-def test_unshare_mode_hidden_dirs_cannot_be_unmounted():
-    if not mode_works("unshare")[0]:
-        pytest.skip("unshare unavailable")
-    with Sandbox(SandboxConfig(mode="unshare", **FAST)) as sb:
-        r = sb.run("umount /work; umount -l /root; unshare -r sh -c 'umount -l /work'; ls -A /work /root")
-        assert "must be superuser" in r.output or "Operation not permitted" in r.output or "not permitted" in r.output
-        assert "main" not in r.output and "notes" not in r.output
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_mounts_cannot_be_undone_nor_namespaces_nested(mode):
+    if not mode_works(mode)[0]:
+        pytest.skip(f"{mode} unavailable here: {mode_works(mode)[1]}")
+    with Sandbox(SandboxConfig(mode=mode, **FAST)) as sb:
+        r = sb.run("umount -l /workspace; umount -l /usr; unshare -r true && echo NESTED; ls /usr/bin/python3")
+        assert "NESTED" not in r.output and "/usr/bin/python3" in r.output
+        assert sb.run("echo x > /workspace/x && cat x").output.strip() == "x"

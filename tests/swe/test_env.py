@@ -7,8 +7,11 @@ import pytest
 import envs.swe
 from envs.swe.env import SWEEnv
 from envs.swe.toolcall import format_tool_call
+from rollart.sandbox import SandboxUnavailable
 
 from tests.swe.helpers import SANDBOX
+
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
 
 
 @pytest.fixture
@@ -125,3 +128,8 @@ def test_play_cli_scripted_and_random(capsys):
     assert "mean_reward=1.000" in capsys.readouterr().out.strip().splitlines()[-1]
     assert main(["rollart/SWE-v0", "--policy", "random", "--episodes", "1", "--quiet", "--max-turns", "4"]) == 0
     assert "mean_reward=0.000" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_env_refuses_to_start_without_isolation(no_isolation):
+    with pytest.raises(SandboxUnavailable, match="install bubblewrap"):
+        SWEEnv(task_ids=("pager-1",))

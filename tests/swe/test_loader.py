@@ -35,6 +35,7 @@ def pager_jsonl(tmp_path):
     return path, tmp_path / "repos", task
 
 
+@pytest.mark.usefixtures("sandbox_isolation")
 def test_git_snapshot_exported_at_base_commit_and_gold_scores_one(pager_jsonl, tmp_path):
     path, repos, builtin = pager_jsonl
     [task] = load_swebench_jsonl(path, repos, cache_dir=tmp_path / "cache")
@@ -50,6 +51,7 @@ def test_git_snapshot_exported_at_base_commit_and_gold_scores_one(pager_jsonl, t
     assert reward == 1.0
 
 
+@pytest.mark.usefixtures("sandbox_isolation")
 def test_plain_directory_snapshot_and_roundtrip(tmp_path):
     tasks = [t for t in load_builtin_tasks() if t.instance_id in ("roman-1", "wrap-1")]
     repos = tmp_path / "repos"

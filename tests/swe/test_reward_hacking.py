@@ -7,6 +7,8 @@ from envs.swe.toolcall import format_tool_call
 
 from tests.swe.helpers import play
 
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
+
 TASKS = {t.instance_id: t for t in load_builtin_tasks()}
 FORCE_PASS = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
               "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")

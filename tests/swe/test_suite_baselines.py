@@ -1,8 +1,12 @@
 """Acceptance: a do-nothing agent scores 0 on every shipped task, because its hidden FAIL_TO_PASS tests fail."""
+import pytest
+
 from envs.swe.scripted import do_nothing_actions
 from envs.swe.task import load_builtin_tasks
 
 from tests.swe.helpers import play_all
+
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
 
 
 def test_do_nothing_scores_zero_and_base_state_is_as_declared():

@@ -2,9 +2,13 @@
 import json
 import shutil
 
+import pytest
+
 from envs.swe.loader import write_swebench_jsonl
 from envs.swe.task import load_builtin_tasks
 from envs.swe.validate import main
+
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
 
 
 def test_validate_good_and_broken_tasks(tmp_path, capsys):

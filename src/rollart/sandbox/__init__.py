@@ -1,9 +1,11 @@
-"""Sandbox for commands an LLM wrote: namespaces (bubblewrap, else unshare, else rlimits), limits,
-timeouts that kill the whole tree, truncated output, symlink-safe host file access, teardown."""
+"""Sandbox for commands an LLM wrote: namespaces (bubblewrap, else the same layout built with unshare; no
+isolation only when asked for by name), limits, timeouts that kill the whole tree, truncated output,
+symlink-safe host file access, teardown."""
 from rollart.sandbox.config import SandboxConfig
-from rollart.sandbox.isolation import resolve_mode
+from rollart.sandbox.isolation import SandboxUnavailable, resolve_mode
 from rollart.sandbox.output import truncate_text
 from rollart.sandbox.safefs import UnsafePathError
 from rollart.sandbox.sandbox import RunResult, Sandbox
 
-__all__ = ["Sandbox", "SandboxConfig", "RunResult", "UnsafePathError", "resolve_mode", "truncate_text"]
+__all__ = ["Sandbox", "SandboxConfig", "SandboxUnavailable", "RunResult", "UnsafePathError", "resolve_mode",
+           "truncate_text"]

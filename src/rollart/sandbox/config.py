@@ -14,9 +14,10 @@ class SandboxConfig:
     """Limits and isolation for commands an LLM wrote. Every field is a bound on a hostile command."""
 
     mode: str = "auto"
-    """Isolation: "bwrap" (user/mount/pid/net/ipc/uts namespaces, only the toolchain visible),
-    "unshare" (namespaces, host files hidden by tmpfs overlays), "rlimit" (plain child with rlimits
-    and a dropped uid), or "auto" = the strongest that works here. The chosen mode is logged."""
+    """Isolation: "bwrap" (bubblewrap >= 0.8: user/mount/pid/net/ipc/uts namespaces, only the toolchain
+    visible), "unshare" (the same namespaces and filesystem, built with util-linux), "rlimit" (a plain
+    child with rlimits and a dropped uid: no isolation, warned about at start), or "auto" = bwrap, else
+    unshare, else refuse to start. The chosen mode is logged."""
     timeout_s: float = 10.0
     """Wall-clock limit of one command; on expiry the whole sandbox (every process in it) is killed."""
     cpu_seconds: int = 10
@@ -30,7 +31,7 @@ class SandboxConfig:
     disk_mb: int = 128
     """Size of the workspace tmpfs (when running as root); also the total size accepted from a copy."""
     tmp_mb: int = 32
-    """Size of the private /tmp tmpfs inside the bwrap sandbox."""
+    """Size of each of the private /tmp and /dev/shm tmpfs of a sandboxed command (namespace modes)."""
     output_limit_bytes: int = 16384
     """Command output kept (stdout and stderr merged); the rest is dropped behind a visible marker."""
     use_cgroups: bool = True

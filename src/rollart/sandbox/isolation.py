@@ -1,34 +1,39 @@
-"""Isolation modes: how a command line is wrapped so it runs in namespaces (or, last, plain rlimits).
+"""Isolation modes, and which one a sandbox gets. Commands come from a model: treat them as hostile.
 
-``bwrap``   bubblewrap: new user/mount/pid/net/ipc/uts/cgroup namespaces, a root made of the read-only
-            toolchain (/usr, /lib*, a few /etc files, the Python packages tests need) plus the
-            workspace; no network, no /root, no /work, no /etc/shadow.
-``unshare`` util-linux unshare: the same namespaces, but the host root stays mounted, with tmpfs laid
-            over every top-level directory but the toolchain's (/usr, /lib*, /etc, ...) inside an
-            outer user namespace, the command run in a nested one so it cannot lift them.
-``rlimit``  a plain child: rlimits, a dropped uid, a cgroup, its own process group. No network or
-            filesystem isolation beyond file permissions; logged loudly.
+``bwrap``   bubblewrap >= 0.8: new user/mount/pid/net/ipc/uts/cgroup namespaces, no nested user
+            namespaces, only the ``layout`` visible.
+``unshare`` util-linux unshare: the same namespaces and the same ``layout``, built by a shell script.
+``rlimit``  a plain child: rlimits, a dropped uid, a cgroup, its own process group; no filesystem or
+            network isolation. Only when asked for by name, and it says so on every run.
+
+``auto`` takes bwrap, else unshare, each only after a probe that runs a real sandboxed ``true`` here
+(as an unprivileged uid when we are root, as sandboxes run), and otherwise refuses: it never drops
+to ``rlimit`` by itself.
 """
 from __future__ import annotations
 
 import functools
 import logging
 import os
-import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 
-log = logging.getLogger(__name__)
+from rollart.sandbox import layout
+from rollart.sandbox.bwrap import bwrap_argv
+from rollart.sandbox.unshare import unshare_argv
 
-# The top-level host entries an "unshare" sandbox sees (/tmp becomes a private tmpfs); every other one
-# is laid over with an empty tmpfs (or /dev/null for files), as are the secret files of /etc.
-VISIBLE_TOP = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys",
-               "/tmp")
-HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
-# /etc entries the toolchain needs; nothing else of /etc is visible in "bwrap" mode.
-ETC_RO = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-          "/etc/localtime", "/etc/mime.types")
+log = logging.getLogger(__name__)
+PROBE_UID = 65534  # "nobody": probes drop to it when we are root, as every sandbox drops to its own uid
+HOW_TO_ISOLATE = ("install bubblewrap >= 0.8 (apt-get install -y bubblewrap), or run where unprivileged user "
+                  "namespaces are allowed, or set sandbox.mode=rlimit to accept no filesystem or network isolation")
+RLIMIT_WARNING = ("sandbox.mode=rlimit: no filesystem or network isolation; commands run with rlimits and a dropped "
+                  "uid only, and can read host files, reach the host's network and write where that uid may")
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation mode that was asked for works on this machine; the message says what would."""
 
 
 @dataclass
@@ -40,135 +45,70 @@ class Paths:
     harness: str
 
 
+def tool(mode: str) -> str:
+    """The absolute path of ``mode``'s program (commands run with the sandbox's PATH, not ours)."""
+    return shutil.which(mode) or mode
+
+
+def _probe(mode: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="rollart-probe-") as tmp:
+        os.chmod(tmp, 0o755)  # the probe's uid must reach its mount point
+        pass_fds: tuple[int, ...] = ()
+        env = {"PATH": "/usr/bin:/bin"}
+        if mode == "bwrap":
+            argv, fd = bwrap_argv(layout.base_layout(1 << 20), workdir="/", env=env, command=["true"])
+            pass_fds = (fd,)
+        else:
+            argv, extra = unshare_argv(layout.base_layout(1 << 20), newroot=tmp, workdir="/", command=["true"])
+            env.update(extra)
+        argv[0] = tool(mode)
+        drop = (lambda: (os.setgroups([]), os.setgid(PROBE_UID), os.setuid(PROBE_UID))) if os.geteuid() == 0 else None
+        try:
+            return subprocess.run(argv, env=env, capture_output=True, timeout=20, pass_fds=pass_fds,
+                                  preexec_fn=drop)
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+
+
 @functools.lru_cache(maxsize=None)
 def mode_works(mode: str) -> tuple[bool, str]:
-    """Probe once per process whether ``mode`` can start a trivial command here."""
+    """Probe once per process whether ``mode`` can run a sandboxed command here; (ok, why not)."""
     if mode == "rlimit":
         return True, ""
-    tool = shutil.which(mode)
-    if tool is None:
-        return False, f"{mode} not installed (apt-get install -y {'bubblewrap' if mode == 'bwrap' else 'util-linux'})"
-    if mode == "bwrap":
-        argv = [tool, "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                *_lib_links(), "--proc", "/proc", "--dev", "/dev", "true"]
-    else:
-        argv = [tool, "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "true"]
+    if shutil.which(mode) is None:
+        return False, f"{mode} is not installed"
     try:
-        r = subprocess.run(argv, capture_output=True, timeout=10)
+        r = _probe(mode)
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"{mode} probe failed: {e}"
-    if r.returncode != 0:
-        return False, f"{mode} probe exited {r.returncode}: {r.stderr.decode(errors='replace').strip()[:200]}"
-    return True, ""
+    if r.returncode == 0:
+        return True, ""
+    why = r.stderr.decode(errors="replace").strip().replace("\n", " ")[:200]
+    if mode == "bwrap":
+        version = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
+        return False, f"{version or 'bwrap'} cannot run the sandbox (needs bubblewrap >= 0.8): {why}"
+    return False, f"unshare cannot build the sandbox (user namespaces not allowed?): {why}"
 
 
-def resolve_mode(requested: str) -> str:
-    """The mode to use: the requested one (error if it does not work) or the strongest working one."""
-    if requested != "auto":
-        ok, why = mode_works(requested)
-        if not ok:
-            raise RuntimeError(f"sandbox mode={requested!r} unavailable: {why}; use mode=auto to fall back")
-        return requested
+@functools.lru_cache(maxsize=None)
+def _strongest() -> str:
     reasons = []
-    for mode in ("bwrap", "unshare", "rlimit"):
+    for mode in ("bwrap", "unshare"):
         ok, why = mode_works(mode)
         if ok:
             if reasons:
-                log.warning("sandbox: falling back to mode=%s (%s)", mode, "; ".join(reasons))
+                log.info("sandbox: using mode=%s (%s)", mode, "; ".join(reasons))
             return mode
         reasons.append(why)
-    raise AssertionError("rlimit mode always works")
+    raise SandboxUnavailable(f"sandbox.mode=auto: no isolation works here ({'; '.join(reasons)}): {HOW_TO_ISOLATE}")
 
 
-def _lib_links() -> list[str]:
-    """Re-create /bin, /lib, /lib64, /sbin ... as the host has them (symlinks into /usr, or ro binds)."""
-    out: list[str] = []
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = f"/{name}"
-        if os.path.islink(host):
-            out += ["--symlink", os.readlink(host), host]
-        elif os.path.isdir(host):
-            out += ["--ro-bind", host, host]
-    return out
-
-
-def bwrap_argv(*, workspace: str, site: str, harness: str, etc_dir: str, tmp_bytes: int,
-               extra_ro_binds: dict, env: dict[str, str], command: list[str]) -> list[str]:
-    """The bubblewrap command line; only what is listed here exists inside the sandbox."""
-    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr", *_lib_links()]
-    for path in ETC_RO:
-        if os.path.exists(path):
-            argv += ["--ro-bind", path, path]
-    for name in sorted(os.listdir(etc_dir)):
-        argv += ["--ro-bind", os.path.join(etc_dir, name), f"/etc/{name}"]
-    argv += ["--ro-bind", site, "/opt/rollart/site", "--ro-bind", harness, "/opt/rollart/harness"]
-    for host, dest in extra_ro_binds.items():
-        argv += ["--ro-bind", str(host), str(dest)]
-    argv += ["--bind", workspace, "/workspace", "--chdir", "/workspace", "--proc", "/proc", "--dev", "/dev",
-             "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--remount-ro", "/", "--clearenv"]
-    for key, value in env.items():
-        argv += ["--setenv", key, value]
-    return argv + ["--", *command]
-
-
-def _top(path: str) -> str:
-    return "/" + os.path.abspath(path).lstrip("/").split("/", 1)[0]
-
-
-def hidden_top_level() -> tuple[list[str], list[str]]:
-    """Every top-level directory and file of the host root except the toolchain's (``VISIBLE_TOP``):
-    the sandbox cannot know where projects, checkouts or secrets live, so it shows only what it needs."""
-    dirs, files = [], []
-    for name in sorted(os.listdir("/")):
-        path = "/" + name
-        if path in VISIBLE_TOP or os.path.islink(path):
-            continue  # top-level symlinks point into /usr or into a directory hidden here
-        if os.path.isdir(path):
-            dirs.append(path)
-        elif os.path.isfile(path):
-            files.append(path)
-    return dirs, files
-
-
-def unshare_argv(*, carry: list[tuple[str, str, bool]], workdir: str, tmp_bytes: int,
-                 command: list[str]) -> list[str]:
-    """Namespaces via unshare; the host root stays mounted, but every top-level entry outside
-    ``VISIBLE_TOP`` is laid over with an empty read-only tmpfs (or /dev/null) and /tmp is a private size-limited
-    tmpfs. ``carry`` lists (host path, path inside, writable) for what must stay visible under those
-    overlays (the workspace, the toolchain, ...): each is bound onto a staging tmpfs at /mnt first and
-    moved into place afterwards. The overlays are made in an outer user namespace and the command runs
-    in a nested one, so it cannot lift them."""
-    q = shlex.quote
-    dirs, files = hidden_top_level()
-    host_owned = [_top(dest) in VISIBLE_TOP and _top(dest) != "/tmp" for _, dest, _ in carry]
-    for (src, dest, _), owned in zip(carry, host_owned):
-        if owned and os.path.realpath(src) != os.path.realpath(dest):
-            raise ValueError(f"sandbox mode='unshare' cannot bind {src} at {dest}: {_top(dest)} is the host's own; "
-                             "pick a destination outside /usr, /etc, /lib*, ... or use mode='bwrap'")
-    carry = [c for c, owned in zip(carry, host_owned) if not owned]  # already visible where it is
-    if carry and not dirs:
-        raise RuntimeError("sandbox mode='unshare' needs a top-level directory such as /mnt to stage mounts in")
-    stage = "/mnt" if "/mnt" in dirs else dirs[0] if dirs else ""
-    overlaid = [d for d in dirs if d != stage or not carry]  # the staging dir is covered last
-    hide = "mount -n -t tmpfs -o size=1m,mode=0755 none "
-    setup: list[str] = []
-    if carry:
-        setup.append(hide + stage)
-        for i, (src, _, rw) in enumerate(carry):
-            setup += [f"mkdir {stage}/{i}", f"mount -n --bind {q(src)} {stage}/{i}"]
-            if not rw:
-                setup.append(f"mount -n -o remount,ro,bind {stage}/{i}")
-    setup.append(f"mount -n -t tmpfs -o size={tmp_bytes},mode=1777 none /tmp")
-    setup += [hide + d for d in overlaid]
-    setup += [f"mount -n --bind /dev/null {f}" for f in files + [f for f in HIDDEN_FILES if os.path.exists(f)]]
-    for i, (_, dest, _) in enumerate(carry):
-        setup += [f"mkdir -p {q(dest)}", f"mount -n --move {stage}/{i} {q(dest)}"]
-    setup += [f"mount -n -o remount,bind,ro {d}" for d in overlaid]
-    if carry:
-        setup.append(hide.replace("-o ", "-o ro,") + stage)  # over the (now empty) staging tmpfs
-    setup.append(f"cd {q(workdir)}")
-    prologue = ("{ " + " && ".join(setup) + "; } || { echo 'sandbox: hiding the host filesystem failed' >&2; "
-                "exit 125; }; exec unshare --user --mount --map-user=1000 --map-group=1000 -- \"$@\"")
-    return ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--ipc", "--uts",
-            "--fork", "--kill-child", "--mount-proc", "--", "/bin/sh", "-c", prologue, "sh", *command]
+def resolve_mode(requested: str) -> str:
+    """The mode to use: the requested one (an error if it does not work) or, for auto, the strongest."""
+    if requested == "auto":
+        return _strongest()
+    ok, why = mode_works(requested)
+    if not ok:
+        raise SandboxUnavailable(f"sandbox.mode={requested} is unavailable here: {why}; {HOW_TO_ISOLATE}")
+    return requested

@@ -11,6 +11,7 @@ import logging
 import os
 import resource
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -212,6 +213,37 @@ def pids_of_uid(uid: int) -> set[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4 (ppid); comm may hold spaces
+                found.add(int(entry.name))
+    return found
+
+
+def kill_namespace(wrapper: subprocess.Popen, grace_s: float = 2.0) -> None:
+    """SIGKILL the children of a namespace wrapper (bwrap, unshare): the PID namespace's init, and with it
+    the whole namespace. The wrapper stays alive to reap it and then exits, so no zombie is left for a
+    host PID 1 that may never reap (killing the wrapper first would orphan the init)."""
+    if wrapper.poll() is not None:
+        return
+    for pid in _children(wrapper.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        wrapper.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        log.debug("sandbox wrapper %d still alive %.1fs after its namespace was killed", wrapper.pid, grace_s)
 
 
 def kill_everything(pgid: int | None, uid: int | None, cgroups: Cgroups, rounds: int = 40) -> None:

@@ -23,11 +23,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollart.sandbox import isolation, safefs
+from rollart.sandbox import isolation, layout, safefs
+from rollart.sandbox.bwrap import bwrap_argv
 from rollart.sandbox.config import SandboxConfig
-from rollart.sandbox.limits import Cgroups, UidLease, kill_everything, make_preexec
+from rollart.sandbox.limits import Cgroups, UidLease, kill_everything, kill_namespace, make_preexec
 from rollart.sandbox.output import BoundedOutput
-from rollart.sandbox.toolchain import prepare_toolchain
+from rollart.sandbox.toolchain import claim_sandbox_dir, prepare_toolchain
+from rollart.sandbox.unshare import unshare_argv
 
 log = logging.getLogger(__name__)
 _counter = itertools.count()
@@ -89,9 +91,12 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None, *, name: str = "sbx") -> None:
         self.config = cfg = config or SandboxConfig()
         self.mode = isolation.resolve_mode(cfg.mode)
-        if self.mode not in _logged_modes:
+        if self.mode not in _logged_modes:  # once per process, so once at the start of every run
             _logged_modes.add(self.mode)
-            log.info("sandbox isolation mode=%s", self.mode)
+            if self.mode == "rlimit":
+                log.warning(isolation.RLIMIT_WARNING)
+            else:
+                log.info("sandbox isolation mode=%s", self.mode)
         self.root = Path(cfg.root_dir or os.path.join(tempfile.gettempdir(), "rollart-sandbox"))
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)
@@ -105,6 +110,8 @@ class Sandbox:
         safe_name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
         self.dir = self.root / f"{safe_name}-{os.getpid()}-{next(_counter)}"
         self.dir.mkdir(mode=0o711)
+        self._claim = claim_sandbox_dir(self.dir)  # held while we live: no sweeper deletes this dir
+        (self.dir / "root").mkdir(mode=0o755)  # the unshare mode mounts the sandbox's root over it
         self.workspace = self.dir / "ws"
         self.workspace.mkdir(mode=0o700)
         self._mounted = False
@@ -126,8 +133,8 @@ class Sandbox:
     @property
     def paths(self) -> isolation.Paths:
         """Where the command sees the workspace, site packages and harness, in this mode."""
-        if self.mode == "bwrap":
-            return isolation.Paths("/workspace", "/opt/rollart/site", "/opt/rollart/harness")
+        if self.mode != "rlimit":
+            return isolation.Paths(layout.WORKSPACE, layout.SITE, layout.HARNESS)
         return isolation.Paths(str(self.workspace), str(self.toolchain / "site"), str(self.toolchain / "harness"))
 
     def copy_in(self, src: str | Path) -> int:
@@ -166,24 +173,26 @@ class Sandbox:
 
     @property
     def _python_home_inside(self) -> str:
-        """Where ``python_home`` appears to the command: /opt/python under bwrap, its own path otherwise."""
-        return "/opt/python" if self.mode == "bwrap" else self.config.python_home
+        """Where ``python_home`` appears to the command: /opt/python in namespaces, its own path otherwise."""
+        return self.config.python_home if self.mode == "rlimit" else layout.PYTHON_HOME
 
-    def _argv(self, command: list[str], env: dict[str, str], extra_ro_binds: dict) -> list[str]:
+    def _argv(self, command: list[str], env: dict[str, str],
+              extra_ro_binds: dict) -> tuple[list[str], dict[str, str], tuple[int, ...]]:
+        """(argv, env, fds to pass and then close) that run ``command`` in this sandbox's mode."""
+        if self.mode == "rlimit":
+            return command, env, ()
         binds = {**self.config.extra_ro_binds, **extra_ro_binds}
         if self.config.python_home:
             binds[self.config.python_home] = self._python_home_inside
+        mounts = layout.sandbox_layout(workspace=str(self.workspace), site=str(self.toolchain / "site"),
+                                       harness=str(self.toolchain / "harness"), etc_dir=str(self.dir / "etc"),
+                                       tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds)
         if self.mode == "bwrap":
-            return isolation.bwrap_argv(workspace=str(self.workspace), site=str(self.toolchain / "site"),
-                                        harness=str(self.toolchain / "harness"), etc_dir=str(self.dir / "etc"),
-                                        tmp_bytes=self.config.tmp_mb << 20, extra_ro_binds=binds, env=env,
-                                        command=command)
-        if self.mode == "unshare":
-            carry = [(str(self.workspace), str(self.workspace), True), (str(self.toolchain), str(self.toolchain), False)]
-            carry += [(str(src), str(dest), False) for src, dest in binds.items()]
-            return isolation.unshare_argv(carry=carry, workdir=str(self.workspace),
-                                          tmp_bytes=self.config.tmp_mb << 20, command=command)
-        return command
+            argv, fd = bwrap_argv(mounts, workdir=layout.WORKSPACE, env=env, command=command)
+            return [isolation.tool("bwrap"), *argv[1:]], env, (fd,)
+        argv, setup = unshare_argv(mounts, newroot=str(self.dir / "root"), workdir=layout.WORKSPACE,
+                                   command=command)
+        return [isolation.tool("unshare"), *argv[1:]], {**env, **setup}, ()
 
     def run(self, command: str | list[str], *, timeout_s: float | None = None, stdin: bytes = b"",
             env: dict[str, str] | None = None, extra_ro_binds: dict | None = None) -> RunResult:
@@ -194,13 +203,17 @@ class Sandbox:
         timeout = cfg.timeout_s if timeout_s is None else timeout_s
         cmd = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         full_env = self._env(env)
-        argv = self._argv(cmd, full_env, extra_ro_binds or {})
+        argv, proc_env, fds = self._argv(cmd, full_env, extra_ro_binds or {})
         out = BoundedOutput(cfg.output_limit_bytes)
         start = time.monotonic()
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(self.workspace),
-                                env=full_env, preexec_fn=make_preexec(cfg, self.uid, self.cgroups.procs_files),
-                                start_new_session=True, close_fds=True)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(self.workspace),
+                                    env=proc_env, preexec_fn=make_preexec(cfg, self.uid, self.cgroups.procs_files),
+                                    start_new_session=True, close_fds=True, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.last_pgid = proc.pid
         if stdin:
             try:
@@ -232,6 +245,13 @@ class Sandbox:
                 if out.total > cfg.output_limit_bytes * OUTPUT_KILL_FACTOR:
                     killed = f"output exceeded {cfg.output_limit_bytes * OUTPUT_KILL_FACTOR} bytes"
                     break
+        if not killed:  # the output ended: let the command exit by itself (killing it now would misreport it)
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.mode != "rlimit":  # the wrapper outlives its namespace, so it, not the host's PID 1, reaps it
+            kill_namespace(proc)
         kill_everything(proc.pid, self.uid, self.cgroups)
         proc.stdout.close()
         exit_code = proc.wait()
@@ -253,6 +273,7 @@ class Sandbox:
         if self._mounted:
             subprocess.run(["umount", "-l", str(self.workspace)], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+        os.close(self._claim)
         self.cgroups.remove()
         if self._lease:
             self._lease.release()

@@ -183,6 +183,32 @@ def retire_toolchains(root: Path) -> list[str]:
     return removed
 
 
+def claim_sandbox_dir(path: Path) -> int:
+    """Hold an exclusive lock on ``path``/.claim for the sandbox's life (closing the returned fd lets go).
+
+    Whether a sandbox's dir is live is judged by this lock, not by its owner's pid alone: a pid from
+    another PID namespace sharing this root, or a reused pid, must never get a live sandbox deleted."""
+    fd = os.open(path / ".claim", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _claimed(path: Path) -> bool:
+    try:
+        fd = os.open(path / ".claim", os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: leave it alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also drops our lock if we got it
+
+
 def cleanup_stale(root: Path) -> None:
     """Remove sandboxes (and their cgroups) left behind by processes that died without tearing them down."""
     cleanup_stale_cgroups()
@@ -199,6 +225,8 @@ def cleanup_stale(root: Path) -> None:
         except ProcessLookupError:
             pass
         except PermissionError:
+            continue
+        if _claimed(entry):
             continue
         ws = entry / "ws"
         if os.path.ismount(ws):
