@@ -37,7 +37,7 @@ def default_config() -> PipelineConfig:
         rollout=SchedulerConfig(group_size=16, max_concurrency=128),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         eval_every=5, eval_episodes=4, stop_at_success=1.0, time_limit_s=14 * 60,
-        run_name="grpo_frozenlake", checkpoint_every=20,
+        run_name="grpo_frozenlake", checkpoint_every=20, env_hosts=1, env_imports=("envs",),
     )
 
 

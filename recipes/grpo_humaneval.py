@@ -38,7 +38,8 @@ def default_config() -> HumanEvalRecipe:
     return HumanEvalRecipe(mode="async", alpha=1, total_steps=50, batch_groups=2,
                            rollout=SchedulerConfig(group_size=4, max_concurrency=16),
                            trainer=TrainerConfig(lr=1e-4, num_threads=1),
-                           eval_every=0, eval_episodes=2, run_name="grpo_humaneval", checkpoint_every=10)
+                           eval_every=0, eval_episodes=2, run_name="grpo_humaneval", checkpoint_every=10,
+                           env_hosts=1, env_imports=("envs",))
 
 
 def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:

@@ -67,7 +67,7 @@ def default_config() -> PipelineConfig:
         proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800", "default": "H20"}),
         trainer=TrainerConfig(lr=5e-4, grad_clip=1.0, num_threads=1, adv_eps=1e-4), eval_every=5,
         eval_episodes=16, stop_at_success=0.9, time_limit_s=15 * 60, run_name="grpo_multitask",
-        checkpoint_every=50,
+        checkpoint_every=50, env_hosts=1, env_imports=("envs",),
     )
 
 

@@ -49,7 +49,8 @@ def default_config() -> SmolConfig:
                       engine=EngineConfig(kv_cache_memory_gb=1.0, max_num_batched_tokens=1024),
                       trainer=TrainerConfig(lr=5e-6, num_threads=1, micro_batch_tokens=2048, kl_coef=0.0),
                       eval_at_start=True, eval_every=10, eval_episodes=32, time_limit_s=40 * 60,
-                      run_name="grpo_smollm2", checkpoint_every=10)
+                      run_name="grpo_smollm2", checkpoint_every=10,
+                      env_hosts=1, env_imports=("envs",))
 
 
 def smollm2_folder(cache=None):

@@ -53,7 +53,8 @@ def default_config() -> SWEConfig:
     return SWEConfig(mode="async", alpha=1, total_steps=50, batch_groups=2,
                      rollout=SchedulerConfig(group_size=4, max_concurrency=16),
                      trainer=TrainerConfig(lr=1e-4, num_threads=1, micro_batch_tokens=8192),
-                     eval_every=0, eval_episodes=2, run_name="grpo_swe", checkpoint_every=10)
+                     eval_every=0, eval_episodes=2, run_name="grpo_swe", checkpoint_every=10,
+                     env_hosts=1, env_imports=("envs",))
 
 
 def check_tasks_load(cfg: SWEConfig) -> int:

@@ -1,16 +1,19 @@
 """What every recipe's main() does with its config: build the Coordinator, run it, and end cleanly.
 
 A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids), a rollout that cannot
-make progress (every group failing, e.g. an env that always raises: the message counts the reasons) and Ctrl-C
-end with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` continues from.
+make progress (every group failing, e.g. an env that always raises: the message counts the reasons), a trainer
+or weight store that died with no restart left, and Ctrl-C end with one line on stderr instead of a traceback;
+a lost actor and Ctrl-C say how ``--resume`` continues the run.
 """
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 
 from rollart.config import exit_on_config_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
+from rollart.pipeline.recovery import ActorLostError
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutError
 
@@ -24,6 +27,14 @@ def interrupted_message(coordinator: Coordinator) -> str:
     return f"interrupted: --resume continues from {found}"
 
 
+def resume_command() -> str:
+    """The command line that started this process, with ``--resume``: what continues the run."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = ["python", "-m", spec.name] if spec is not None and spec.name else ["python", sys.argv[0]]
+    args = [a for a in sys.argv[1:] if a != "--resume" and not a.startswith(("resume=", "--resume="))]
+    return shlex.join([*head, *args, "--resume"])
+
+
 def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     """``asyncio.run(Coordinator(cfg, tasks, **kwargs).run())`` with the clean endings above."""
     with exit_on_config_error():
@@ -34,6 +45,8 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
         return asyncio.run(coordinator.run())
     except RolloutError as e:
         raise SystemExit(f"error: rollout stopped: {e}") from None
+    except ActorLostError as e:
+        raise SystemExit(f"error: {e}; continue with: {resume_command()}") from None
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None

@@ -5,9 +5,10 @@ A ResourceManager holds the run's hardware: one device per inference worker of e
 places and starts them: the inference workers by hardware class (their proxy routes tasks to classes,
 ``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared.
 
-``actor_mode="process"`` puts every inference worker, the trainer and the weight store in its own process
-(connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the same classes through the same
-runtime inside this process (debugging, tests).
+``actor_mode="process"`` puts every inference worker, the trainer, the weight store and each env host
+(``env_hosts``) in its own process (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the
+same classes through the same runtime inside this process (debugging, tests). Each role restarts in place per
+its setting (``trainer_restarts``, ``weight_store_restarts``, ``env_host_restarts``; inference workers twice).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from rollart.distributed import Cluster, ResourceManager
 from rollart.inference.worker import InferenceWorker
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.trainer_actor import TrainerActor
+from rollart.rollout.env_client import EnvPool
+from rollart.rollout.env_host import EnvHost
 from rollart.rollout.proxy import LLMProxy
 from rollart.trainer.weight_store import WeightStore
 
@@ -44,6 +47,8 @@ class Components:
     clusters: list[Cluster] = field(default_factory=list)
     """What this run started (a trainer passed in is not among them: its owner stops it)."""
     resources: ResourceManager | None = None
+    env_pool: EnvPool | None = None
+    """The env-host actors (``env_hosts`` > 0), else None: envs then run inside this process."""
 
     async def close(self) -> None:
         for cluster in self.clusters:
@@ -56,7 +61,7 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     trainer handle (anything with ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a
     shared training service client) to use instead of starting a private trainer."""
     classes = cfg.worker_hw_classes()
-    rm = run_resources(classes, private_trainer=trainer is None)
+    rm = run_resources(classes, private_trainer=trainer is None, env_hosts=cfg.env_hosts)
     system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
                          spawn_timeout=cfg.spawn_timeout_s)
     await system.start()
@@ -68,13 +73,19 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
                   restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
                   worker_kwargs=dict(backend=cfg.engine.backend), worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
-                    restart=RestartPolicy(), **common)
+                    restart=RestartPolicy(max_restarts=cfg.weight_store_restarts), **common)
     clusters = [gen, store]
+    envs = None
+    if cfg.env_hosts:
+        envs = Cluster(EnvHost, rm, cfg.env_hosts, name="envhost", placement=[SERVICE_CLASS] * cfg.env_hosts,
+                       mode=mode, env=rollout_env, restart=RestartPolicy(max_restarts=cfg.env_host_restarts),
+                       worker_args=({}, list(cfg.env_imports)), **common)
+        clusters.append(envs)
     if trainer is None:
         clusters.append(Cluster(
             TrainerActor, rm, name="trainer", placement=[SERVICE_CLASS], mode=cfg.trainer_actor_mode or mode,
-            env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {}, restart=RestartPolicy(),
-            worker_args=(cfg.trainer,), **common))
+            env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {},
+            restart=RestartPolicy(max_restarts=cfg.trainer_restarts), worker_args=(cfg.trainer,), **common))
     try:
         await asyncio.gather(*(c.start() for c in clusters))  # processes start in parallel
         proxy = LLMProxy.from_cluster(gen, cfg.proxy)
@@ -84,14 +95,15 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     log.info("bindings\n%s", rm.binding_table())
     workers = [(m.name, m.hw_class, m.handle) for m in gen.members]
     trainer = trainer if trainer is not None else clusters[-1].handle()
-    return Components(system, proxy, workers, trainer, store.handle(), clusters, rm)
+    env_pool = EnvPool.from_cluster(envs) if envs is not None else None
+    return Components(system, proxy, workers, trainer, store.handle(), clusters, rm, env_pool)
 
 
-def run_resources(hw_classes: list[str], private_trainer: bool = True) -> ResourceManager:
+def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts: int = 0) -> ResourceManager:
     """The run's devices: one per inference worker of each class, and one CPU process each for the weight
-    store and (unless shared) the trainer."""
+    store, each env host and (unless shared) the trainer."""
     pools = Counter(hw_classes)
-    pools[SERVICE_CLASS] += 2 if private_trainer else 1
+    pools[SERVICE_CLASS] += (2 if private_trainer else 1) + env_hosts
     try:
         return ResourceManager(dict(pools))
     except KeyError as e:  # a class the hardware catalogue does not know

@@ -62,6 +62,20 @@ class PipelineConfig:
     """An actor process silent this long is declared dead (its calls fail; workers are restarted)."""
     spawn_timeout_s: float = 300.0
     """How long an actor process may take to start (import torch, load the model) before it counts as failed."""
+    trainer_restarts: int = 2
+    """Times a dead trainer process is restarted in place: it reloads the newest checkpoint, and buffered
+    samples newer than that checkpoint are kept or dropped by the alpha rule. Past this the run ends with
+    one line naming the --resume command."""
+    weight_store_restarts: int = 2
+    """Times a dead weight-store process is restarted in place (the trainer re-publishes its weights)."""
+    env_hosts: int = 0
+    """Env-host actors the envs run in, each its own process with actor_mode=process, so an env that crashes
+    its process fails only the trajectories on that host, which restarts (0: on threads inside this
+    coordinator; recipes default to 1)."""
+    env_imports: tuple[str, ...] = ()
+    """Modules every env host imports first: where the tasks' env ids are registered (e.g. envs)."""
+    env_host_restarts: int = 100
+    """Times a dead env host is restarted in place (its trajectories in flight fail; the run goes on)."""
     bucket_bytes: int = 1 << 20
     """Weight-store bucket size in bytes."""
     weight_link_bytes_per_s: float = 0.0
@@ -86,6 +100,9 @@ class PipelineConfig:
     """Sub-folder of logdir for this run (default: recipe name + mode)."""
     checkpoint_every: int = 0
     """Save an atomic checkpoint every this many steps (0: only at the end)."""
+    checkpoint_every_s: float = 0.0
+    """Also save one once this many seconds passed since the last (0: by steps only); bounds the work a
+    trainer crash can lose when steps are slow."""
     keep_checkpoints: int = 2
     """Checkpoints kept on disk (0 keeps all)."""
     resume: bool = False
@@ -145,7 +162,8 @@ class PipelineConfig:
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
                               f"{r.group_size + r.extra_envs_per_group} envs; raise rollout.max_concurrency")
-        for name in ("eval_every", "checkpoint_every", "keep_checkpoints", "time_limit_s"):
+        for name in ("eval_every", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",
+                     "trainer_restarts", "weight_store_restarts", "env_hosts", "env_host_restarts"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
         for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s"):

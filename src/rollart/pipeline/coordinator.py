@@ -32,17 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from rollart.actors import ActorDeadError, RemoteError
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
+from rollart.pipeline.recovery import Recovery
 from rollart.pipeline.weights import WeightSync
 from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher
-from rollart.rollout.scheduler import RolloutScheduler
+from rollart.rollout.scheduler import RolloutError, RolloutScheduler
 from rollart.types import Trajectory
 from rollart.versions import staleness_values, version_span
 
@@ -129,23 +131,30 @@ class Coordinator:
         self.c: Components = await build(cfg, self.trainer)
         try:
             self.buffer = SampleBuffer(cfg.buffer)
-            pool = self.env_pool or EnvPool.inprocess()
+            pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=RewardDispatcher(self.reward_fn))
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
                                       cfg.weight_link_bytes_per_s)
+            self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
+                                     self.run_dir / "checkpoints", cfg.alpha)
             await self._maybe_resume()
             self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
             if cfg.eval_at_start and not self.evals:
                 await self._evaluate()
-            self.train_started = time.perf_counter()
+            self.train_started = self.checkpointed_at = time.perf_counter()
             loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
-            await loop()
-            self.worker_stats = await self._worker_stats()
-            await self._checkpoint(final=True)
+            try:
+                await loop()
+                self.worker_stats = await self._worker_stats()
+                await self._checkpoint(final=True)
+            except ActorDeadError as e:  # a trainer or weight store with no restart left
+                raise self.recovery.as_lost(e) from None
+            except RolloutError as e:
+                raise RolloutError(self._rollout_cause(e)) from None
             # the weights of this step were already evaluated (e.g. the stop-at-success check): reuse it
             fresh = self.evals and self.evals[-1][0] == self.step
             final = self.evals[-1][1] if fresh else await self._evaluate() if cfg.eval_at_end else {}
@@ -164,66 +173,109 @@ class Coordinator:
         rollout = asyncio.create_task(self.scheduler.run(), name="rollout")
         training: asyncio.Task | None = None
         try:
-            while not self._done(in_flight=training is not None):
-                if training is not None:  # publish the version it produced (installed at ③)
-                    result = await self._unless_failed(training, rollout)
-                    await self._finish_train(_exposed_pull(result, extra, pull))
-                t0 = time.perf_counter()
-                batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
-                extra = {"system/get_batch_wait_s": time.perf_counter() - t0,
-                         "rollout/window_start": float(self.buffer.window_start())}
-                # the next batch forms with the agent one version on: free the slots of what it cannot take
-                await self.buffer.retire_before_next(self.buffer.version + 1)
-                # ⑥ needs only the batch, so it starts now; the rest of the background pull then hides
-                # behind training and rollout (both keep running), and ② suspends only for the swap.
-                training = asyncio.create_task(self._train(batch, {}))                               # ⑥
-                pull = (time.perf_counter(), 0.0)
-                await self._unless_failed(self.weights.prefetch(), rollout)
-                pull = (pull[0], time.perf_counter())
-                await self.c.proxy.suspend()                                                         # ②
-                extra.update(await self.weights.update_workers())                                    # ③
-                await self.buffer.set_version(self.weights.version)  # the agent LLM's version gates the window
-                await self.c.proxy.resume()                                                          # ④ ⑤
-                await self._maybe_evaluate(rollout)
-            if training is not None:
-                await self._finish_train(_exposed_pull(await training, extra, pull))
-                await self._update_now()
+            while True:
+                while not self._done(in_flight=training is not None):
+                    if training is not None:  # publish the version it produced (installed at ③)
+                        await self._trained(self._finish(training, rollout, extra, pull))
+                        training = None
+                    t0 = time.perf_counter()
+                    batch = await self._unless_failed(self.buffer.get_batch(self.cfg.batch_size), rollout)  # ①
+                    extra = {"system/get_batch_wait_s": time.perf_counter() - t0,
+                             "rollout/window_start": float(self.buffer.window_start())}
+                    # the next batch forms with the agent one version on: free the slots of what it cannot take
+                    await self.buffer.retire_before_next(self.buffer.version + 1)
+                    # ⑥ needs only the batch, so it starts now; the rest of the background pull then hides
+                    # behind training and rollout (both keep running), and ② suspends only for the swap.
+                    training = asyncio.create_task(self._train(batch, {}))                           # ⑥
+                    pull = (time.perf_counter(), 0.0)
+                    extra.update(await self._swap_weights(rollout))                                 # ② ③ ④ ⑤
+                    pull = (pull[0], extra.pop("_pulled_at", pull[0]))
+                    await self._maybe_evaluate(rollout)
+                if training is None:
+                    return
+                finished = await self._trained(self._finish(training, rollout, extra, pull))
+                training = None
+                if finished and await self._trained(self._update_now()):
+                    return  # else the trainer went back to a checkpoint: train on from there
         finally:
             rollout.cancel()
             if training is not None and not training.done():
                 training.cancel()
             await asyncio.gather(rollout, *([training] if training is not None else []), return_exceptions=True)
 
+    async def _finish(self, training: asyncio.Task, rollout: asyncio.Task, extra: dict,
+                      pull: tuple[float, float]) -> None:
+        await self._finish_train(_exposed_pull(await self._unless_failed(training, rollout), extra, pull))
+
+    async def _swap_weights(self, rollout: asyncio.Task) -> dict:
+        """② ③ ④ while the train step runs: the pull of the newest version is finished first (rollout goes on),
+        then the suspension covers only the swap. A weight store that dies meanwhile takes this version with it
+        (the next published one replaces it) once it is back."""
+        try:
+            await self._unless_failed(self.weights.prefetch(), rollout)
+            pulled_at = time.perf_counter()
+            await self.c.proxy.suspend()                                                             # ②
+            try:
+                sync = await self.weights.update_workers()                                           # ③
+                await self.buffer.set_version(self.weights.version)  # the agent LLM's version gates the window
+            finally:
+                await self.c.proxy.resume()                                                          # ④ ⑤
+        except (ActorDeadError, RemoteError) as e:
+            if not self.recovery.is_store_loss(e):
+                raise
+            await self.recovery.store_back(e)
+            return {}
+        return {**sync, "_pulled_at": pulled_at}
+
+    async def _trained(self, step: Awaitable[Any]) -> bool:
+        """Await ``step`` (a train step's accounting, or a weight update); False if the trainer died meanwhile
+        and the run went back to its newest checkpoint (``Recovery.trainer_back``)."""
+        try:
+            await step
+            return True
+        except (ActorDeadError, RemoteError) as e:
+            if not self.recovery.is_trainer_loss(e):
+                raise
+            self.step, version = await self.recovery.trainer_back(e)
+        self.history = [h for h in self.history if h["step"] <= self.step]
+        self.logger.log({f"system/{k}": float(v) for k, v in self.recovery.counters.items()}, self.step)
+        return False
+
     async def _run_sync(self) -> None:
         """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits."""
         while not self._done():
             t0 = time.perf_counter()
             batch = _flatten(await self.scheduler.collect_batch(self.cfg.batch_groups))
-            await self._finish_train(await self._train(batch, {"system/rollout_s": time.perf_counter() - t0}))
-            await self._update_now()
-            await self._maybe_evaluate()
+            extra = {"system/rollout_s": time.perf_counter() - t0}
+            if await self._trained(self._train_and_finish(batch, extra)) and await self._trained(self._update_now()):
+                await self._maybe_evaluate()
+
+    async def _train_and_finish(self, batch: list[Trajectory], extra: dict) -> None:
+        await self._finish_train(await self._train(batch, extra))
 
     async def _run_oneoff(self) -> None:
         """One-off: rollout of the next batch (previous weights) overlaps training on this one."""
         batch = _flatten(await self.scheduler.collect_batch(self.cfg.batch_groups))
         while not self._done():
-            training = asyncio.create_task(self._train(batch, {}))
+            training = asyncio.create_task(self._train_and_finish(batch, {}))
             collecting = asyncio.create_task(self.scheduler.collect_batch(self.cfg.batch_groups))
             try:
-                result = await training
+                trained = await self._trained(training)
             except BaseException:
                 collecting.cancel()
                 raise
-            await self._finish_train(result)
             t0 = time.perf_counter()
             batch = _flatten(await collecting)
+            if not trained:
+                continue
             self.logger.log({"system/get_batch_wait_s": time.perf_counter() - t0}, self.step)
-            await self._update_now()
-            await self._maybe_evaluate()
+            if await self._trained(self._update_now()):
+                await self._maybe_evaluate()
 
     # ------------------------------------------------------------------ steps
     async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
         t0 = time.perf_counter()
+        self.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
         metrics = await self.c.trainer.call("train_step", batch)
         metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
         return batch, metrics
@@ -234,7 +286,7 @@ class Coordinator:
         metrics.pop("_train_end", None)
         trained_at = self.weights.version
         self.step += 1
-        push = await self.weights.publish(trained_at + 1)
+        push = await self.recovery.publish(trained_at + 1)
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
         metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
@@ -256,15 +308,13 @@ class Coordinator:
         if self.bar is not None:
             self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),
                             success=metrics.get("charts/success", 0.0))
-        if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+        every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
+        if (every and self.step % every == 0) or (every_s and time.perf_counter() - self.checkpointed_at >= every_s):
             await self._checkpoint()
 
     async def _update_now(self) -> None:
         """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
-        await self.c.proxy.suspend()
-        sync = await self.weights.update_workers()
-        await self.buffer.set_version(self.weights.version)
-        await self.c.proxy.resume()
+        sync = await self.recovery.update_now()
         if sync:
             self.logger.log(sync, self.step)
             self.history[-1].update(sync)
@@ -320,6 +370,7 @@ class Coordinator:
         extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
                  "evals": self.evals[-1:] if self.evals else []}
         path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra)
+        self.checkpointed_at = time.perf_counter()
         if self.history:
             self.history[-1]["checkpoint"] = path
 
@@ -338,7 +389,7 @@ class Coordinator:
         extra = await self.c.trainer.call("load_checkpoint", str(found))
         version = await self.c.trainer.call("get_version")
         self.step = int(extra.get("step", version))
-        await self.weights.publish(version)
+        await self.recovery.publish(version)
         await self._update_now_quiet()
         self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
         log.warning("resumed from %s at step %d, version %d", found, self.step, version)
@@ -346,6 +397,14 @@ class Coordinator:
     async def _update_now_quiet(self) -> None:
         await self.weights.update_workers()
         await self.buffer.set_version(self.weights.version)
+
+    def _rollout_cause(self, error: RolloutError) -> str:
+        """The rollout's error, led by its cause when every inference worker is gone for good."""
+        workers = self.c.proxy.workers.values()
+        if not workers or not all(w.dead for w in workers):
+            return str(error)
+        causes = "; ".join(f"{w.name}: {getattr(w.handle, 'dead_reason', '') or 'failed'}" for w in workers)
+        return f"every inference worker is dead ({causes}); so {error}"
 
     @staticmethod
     async def _unless_failed(coro: Awaitable[Any], background: asyncio.Task) -> Any:

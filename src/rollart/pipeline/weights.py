@@ -38,6 +38,14 @@ class WeightSync:
         self.puller.start(version)
         return stats
 
+    def restart_pull(self, lost: bool) -> None:
+        """The store restarted: pull afresh from it; ``lost``: the pending version died with the old store
+        (the next published version replaces it)."""
+        self.puller = WeightPuller(self.store, self.puller.link_bytes_per_s)
+        self._fetched = None
+        if lost:
+            self.pending = None
+
     async def prefetch(self) -> None:
         """Finish pulling the pending version without suspending anything (rollout and training go on);
         the next ``update_workers`` then only swaps. No-op when nothing is pending or it is fetched."""

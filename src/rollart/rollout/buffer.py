@@ -26,6 +26,7 @@ from typing import Literal, get_args
 
 from rollart.config import ConfigError
 from rollart.types import Trajectory
+from rollart.versions import trained_versions
 
 Mode = Literal["async", "areal", "oneoff", "sync"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -153,6 +154,35 @@ class SampleBuffer:
         async with self._changed:
             self._evict_stale()
             self._changed.notify_all()
+
+    async def rewind(self, version: int) -> tuple[int, int]:
+        """The policy went back to ``version`` (its trainer restarted from a checkpoint). Samples newer than
+        it came from weights that are gone: by the alpha rule, a buffered group is kept when its newest
+        trained token is at most ``version + alpha``, else dropped, and in-flight trajectories that started
+        after ``version + alpha`` are aborted. Returns (trajectories kept, trajectories dropped)."""
+        limit = version + self.config.alpha
+        self.version = version
+        for tid, (start, task) in list(self._inflight.items()):
+            if start > limit and tid not in self._stale:
+                self._stale[tid] = f"rewound: started at version {start}, policy back at {version}"
+                self.aborted["rewound"] += 1
+                task.cancel()
+        dropped = 0
+        async with self._changed:
+            groups: deque[list[Trajectory]] = deque()
+            for group in self.groups:
+                newest = max(max(trained_versions(t), default=t.start_version) for t in group)
+                if newest > limit:
+                    self.evicted["rewound"] += len(group)
+                    self.buffered -= len(group)
+                    self._settle_group()
+                    dropped += len(group)
+                else:
+                    groups.append(group)
+            self.groups = groups
+            dropped += self._evict_stale()
+            self._changed.notify_all()
+        return self.buffered, dropped
 
     async def retire_before_next(self, next_version: int) -> int:
         """The next batch will be formed at version >= ``next_version``: abort in-flight trajectories and

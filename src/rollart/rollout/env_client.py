@@ -110,17 +110,23 @@ class EnvPool:
 
     @classmethod
     async def spawn(cls, system: Any, num_hosts: int, config: dict | None = None, imports: tuple = (),
-                    grace_s: float = 120.0, name: str = "envhost") -> "EnvPool":
+                    grace_s: float = 120.0, name: str = "envhost", restarts: int = 0) -> "EnvPool":
         """``num_hosts`` EnvHost actors, each in its own process (``system`` is a running ActorSystem),
-        started as a Cluster on one CPU device each (workers ``{name}-0``, ``{name}-1``, ...; a dead host is
-        not restarted: its envs fail and new ones go to the others). ``imports`` are modules each host
-        imports first — where your own envs are registered."""
+        started as a Cluster on one CPU device each (workers ``{name}-0``, ``{name}-1``, ...). A host that
+        dies fails the envs it held; it is restarted in place up to ``restarts`` times (meanwhile, and after,
+        new envs go to the others). ``imports`` are modules each host imports first — where your own envs
+        are registered."""
         if num_hosts < 1:
             raise ValueError(f"num_hosts must be >= 1, got {num_hosts}")
         hosts = Cluster(EnvHost, ResourceManager({"cpu": num_hosts}), num_hosts, name=name, system=system,
-                        mode="process", restart=RestartPolicy(), worker_args=(dict(config or {}), list(imports)),
-                        verbose=False)
+                        mode="process", restart=RestartPolicy(max_restarts=restarts),
+                        worker_args=(dict(config or {}), list(imports)), verbose=False)
         await hosts.start()
+        return cls.from_cluster(hosts, grace_s)
+
+    @classmethod
+    def from_cluster(cls, hosts: Cluster, grace_s: float = 120.0) -> "EnvPool":
+        """A pool over a started Cluster of EnvHost actors."""
         return cls([m.handle for m in hosts.members], grace_s=grace_s)
 
     async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,

@@ -90,6 +90,16 @@ class WeightStore:
         for stale in [v for v in self._pending if v < version]:  # an abandoned, older push
             del self._pending[stale]
 
+    def rewind(self, version: int) -> int:
+        """Forget every version >= ``version`` (the trainer went back to a checkpoint and publishes it
+        again); returns how many published versions were dropped."""
+        dropped = [v for v in self._published if v >= version]
+        for v in dropped:
+            del self._published[v]
+        for v in [v for v in self._pending if v >= version]:
+            del self._pending[v]
+        return len(dropped)
+
     def latest_version(self) -> int:
         """Newest published version, or -1 when nothing is published yet."""
         return max(self._published) if self._published else -1
