@@ -32,7 +32,7 @@ def test_ctrl_c_ends_with_the_checkpoint_to_resume(tmp_path):
         while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)  # wait for the first checkpoint (not a timing assertion)
         assert latest.exists(), "no checkpoint was written"
-        assert len(actors_of(proc.pid)) == 3  # trainer, weight store, inference worker
+        assert len(actors_of(proc.pid)) == 4  # trainer, weight store, inference worker, env host
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -112,9 +112,13 @@ class Recovery:
     async def publish(self, version: int) -> WeightSyncStats:
         """``weights.publish(version)``, published again to a store that restarted meanwhile. Call it only while
         the trainer is idle (its weights are ``version``)."""
+        retry = False
         while True:
             self.check_trainer()
             try:
+                if retry:  # part of it may have reached the new store already
+                    await self.store.call("rewind", version)
+                retry = True
                 stats = await self.weights.publish(version)
             except (ActorDeadError, RemoteError) as e:
                 if not self.is_store_loss(e):

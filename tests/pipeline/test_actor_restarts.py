@@ -1,0 +1,112 @@
+"""Covers actor faults in a real run (real processes, kill -9): trainer and weight store restart in place, an
+env that kills its host fails only its trajectory, and a trainer with no restart left ends the recipe in one line."""
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import crash_envs
+import pytest
+from recipes.grpo_frozenlake import TASK, default_config
+from rollart.config import apply_overrides
+from rollart.pipeline import Coordinator
+from rollart.rollout.env_manager import TaskSpec
+
+pytestmark = pytest.mark.slow  # each starts a real run's processes (20-40 s on 2 shared cores)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
+        "eval_at_end=false", "checkpoint_every=1", "quiet=true", "env_hosts=0"]
+
+
+def config(tmp_path, *overrides):
+    return apply_overrides(default_config(), [f"logdir={tmp_path}", *TINY, *overrides])
+
+
+async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
+    """Run the coordinator; once it reached ``step``, SIGKILL the process of its ``role`` actor."""
+    run = asyncio.create_task(coordinator.run())
+    while getattr(coordinator, "step", 0) < step and not run.done():
+        await asyncio.sleep(0.05)  # waiting for a state, not timing anything
+    pid = getattr(coordinator.c, role).pid
+    os.kill(pid, signal.SIGKILL)
+    coordinator.result = await run
+    return pid
+
+
+def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finishes(tmp_path, caplog):
+    co = Coordinator(config(tmp_path, "total_steps=5"), [TASK])
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        pid = asyncio.run(kill_at_step(co, "trainer", 2))
+    result = co.result
+    assert co.c.trainer.restarts == 1 and co.c.trainer.pid != pid
+    assert co.recovery.counters["trainer_restarts"] == 1
+    assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
+    assert "buffered samples newer than it:" in caplog.text
+    assert result.version == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+    assert (tmp_path / "grpo_frozenlake" / "checkpoints" / "step_00000005").is_dir()
+
+
+def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
+    co = Coordinator(config(tmp_path, "total_steps=5"), [TASK])
+    pid = asyncio.run(kill_at_step(co, "store", 2))
+    assert co.c.store.restarts == 1 and co.c.store.pid != pid
+    assert co.recovery.counters["store_restarts"] == 1
+    assert co.result.version == 5 and co.c.proxy.version == 5  # every version after the restart reached the workers
+
+
+def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
+    marker = tmp_path / "crashed"
+    task = TaskSpec(name="ExitOnce", env_id=crash_envs.ENV_ID, env_kwargs={"marker": str(marker)},
+                    max_new_tokens=4, max_turns=2)
+    cfg = config(tmp_path, "total_steps=3", "env_hosts=2", "env_imports=crash_envs", "rollout.max_concurrency=2")
+    co = Coordinator(cfg, [task])
+    result = asyncio.run(co.run())
+    assert marker.exists()  # an env host process did die inside step
+    assert result.version == 3
+    assert co.scheduler.counters["failed"] == 1  # the other env of its group lived on the other host
+    assert sum(h.restarts for h in co.c.env_pool.host_objects) == 1
+
+
+def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    args = [f"logdir={tmp_path}", "total_steps=1000", *TINY[:5], "checkpoint_every=1", "quiet=true",
+            "trainer_restarts=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "recipes.grpo_frozenlake", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        latest = tmp_path / "grpo_frozenlake" / "checkpoints" / "latest"
+        while not latest.exists() and proc.poll() is None:
+            subprocess.run(["sleep", "0.5"])  # wait for the first checkpoint (not a timing assertion)
+        trainer = actor_pid(proc.pid, "trainer-0")
+        os.kill(trainer, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors == err.strip().splitlines()[-1:], err[-3000:]
+    line = errors[0]
+    assert "actor trainer-0 died: process" in line and "exited with code -9" in line
+    expected = " ".join(["python -m recipes.grpo_frozenlake", *args, "--resume"])
+    assert line.endswith(f"continue with: {expected}"), line
+
+
+def actor_pid(parent: int, name: str) -> int:
+    """Pid of the actor process ``name`` started by ``parent``."""
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rollart.actors.serve" in args and b"--parent-pid" in args and \
+                args[args.index(b"--parent-pid") + 1] == str(parent).encode() and \
+                args[args.index(b"--name") + 1] == name.encode():
+            return int(entry.name)
+    raise AssertionError(f"no actor process {name} under {parent}")

@@ -1,0 +1,77 @@
+"""Covers the pieces of actor recovery without processes: the buffer's rewind by the α rule, the store's
+rewind, restart settings reaching the actors, and the --resume command a lost actor names."""
+import asyncio
+import sys
+
+import torch
+
+from recipes.launch import resume_command
+from rollart.pipeline import PipelineConfig
+from rollart.pipeline.components import build
+from rollart.rollout.buffer import BufferConfig, SampleBuffer
+from rollart.rollout.scheduler import SchedulerConfig
+from rollart.trainer.weight_store import WeightStore
+from rollart.types import Trajectory, WeightBucket
+
+
+def group(gid: str, token_versions: list[int], start: int = 0) -> list[Trajectory]:
+    return [Trajectory(f"{gid}-{i}", gid, "t", start_version=start, status="done", token_ids=[1] * len(token_versions),
+                       versions=list(token_versions), loss_mask=[1] * len(token_versions)) for i in range(2)]
+
+
+async def test_rewind_keeps_samples_within_alpha_of_the_checkpoint_and_drops_newer_ones():
+    buf = SampleBuffer(BufferConfig(group_size=2, capacity=8, alpha=1), version=4)
+    await buf.put(group("gone", [3, 4], start=3))   # newest token 4 > 2 + 1: from weights that are gone
+    await buf.put(group("near", [3, 3], start=3))   # newest token 3 = 2 + 1: kept
+    kept, dropped = await buf.rewind(2)
+    assert (kept, dropped) == (2, 2) and buf.version == 2
+    assert buf.evicted["rewound"] == 2 and buf.accounting_ok()
+    assert [t.group_id for t in await buf.get_batch(2)] == ["near", "near"]
+
+
+def test_store_rewind_forgets_newer_versions_so_the_checkpoint_publishes_again():
+    store = WeightStore(keep_versions=3)
+    for v in (3, 4, 5):
+        store.put_bucket(WeightBucket(v, {"w": torch.zeros(2)}, 0))
+        store.publish(v, 1)
+    assert store.rewind(4) == 2 and store.latest_version() == 3
+    store.put_bucket(WeightBucket(4, {"w": torch.ones(2)}, 0))
+    store.publish(4, 1)
+    assert store.latest_version() == 4
+
+
+async def test_restart_settings_reach_the_actors(tmp_path):
+    cfg = PipelineConfig(actor_mode="inprocess", trainer_restarts=3, weight_store_restarts=1, env_hosts=2,
+                         env_host_restarts=5, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+                         logdir=str(tmp_path))
+    from rollart.pipeline.coordinator import prepare_run
+    cfg, _ = prepare_run(cfg)
+    c = await build(cfg)
+    try:
+        policies = {cl.name: cl.restart.max_restarts for cl in c.clusters}
+        assert policies == {"gen": 2, "weight-store": 1, "envhost": 5, "trainer": 3}
+        assert len(c.env_pool.hosts) == 2
+        assert [await h.call("stats") for h in c.env_pool.host_objects][0]["live_envs"] == 0
+    finally:
+        await c.close()
+
+
+def test_resume_command_repeats_the_command_line_with_resume(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["recipes/grpo_frozenlake.py", "logdir=/tmp/x y", "resume=false", "seed=3"])
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)
+    assert resume_command() == "python recipes/grpo_frozenlake.py 'logdir=/tmp/x y' seed=3 --resume"
+
+
+def test_checkpoint_every_s_saves_between_step_checkpoints_and_env_hosts_serve_the_run(tmp_path):
+    from rollart.config import apply_overrides
+    from recipes.grpo_frozenlake import TASK, default_config
+    from rollart.pipeline import Coordinator
+    cfg = apply_overrides(default_config(), [
+        f"logdir={tmp_path}", "total_steps=2", "batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4",
+        "eval_every=0", "eval_at_end=false", "actor_mode=inprocess", "quiet=true", "checkpoint_every=0",
+        "checkpoint_every_s=1e-9", "keep_checkpoints=0", "env_hosts=1"])
+    co = Coordinator(cfg, [TASK])
+    result = asyncio.run(co.run())
+    assert result.version == 2
+    assert (tmp_path / "grpo_frozenlake" / "checkpoints" / "step_00000001").is_dir()  # by time, not by steps
+    assert co.c.env_pool.counters["opened"] > 0 and co.scheduler.counters["failed"] == 0
