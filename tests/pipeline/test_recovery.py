@@ -75,3 +75,16 @@ def test_checkpoint_every_s_saves_between_step_checkpoints_and_env_hosts_serve_t
     assert result.version == 2
     assert (tmp_path / "grpo_frozenlake" / "checkpoints" / "step_00000001").is_dir()  # by time, not by steps
     assert co.c.env_pool.counters["opened"] > 0 and co.scheduler.counters["failed"] == 0
+
+
+def test_a_rollout_stopped_by_dead_workers_names_their_death_first():
+    from types import SimpleNamespace as NS
+    from rollart.pipeline import Coordinator
+    from rollart.rollout.scheduler import RolloutError
+    slot = NS(name="gen-0", dead=True, handle=NS(dead_reason="process 7 exited with code -9"))
+    co = NS(c=NS(proxy=NS(workers={"gen-0": slot})))
+    msg = Coordinator._rollout_cause(co, RolloutError("33 GRPO groups in a row could not be completed"))
+    assert msg == ("every inference worker is dead (gen-0: process 7 exited with code -9); so 33 GRPO groups in a "
+                   "row could not be completed")
+    slot.dead = False
+    assert Coordinator._rollout_cause(co, RolloutError("x")) == "x"
