@@ -20,8 +20,8 @@ Faults (each on its own run of 6 steps of 2 GRPO groups of 8, tiny model, CPU):
   store_kill        kill -9 the weight store, step 2     -> store_kill_resumed
   reward_faults     30% of serverless reward calls fail  -> reward_faults_unscored: trained without the endpoint's
                                                             score, or lost
-  corrupt_ckpt      newest checkpoint's weights cut in half, then --resume -> corrupt_ckpt_fallback: 1 if resumed
-                                                            from the intact older one
+  corrupt_ckpt      newest checkpoint's largest file cut in half, then --resume -> corrupt_ckpt_fallback: 1 if
+                                                            resumed from the intact older checkpoint
   malformed_frames  10,000 malformed frames on the run's actor socket -> malformed_frames_survived
   sandbox           tests/sandbox hostile-command suite  -> sandbox_contained: contained / run, every mode here
 """

@@ -251,9 +251,9 @@ async def reward_faults(h: Harness) -> list[Figure]:
 
 # ---------------------------------------------------------------------------------------------- checkpoints
 async def corrupt_ckpt(h: Harness) -> list[Figure]:
-    """Train 4 steps (checkpoints at steps 2 and 4), cut the newest checkpoint's largest file (the weights)
-    in half, then ``--resume`` to 6 steps: fallback=1 when the run resumes from the intact step-2 checkpoint
-    and trains 4 steps."""
+    """Train 4 steps (checkpoints at steps 2 and 4), cut the newest checkpoint's largest file in half (the
+    optimizer state, for the tiny model; any file of a checkpoint must be verified), then ``--resume`` to 6
+    steps: fallback=1 when the run resumes from the intact step-2 checkpoint and trains 4 steps."""
     base_steps, total = 4, h.steps
     first = await h.drive(h.config("corrupt_ckpt", total_steps=base_steps))
     root = h.workdir / "corrupt_ckpt" / "checkpoints"
