@@ -34,9 +34,10 @@ import logging
 import os
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from rollart.faults.figures import Figure, summary
+from rollart.faults.figures import Figure, failed, summary
 
 FAULTS = ("env_exc", "env_hang", "inference_kill", "trainer_kill", "store_kill", "reward_faults", "corrupt_ckpt",
           "malformed_frames", "sandbox")
@@ -79,13 +80,23 @@ def stderr_to(path: Path):
             os.close(saved)
 
 
+async def _measure(names: list[str], coro) -> list[Figure]:
+    """The figures of one fault; an error of the suite itself reads as a failure of those figures."""
+    try:
+        return await coro
+    except Exception as e:  # noqa: BLE001 - one broken fault must not hide the others' figures
+        why = f"suite error: {type(e).__name__}: {e}"
+        return [failed(figure, why) for figure, fault in FIGURES.items() if fault in names]
+
+
 async def run_suite(faults: list[str], workdir: Path, recipe: str, quick: bool,
                     emit=print) -> list[Figure]:
     from rollart.faults import suite
     from rollart.faults.harness import Harness
 
     figures: list[Figure] = []
-    sandbox = asyncio.create_task(suite.sandbox(workdir, quick)) if "sandbox" in faults else None  # mostly waits
+    sandbox = (asyncio.create_task(_measure(["sandbox"], suite.sandbox(workdir, quick)))  # mostly waits: beside
+               if "sandbox" in faults else None)                                          # the runs
     runs = [f for f in faults if f != "sandbox"]
     try:
         if runs:
@@ -93,15 +104,13 @@ async def run_suite(faults: list[str], workdir: Path, recipe: str, quick: bool,
             steps = {"inference_kill": suite.inference_kill, "trainer_kill": suite.trainer_kill,
                      "store_kill": suite.store_kill, "reward_faults": suite.reward_faults,
                      "corrupt_ckpt": suite.corrupt_ckpt, "malformed_frames": suite.malformed_frames}
-            if "env_exc" in runs or "env_hang" in runs:
-                for fig in await suite.env_faults(harness, exc="env_exc" in runs, hang="env_hang" in runs):
+            env = [f for f in ("env_exc", "env_hang") if f in runs]
+            measured = [(env, suite.env_faults(harness, exc="env_exc" in env, hang="env_hang" in env))] if env else []
+            measured += [([name], steps[name](harness)) for name in runs if name in steps]
+            for names, coro in measured:
+                for fig in await _measure(names, coro):
                     figures.append(fig)
                     emit(fig.line())
-            for name in runs:
-                if name in steps:
-                    for fig in await steps[name](harness):
-                        figures.append(fig)
-                        emit(fig.line())
         if sandbox is not None:
             for fig in await sandbox:
                 figures.append(fig)
@@ -127,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "faults.log"
     started, load_before = time.monotonic(), os.getloadavg()
-    print(f"fault suite: {', '.join(faults)}{' (--quick)' if a.quick else ''}; recipe {a.recipe}; "
+    print(f"fault suite ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {', '.join(faults)}{' (--quick)' if a.quick else ''}; recipe {a.recipe}; "
           f"workdir {workdir}; actor output in {log}", flush=True)
     with stderr_to(log):
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
