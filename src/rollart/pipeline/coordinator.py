@@ -71,6 +71,8 @@ class RunResult:
     """Per trained trajectory: seconds in env_reset, env_step, generate, reward and total."""
     workers: dict = field(default_factory=dict)
     """Inference worker name -> its stats at the end (hardware class, steps, engine_seconds, ...)."""
+    devices: dict = field(default_factory=dict)
+    """Actor name -> its device and, on a GPU, peak memory in GiB ("peak_memory_gb") at the end of the run."""
 
 
 def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
@@ -145,6 +147,7 @@ class Coordinator:
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
             await loop()
             self.worker_stats = await self._worker_stats()
+            self.device_stats = await self._device_stats()
             await self._checkpoint(final=True)
             # the weights of this step were already evaluated (e.g. the stop-at-success check): reuse it
             fresh = self.evals and self.evals[-1][0] == self.step
@@ -156,7 +159,8 @@ class Coordinator:
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
-                         run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats)
+                         run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats,
+                         devices=getattr(self, "device_stats", {}))
 
     # ------------------------------------------------------------------ the three loops
     async def _run_overlapped(self) -> None:
@@ -281,6 +285,16 @@ class Coordinator:
             if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
                 return True
         return False
+
+    async def _device_stats(self) -> dict:
+        """Device and peak GPU memory of the trainer and of each worker that reports them (diagnostics)."""
+        out = {name: {k: st[k] for k in ("device", "peak_memory_gb") if k in st}
+               for name, st in self.worker_stats.items() if "peak_memory_gb" in st}
+        try:
+            out["trainer"] = await self.c.trainer.call("device_stats")
+        except Exception as e:  # noqa: BLE001 - e.g. a shared training service that does not answer it
+            log.info("trainer device stats: %s", e)
+        return out
 
     async def _worker_stats(self) -> dict:
         """Each inference worker's counters; with simulated hardware, warn if the real compute was not
