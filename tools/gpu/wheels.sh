@@ -25,7 +25,7 @@ TARGET=(--python-version "$PYVER" --platform manylinux2014_x86_64 --platform man
 MISSING=(pyzmq==27.3.0 gymnasium==1.4.0 farama-notifications cloudpickle
          hjson pydantic==2.14.4 pydantic-core==2.50.5 annotated-types typing-inspection typing-extensions
          einops ninja py-cpuinfo psutil tqdm packaging pytest-asyncio pyyaml
-         matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil six)
+         matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil six tzdata)
 # what it has besides torch (--full)
 PRESENT=(transformers==5.17.0 tokenizers safetensors numpy scipy aiohttp msgpack tensorboard pytest
          pytest-timeout pytest-xdist)
