@@ -3,6 +3,7 @@
     python -m recipes.grpo_frozenlake                 # α=1 asynchronous training (the default)
     python -m recipes.grpo_frozenlake mode=sync       # the Sync+ baseline; also one-off / areal
     python -m recipes.grpo_frozenlake --help          # every setting, e.g. trainer.lr=3e-4 rollout.group_size=8
+    python -m recipes.grpo_frozenlake device=cuda     # on a GPU (auto picks one where visible); prints peak GPU memory
 
 A ~0.9M-parameter Qwen3-style model with a locally trained tokenizer (built on first run under
 runs/<run>/init_model) plays FrozenLake (non-slippery) as a multi-turn chat: each turn it sees the grid
@@ -23,7 +24,7 @@ from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
-from recipes.launch import run
+from recipes.launch import peak_gpu_memory_line, run
 
 import envs  # noqa: F401  (registers rollart/FrozenLake-v0)
 
@@ -50,6 +51,9 @@ def main() -> None:
     evals = ", ".join(f"{step}:{s['mean']:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
+    gpu = peak_gpu_memory_line(result)  # on CUDA (device=cuda, or auto on a GPU machine)
+    if gpu:
+        print(gpu)
     print(f"final_success={result.final_success.get('FrozenLake', float('nan')):.2f}")
 
 

@@ -50,3 +50,11 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None
+
+
+def peak_gpu_memory_line(result: RunResult) -> str | None:
+    """``peak_gpu_memory_gb trainer=... gen-0=...`` for the actors that ran on a GPU, or None."""
+    on_gpu = {name: st["peak_memory_gb"] for name, st in result.devices.items() if "peak_memory_gb" in st}
+    if not on_gpu:
+        return None
+    return "peak_gpu_memory_gb " + " ".join(f"{name}={gb:.2f}" for name, gb in on_gpu.items())

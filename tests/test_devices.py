@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from rollart.config import ConfigError
-from rollart.devices import check_device, check_dtype, placement, resolve_device
+from rollart.devices import check_device, check_dtype, peak_memory, placement, resolve_device
 
 
 @pytest.mark.parametrize("spec", ["auto", "cpu", "cuda", "cuda:0", "cuda:12"])
@@ -46,3 +46,7 @@ def test_auto_with_gpu_is_cuda_bf16():
     assert p.is_cuda and p.dtype is torch.bfloat16
     with pytest.raises(ConfigError, match="CUDA device"):
         resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_peak_memory_is_empty_on_the_cpu():
+    assert peak_memory("cpu") == {}

@@ -80,3 +80,15 @@ def placement(device: str = "auto", dtype: str = "auto", prefix: str = "") -> Pl
     """Resolve both settings at once; ``prefix`` (e.g. ``"engine."``) names the keys in error messages."""
     dev = resolve_device(device, key=f"{prefix}device")
     return Placement(dev, resolve_dtype(dtype, dev, key=f"{prefix}dtype"))
+
+
+def peak_memory(device: torch.device | str | None = None) -> dict[str, float]:
+    """This process's peak CUDA memory on ``device`` in GiB (allocated by tensors, reserved by the caching
+    allocator); ``{}`` on the CPU or where no GPU was used."""
+    import torch
+
+    device = torch.device(device) if device is not None else None
+    if device is not None and device.type != "cuda" or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    return {"peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30,
+            "peak_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30}

@@ -54,3 +54,6 @@ class Plain:
 
     def info(self) -> dict:
         return {"label": self.label, "speed": self.speed, "hw_class": os.environ.get("ROLLART_HW_CLASS")}
+
+    def cuda_visible_devices(self) -> str | None:
+        return os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -207,3 +207,14 @@ async def test_failed_start_releases_every_binding(system):
     with pytest.raises(Exception, match="unexpected keyword"):
         await Cluster(Plain, rm, n=1, system=system, mode="inprocess", worker_kwargs=dict(nope=1), verbose=False)
     assert rm.free_summary() == {"H20": 1} and rm.bindings == []
+
+
+async def test_a_gpu_bound_worker_process_sees_its_devices_through_cuda_visible_devices(system, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    rm = ResourceManager({"H800": [1, 3], "cpu": 1})
+    gpu = await Cluster(Plain, rm, n=2, system=system, placement=["H800", "H800"], verbose=False)
+    cpu = await Cluster(Plain, rm, n=1, name="cpu-plain", system=system, placement=["cpu"], verbose=False)
+    assert [await gpu.handle(r).call("cuda_visible_devices") for r in (0, 1)] == ["1", "3"]
+    assert await cpu.handle().call("cuda_visible_devices") is None  # CPU class: environment unchanged
+    await gpu.shutdown()
+    await cpu.shutdown()

@@ -87,3 +87,24 @@ def test_from_plan():
         ResourceManager.from_plan({"nodes": []})
     with pytest.raises(ValueError, match="group 0 needs 'devices'"):
         ResourceManager.from_plan({"groups": [{"role": "train", "devices": ["H800"]}]})
+
+
+def test_cuda_env_names_a_gpu_binding_s_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    rm = ResourceManager({"H800": [2, 3], "H20": 1, "cpu": 2}, {"A100": ["A100:0"]})
+    assert rm.allocate("train", hw="H800", count=2, owner="t").cuda_env() == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert rm.allocate("generate", hw="H20", owner="g").cuda_env() == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert rm.allocate("env", hw="cpu", owner="e").cuda_env() == {}  # CPU classes: environment unchanged
+    assert rm.allocate("train", hw="A100", owner="a").cuda_env() == {}  # symbolic ids are not GPU ordinals
+
+
+def test_cuda_env_counts_within_the_parent_s_visible_gpus(monkeypatch):
+    rm = ResourceManager({"H800": 2})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    first, second = rm.allocate("train", owner="t0"), rm.allocate("train", owner="t1")
+    assert first.cuda_env() == {"CUDA_VISIBLE_DEVICES": "4"} and second.cuda_env() == {"CUDA_VISIBLE_DEVICES": "6"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert first.cuda_env() == {"CUDA_VISIBLE_DEVICES": "5"}
+    assert second.cuda_env() == {}  # more bound than shown: the child keeps what the parent sees (warned)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert first.cuda_env() == {}  # an empty setting hides every GPU, and the child inherits it

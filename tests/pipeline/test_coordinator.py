@@ -82,8 +82,10 @@ def test_resume_continues_version_numbering(tmp_path, tiny_model):
 
 
 def test_config_json_records_the_resolved_config(tmp_path, tiny_model):
-    result = run(config(tmp_path, tiny_model, mode="sync", total_steps=1, seed=3))
+    result = run(config(tmp_path, tiny_model, mode="sync", total_steps=1, seed=3, device="cpu", dtype="bfloat16"))
     recorded = json.loads((tmp_path / "t" / "config.json").read_text())
+    assert (recorded["device"], recorded["trainer"]["device"], recorded["trainer"]["dtype"]) == ("cpu", "cpu", "bfloat16")
+    assert result.devices["trainer"] == {"device": "cpu", "dtype": "bfloat16"}  # the setting took effect there
     assert recorded["trainer"]["model_path"] == recorded["engine"]["model"] == tiny_model
     assert recorded["trainer"]["seed"] == recorded["rollout"]["seed"] == recorded["engine"]["seed"] == 3
     assert recorded["buffer"] == dict(mode="sync", alpha=0, group_size=4, capacity=32, max_outstanding_groups=0)

@@ -1,7 +1,7 @@
 """Subprocess used by test_deepspeed.py: train the same batches with the torch backend and with DeepSpeed
 ZeRO stages, write the resulting weights (and a checkpoint round-trip check) to OUT_DIR.
 
-    python ds_worker.py OUT_DIR RANK WORLD PORT STAGE[,STAGE...]
+    python ds_worker.py OUT_DIR RANK WORLD PORT STAGE[,STAGE...] [DEVICE [DTYPE]]   (default: cpu float32)
 """
 import json
 import sys
@@ -26,10 +26,12 @@ def snapshot(trainer):
 def main() -> None:
     out, rank, world, port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     stages = [int(s) for s in sys.argv[5].split(",")]
+    device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
+    dtype = sys.argv[7] if len(sys.argv) > 7 else "float32"
     report = {}
     for stage in stages:
         cfg = TrainerConfig(backend="deepspeed", zero_stage=stage, world_size=world, rank=rank,
-                            master_port=port, **DS_CONFIG)
+                            master_port=port, device=device, dtype=dtype, **DS_CONFIG)
         trainer = make_trainer(cfg, model=make_model(0))
         metrics = [trainer.train_step(make_trajectories(3, 4, seed=s)) for s in SEEDS]
         named = snapshot(trainer)

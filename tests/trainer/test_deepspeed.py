@@ -24,9 +24,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
 WORKER = Path(__file__).with_name("ds_worker.py")
 
 
-def run_workers(out: Path, world: int, stages: str, port: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", DS_ACCELERATOR="cpu")
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(r), str(world), str(port), stages],
+def run_workers(out: Path, world: int, stages: str, port: int, device: str = "cpu", dtype: str = "float32") -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(r), str(world), str(port), stages, device, dtype],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(world)]
     try:
         for p in procs:
@@ -39,14 +39,14 @@ def run_workers(out: Path, world: int, stages: str, port: int) -> dict:
     return json.loads((out / f"report_{stages.replace(',', '_')}.json").read_text())
 
 
-def torch_reference():
-    trainer = TorchTrainer(TrainerConfig(**DS_CONFIG), model=make_model(0))
+def torch_reference(device: str = "cpu"):
+    trainer = TorchTrainer(TrainerConfig(device=device, dtype="float32", **DS_CONFIG), model=make_model(0))
     metrics = [trainer.train_step(make_trajectories(3, 4, seed=s)) for s in SEEDS]
     return dict(trainer.named_tensors()), metrics
 
 
-def check_against_torch(out: Path, report: dict, stages) -> None:
-    ref_params, ref_metrics = torch_reference()
+def check_against_torch(out: Path, report: dict, stages, device: str = "cpu") -> None:
+    ref_params, ref_metrics = torch_reference(device)
     for stage in stages:
         got = torch.load(out / f"stage{stage}.pt")
         assert set(got) == set(ref_params)

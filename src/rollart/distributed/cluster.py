@@ -6,6 +6,9 @@
         text = await gen.generate(prompt, task="FrozenLake")       # routed to an H800 worker
         grads = await trainers.compute_gradients(batch)            # execute_all: one result per worker
 
+A worker bound to GPU devices sees them, and only them, through ``CUDA_VISIBLE_DEVICES``
+(``Binding.cuda_env``); CPU classes start with the environment unchanged.
+
 Any class can be a worker: a ``Worker`` subclass gets ``rollart_bind`` (rank, hw_class, devices) once
 started and again on every restart; a plain class (one without ``rollart_bind``) is placed and served the
 same and finds its hardware class in ``ROLLART_HW_CLASS``. ``worker_kwargs_for(hw_class)`` adds
@@ -162,7 +165,8 @@ class Cluster:
                 "rank": m.rank, "world_size": self.n, "name": m.name, "hw_class": m.hw_class,
                 "devices": m.binding.devices, "serverless": self._serverless_info()},), {}))
         return self.system.spawn(self.worker_cls, *self.worker_args, name=m.name, mode=self.mode,
-                                 restart=self.restart, env={**self.env, "ROLLART_HW_CLASS": m.hw_class},
+                                 restart=self.restart,
+                                 env={**self.env, **m.binding.cuda_env(), "ROLLART_HW_CLASS": m.hw_class},
                                  on_dead=self._on_worker_dead, setup_calls=setup, **kwargs)
 
     def _serverless_info(self) -> dict:

@@ -13,11 +13,15 @@ is free does it raise ``ResourceExhaustedError``.
 """
 from __future__ import annotations
 
+import logging
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from rollart.distributed.hardware import ROLE_NEEDS, fallbacks, rank_for, spec
+
+log = logging.getLogger("rollart.distributed")
 
 
 class ResourceExhaustedError(RuntimeError):
@@ -36,6 +40,26 @@ class Binding:
     @property
     def fell_back(self) -> bool:
         return self.hw_class != self.preferred
+
+    def cuda_env(self) -> dict[str, str]:
+        """``{"CUDA_VISIBLE_DEVICES": ...}`` for a process bound to GPU devices, so that ``cuda`` inside it is
+        its own GPU(s); ``{}`` for a CPU or serverless class, or device ids that are not GPU ordinals (a
+        plan's "H800:0"). Where this process itself sees only some GPUs, ids count within those."""
+        if spec(self.hw_class).kind != "gpu" or not self.devices:
+            return {}
+        if not all(isinstance(d, int) or (isinstance(d, str) and d.isdigit()) for d in self.devices):
+            return {}
+        ids = [int(d) for d in self.devices]
+        parent = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if parent is None:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))}
+        visible = [v.strip() for v in parent.split(",") if v.strip()]
+        if max(ids, default=0) >= len(visible):  # (an empty setting hides every GPU: the child inherits it)
+            if visible:
+                log.warning("%s: bound to GPU %d of %s but CUDA_VISIBLE_DEVICES=%r shows %d; it sees all of those",
+                            self.owner, max(ids), self.hw_class, parent, len(visible))
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": ",".join(visible[i] for i in ids)}
 
 
 class ResourceManager:

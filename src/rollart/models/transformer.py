@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from rollart.models.config import ModelConfig
 from rollart.models.paged import PagedBatch, paged_attention
@@ -179,7 +180,15 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
+def _layer_forward(layer: DecoderLayer, rotary: Rotary, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    x = x + layer.self_attn(layer.input_layernorm(x), rotary, cos, sin)
+    return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
 class CausalLM(nn.Module):
+    gradient_checkpointing = False
+    """Training path: recompute each layer's activations in backward instead of keeping them (less memory)."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -221,9 +230,12 @@ class CausalLM(nn.Module):
             cos, sin = cos[:T][None, :, None], sin[:T][None, :, None]       # (1, T, 1, D)
         else:
             cos, sin = cos[positions][:, :, None], sin[positions][:, :, None]  # (B, T, 1, D)
+        recompute = self.gradient_checkpointing and torch.is_grad_enabled()
         for layer in self.model.layers:
-            x = x + layer.self_attn(layer.input_layernorm(x), self.rotary, cos, sin)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            if recompute:
+                x = checkpoint(_layer_forward, layer, self.rotary, x, cos, sin, use_reentrant=False)
+            else:
+                x = _layer_forward(layer, self.rotary, x, cos, sin)
         return self.lm_head(self.model.norm(x))                             # (B, T, V)
 
     def forward_paged(self, input_ids: Tensor, batch: PagedBatch, kv_cache: Tensor,

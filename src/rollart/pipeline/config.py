@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
 from rollart.config import ConfigError
+from rollart.devices import check_device, check_dtype
 from rollart.engine.config import EngineConfig
 from rollart.hardware import HARDWARE, SpeedModelConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
@@ -41,6 +42,13 @@ class PipelineConfig:
 
     model: str = ""
     """HF-format model folder. Empty: a tiny random-init model is built under the run folder."""
+    device: str = "auto"
+    """Where engine, trainer and weights live: auto | cpu | cuda | cuda:N (auto: CUDA where a GPU is visible,
+    else the CPU). resolve() hands it to every component whose own device is auto (engine.device=...,
+    trainer.device=... override it); a GPU-class worker process sees its bound GPU(s) as cuda."""
+    dtype: str = "auto"
+    """Their compute dtype: auto | float32 | bfloat16 | float16 (auto: bfloat16 on a GPU, float32 on the CPU);
+    handed on like ``device`` (engine.dtype=..., trainer.dtype=... override it)."""
     num_inference_workers: int = 1
     """Inference worker actors."""
     hw_classes: tuple[str, ...] = ("H20",)
@@ -144,6 +152,8 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r}: choose one of {MODES}")
+        check_device(self.device)
+        check_dtype(self.dtype)
         if self.alpha < 0:
             raise ConfigError(f"alpha={self.alpha} must be >= 0")
         for name in ("total_steps", "batch_groups", "num_inference_workers", "bucket_bytes", "eval_episodes"):
@@ -217,9 +227,14 @@ class PipelineConfig:
                  if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if self.simulate_hardware else {}
         return dataclasses.replace(
             self, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=self.seed),
-            engine=dataclasses.replace(self.engine, model=model, seed=self.seed),
-            trainer=dataclasses.replace(self.trainer, model_path=model, seed=self.seed, pad_id=pad_id),
+            engine=dataclasses.replace(self.engine, model=model, seed=self.seed, **self._placement_for(self.engine)),
+            trainer=dataclasses.replace(self.trainer, model_path=model, seed=self.seed, pad_id=pad_id,
+                                        **self._placement_for(self.trainer)),
             speed_models=speed)
+
+    def _placement_for(self, component: Any) -> dict[str, str]:
+        """The run's device/dtype for each of ``component``'s device/dtype settings left at auto."""
+        return {k: getattr(self, k) for k in ("device", "dtype") if getattr(component, k, None) == "auto"}
 
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity

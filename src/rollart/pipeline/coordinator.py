@@ -73,6 +73,8 @@ class RunResult:
     """Per trained trajectory: seconds in env_reset, env_step, generate, reward and total."""
     workers: dict = field(default_factory=dict)
     """Inference worker name -> its stats at the end (hardware class, steps, engine_seconds, ...)."""
+    devices: dict = field(default_factory=dict)
+    """Actor name -> its device and, on a GPU, peak memory in GiB ("peak_memory_gb") at the end of the run."""
 
 
 def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
@@ -150,6 +152,7 @@ class Coordinator:
             try:
                 await loop()
                 self.worker_stats = await self._worker_stats()
+                self.device_stats = await self._device_stats()
                 await self._checkpoint(final=True)
             except ActorDeadError as e:  # a trainer or weight store with no restart left
                 raise self.recovery.as_lost(e) from None
@@ -165,7 +168,8 @@ class Coordinator:
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
-                         run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats)
+                         run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats,
+                         devices=getattr(self, "device_stats", {}))
 
     # ------------------------------------------------------------------ the three loops
     async def _run_overlapped(self) -> None:
@@ -331,6 +335,16 @@ class Coordinator:
             if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
                 return True
         return False
+
+    async def _device_stats(self) -> dict:
+        """Device and peak GPU memory of the trainer and of each worker that reports them (diagnostics)."""
+        out = {name: {k: st[k] for k in ("device", "peak_memory_gb") if k in st}
+               for name, st in self.worker_stats.items() if "peak_memory_gb" in st}
+        try:
+            out["trainer"] = await self.c.trainer.call("device_stats")
+        except Exception as e:  # noqa: BLE001 - e.g. a shared training service that does not answer it
+            log.info("trainer device stats: %s", e)
+        return out
 
     async def _worker_stats(self) -> dict:
         """Each inference worker's counters; with simulated hardware, warn if the real compute was not

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from rollart.actors import blocking
+from rollart.devices import peak_memory
 from rollart.trainer import TrainerConfig, make_trainer
 
 
@@ -30,6 +31,11 @@ class TrainerActor:
     def placement(self) -> dict:
         """Where this trainer runs: its process id and the cores it may use."""
         return {"pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}
+
+    def device_stats(self) -> dict:
+        """Where the trainer computes and, on a GPU, its peak memory so far (GiB)."""
+        return {"device": str(self.trainer.device), "dtype": str(self.trainer.compute_dtype).removeprefix("torch."),
+                **peak_memory(self.trainer.device)}
 
     @blocking
     def train_step(self, trajectories: list) -> dict:

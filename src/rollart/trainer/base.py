@@ -35,6 +35,7 @@ from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batch
                                       select_rows, shard_rows)
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.losses import LossTerms
+from rollart.trainer.placement import autocast, to_device, trainer_placement
 from rollart.versions import staleness
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,10 @@ class ValueModel(nn.Module):
     def __init__(self, backbone: nn.Module):
         super().__init__()
         self.backbone = backbone
+        device = next(backbone.parameters()).device
         with torch.no_grad():
-            width = forward_logits(backbone, torch.zeros(1, 2, dtype=torch.long)).shape[-1]
-        self.head = nn.Linear(width, 1)
+            width = forward_logits(backbone, torch.zeros(1, 2, dtype=torch.long, device=device)).shape[-1]
+        self.head = nn.Linear(width, 1, device=device)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
@@ -77,6 +79,13 @@ class Trainer:
         """The policy being trained; the optimizer_step that ends a train step advances it by one."""
         self._accumulated = 0  # forward_backward calls since the last optimizer_step
         torch.set_num_threads(cfg.num_threads)
+        self.placement = trainer_placement(cfg)
+        self.device = self.placement.device
+        """Where the model, its optimizer state and every batch live (a backend may move it to its model's)."""
+        self.compute_dtype = self.placement.dtype
+        """The dtype forward/backward compute in and exported weights have (master weights stay float32)."""
+        self.autocast_dtype: torch.dtype | None = None
+        """Set by backends that compute under torch.autocast (fp32 weights); None: the model's own dtype."""
 
     # ------------------------------------------------------------------ hooks for backends
     policy: nn.Module  # callable forward (a DeepSpeed engine for that backend)
@@ -111,9 +120,9 @@ class Trainer:
         """Sum ``t`` over data-parallel ranks (identity with one process)."""
         if self.cfg.world_size > 1:
             import torch.distributed as dist
-            t = t.clone()
+            t = t.to(self.device)  # a copy: nccl reduces device tensors only
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
+        return t.cpu()
 
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         raise NotImplementedError
@@ -254,10 +263,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ internals
     def _as_batch(self, batch: Sequence[Any] | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        if isinstance(batch, dict):
-            return batch
-        return build_batch(batch, pad_id=self.cfg.pad_id, adv_eps=self.cfg.adv_eps,
-                           scale_adv_by_std=self.cfg.scale_adv_by_std)
+        """The batch as tensors on the model's device (built on the CPU from trajectories, then moved once)."""
+        if not isinstance(batch, dict):
+            batch = build_batch(batch, pad_id=self.cfg.pad_id, adv_eps=self.cfg.adv_eps,
+                                scale_adv_by_std=self.cfg.scale_adv_by_std)
+        return to_device(batch, self.device)
+
+    def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) of ``model`` in the compute dtype (under autocast when the backend uses it)."""
+        with autocast(self.device, self.autocast_dtype):
+            return forward_logits(model, ids)
+
+    def _values(self, ids: torch.Tensor) -> torch.Tensor:
+        """The critic's values (B, T) in float32."""
+        with autocast(self.device, self.autocast_dtype):
+            return self.critic(ids).float()
 
     @torch.no_grad()
     def _precompute(self, local: dict[str, torch.Tensor]) -> None:
@@ -267,10 +287,10 @@ class Trainer:
         need_prox = self._multi_update()
         B, T = local["input_ids"].shape
         local["prox_logprobs"] = local["behav_logprobs"].clone()
-        local["ref_logprobs"] = torch.zeros(B, T)
-        local["old_values"] = torch.zeros(B, T)
+        local["ref_logprobs"] = torch.zeros(B, T, device=self.device)
+        local["old_values"] = torch.zeros(B, T, device=self.device)
         if cfg.algorithm == "ppo":
-            local["returns"] = torch.zeros(B, T)
+            local["returns"] = torch.zeros(B, T, device=self.device)
         groups = micro_batch_rows(local["lengths"].tolist(), cfg.micro_batch_tokens) if B else []
         if need_prox:
             for _ in range(self._max_over_ranks(len(groups)) - len(groups)):
@@ -280,11 +300,11 @@ class Trainer:
             ids, mask = mb["input_ids"], mb["loss_mask"]
             n = ids.shape[1]
             if need_prox:
-                local["prox_logprobs"][rows, :n] = L.token_logprobs(forward_logits(self.policy, ids), ids) * mask
+                local["prox_logprobs"][rows, :n] = L.token_logprobs(self._forward(self.policy, ids), ids) * mask
             if self.ref_model is not None:
-                local["ref_logprobs"][rows, :n] = L.token_logprobs(forward_logits(self.ref_model, ids), ids)
+                local["ref_logprobs"][rows, :n] = L.token_logprobs(self._forward(self.ref_model, ids), ids)
             if cfg.algorithm == "ppo":
-                values = self.critic(ids).float() * mask  # (b, n)
+                values = self._values(ids) * mask  # (b, n)
                 adv, ret = L.gae(mb["token_rewards"], values, mask, cfg.gamma, cfg.gae_lambda)
                 local["old_values"][rows, :n] = values
                 local["advantages"][rows, :n] = adv
@@ -296,7 +316,7 @@ class Trainer:
     def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, LossTerms]:
         cfg = self.cfg
         ids, mask = mb["input_ids"], mb["loss_mask"]
-        logits = forward_logits(self.policy, ids)  # (B, T, V)
+        logits = self._forward(self.policy, ids)  # (B, T, V), compute dtype
         logp = L.token_logprobs(logits, ids)  # (B, T)
         is_w = None
         if cfg.off_policy == "decoupled":
@@ -318,7 +338,7 @@ class Trainer:
             ent = L.entropy_bonus(L.token_entropy(logits), mask, normalizer)
             loss = loss - cfg.entropy_coef * ent
         if cfg.algorithm == "ppo":
-            values = self.critic(ids).float()  # (B, T)
+            values = self._values(ids)  # (B, T)
             vl = L.value_loss(values, mb["old_values"], mb["returns"], mask, normalizer, cfg.value_clip)
             loss = loss + cfg.vf_coef * vl
         tokens = float(mask.sum())

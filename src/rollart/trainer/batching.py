@@ -90,7 +90,7 @@ def num_loss_tokens(batch: dict[str, torch.Tensor]) -> int:
 
 def select_rows(batch: dict[str, torch.Tensor], rows: Sequence[int] | torch.Tensor) -> dict[str, torch.Tensor]:
     """The sub-batch of the given row indices, with trailing all-padding columns trimmed."""
-    rows = torch.as_tensor(rows, dtype=torch.long)
+    rows = torch.as_tensor(rows, dtype=torch.long, device=batch["lengths"].device)
     sub = {k: v[rows] for k, v in batch.items()}
     T = int(sub["lengths"].max().item()) if len(rows) else 0
     for k, v in sub.items():

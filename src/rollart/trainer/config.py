@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from rollart.config import ConfigError
+from rollart.devices import check_device, check_dtype
 
 
 @dataclass
@@ -18,8 +19,19 @@ class TrainerConfig:
     model_factory: str = ""
     """Optional 'module:function' returning an nn.Module (used when model_path is empty; handy for tests
     and custom models in actor processes)."""
-    dtype: str = "float32"
-    """Parameter dtype: float32 or bfloat16."""
+    device: str = "auto"
+    """Where the policy, its optimizer state and every batch live: auto | cpu | cuda | cuda:N (auto: CUDA where
+    a GPU is visible, else the CPU; in a run, auto takes PipelineConfig.device). Resolved by rollart.devices."""
+    dtype: str = "auto"
+    """Compute dtype: auto | float32 | bfloat16 | float16 (auto: bfloat16 on a GPU, float32 on the CPU; in a run,
+    auto takes PipelineConfig.dtype). Master weights and AdamW state stay float32 whatever this says: the torch
+    backend runs forward and backward under torch.autocast in this dtype (float16 adds a dynamic loss scaler),
+    so updates far below bf16's resolution still accumulate, as RL's small steps need. The DeepSpeed backend
+    passes it to DeepSpeed's own bf16/fp16 mode (fp32 master weights in its optimizer). Exported weights
+    (named_tensors, the weight store) are in this dtype: what the engine runs."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in backward instead of keeping them (less memory, ~1/3 more
+    compute); for rollart CausalLM, or a model with HF's gradient_checkpointing_enable()."""
     num_threads: int = 2
     """torch intra-op threads for this trainer process (the machine may have only 2 cores)."""
     seed: int = 0
@@ -68,7 +80,8 @@ class TrainerConfig:
     grad_clip: float = 1.0
     """Global gradient-norm clip; 0 disables."""
     micro_batch_tokens: int = 16384
-    """Padded-token budget (rows x longest row) of one forward/backward micro-batch."""
+    """Padded-token budget (rows x longest row) of one forward/backward micro-batch: bounds activation memory;
+    gradients are accumulated over micro-batches, so the update does not depend on it."""
     num_minibatches: int = 1
     """Optimizer steps per train_step (the batch is split into this many mini-batches)."""
     ppo_epochs: int = 1
@@ -81,8 +94,8 @@ class TrainerConfig:
     """Number of data-parallel trainer processes."""
     rank: int = 0
     """This process's rank in [0, world_size)."""
-    dist_backend: str = "gloo"
-    """torch.distributed backend ('gloo' on CPU, 'nccl' on GPUs)."""
+    dist_backend: str = "auto"
+    """torch.distributed backend: 'auto' (nccl on CUDA, gloo on the CPU), 'gloo' or 'nccl'."""
     master_addr: str = "127.0.0.1"
     """Rendezvous address of rank 0."""
     master_port: int = 29512
@@ -91,8 +104,10 @@ class TrainerConfig:
     """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
 
     def __post_init__(self):
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"trainer.dtype={self.dtype!r}: use float32 or bfloat16")
+        check_device(self.device, key="trainer.device")
+        check_dtype(self.dtype, key="trainer.dtype")
+        if self.dist_backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"trainer.dist_backend={self.dist_backend!r}: use auto, gloo or nccl")
         if self.algorithm not in ("grpo", "ppo"):
             raise ConfigError(f"trainer.algorithm={self.algorithm!r}: use 'grpo' or 'ppo'")
         if self.off_policy not in ("decoupled", "none"):

@@ -1,8 +1,11 @@
 """DeepSpeed trainer (ZeRO 0-3): the same RL step as the torch backend, DeepSpeed doing the optimiser mechanics.
 
-DeepSpeed is imported only inside this backend (``pip install deepspeed``). On CPU machines it runs
-over gloo with ``DS_ACCELERATOR=cpu``; a single process without a launcher gets the RANK/WORLD_SIZE/
-MASTER_* variables from the config so DeepSpeed does not try MPI.
+DeepSpeed is imported only inside this backend (``pip install deepspeed``). ``trainer.device`` picks its
+accelerator: on the CPU it runs over gloo with ``DS_ACCELERATOR=cpu``; on CUDA over nccl, DeepSpeed placing
+the model on the GPU, and every batch is moved to the model's device (``self.device``) before its forward.
+``trainer.dtype`` bfloat16/float16 turns on DeepSpeed's own bf16/fp16 mode (it keeps fp32 master weights in
+its optimizer). A single process without a launcher gets the RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* variables
+from the config so DeepSpeed does not try MPI.
 
 Choices, and why:
   * the optimiser is a torch ``AdamW`` passed to ``deepspeed.initialize`` — the config optimiser "AdamW"
@@ -26,14 +29,16 @@ import torch.nn as nn
 from rollart.trainer import checkpoint as ckpt
 from rollart.trainer.base import Trainer, forward_logits
 from rollart.trainer.config import TrainerConfig
-from rollart.trainer.model_io import build_model, save_policy
+from rollart.trainer.model_io import build_model, enable_gradient_checkpointing, save_policy
+from rollart.trainer.placement import dist_backend
 from rollart.trainer.torch_trainer import make_optimizer, seed_everything
 
 
-def _import_deepspeed(cfg: TrainerConfig):
-    if not torch.cuda.is_available():
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    for key, value in (("RANK", cfg.rank), ("WORLD_SIZE", cfg.world_size), ("LOCAL_RANK", cfg.rank),
+def _import_deepspeed(cfg: TrainerConfig, device: torch.device):
+    # DeepSpeed picks its accelerator once per process, from this variable: the resolved device decides
+    os.environ["DS_ACCELERATOR"] = "cuda" if device.type == "cuda" else "cpu"
+    local_rank = device.index if device.type == "cuda" else cfg.rank  # DeepSpeed puts the model on this GPU
+    for key, value in (("RANK", cfg.rank), ("WORLD_SIZE", cfg.world_size), ("LOCAL_RANK", local_rank),
                        ("MASTER_ADDR", cfg.master_addr), ("MASTER_PORT", cfg.master_port)):
         os.environ.setdefault(key, str(value))
     try:
@@ -56,11 +61,15 @@ class DeepSpeedTrainer(Trainer):
                              f"{cfg.algorithm!r} use trainer.backend=torch")
         super().__init__(cfg)
         seed_everything(cfg.seed)
-        deepspeed = _import_deepspeed(cfg)
+        deepspeed = _import_deepspeed(cfg, self.device)
         self._ds = deepspeed
-        deepspeed.init_distributed(dist_backend=cfg.dist_backend)
-        module = model if model is not None else build_model(cfg)
-        self.ref_model = self._make_reference(module)  # before ZeRO-3 partitions the parameters
+        if self.placement.is_cuda:
+            torch.cuda.set_device(self.device)
+        deepspeed.init_distributed(dist_backend=dist_backend(cfg, self.placement))
+        module = (model if model is not None else build_model(cfg)).float()  # DeepSpeed casts for bf16/fp16
+        if cfg.gradient_checkpointing:
+            enable_gradient_checkpointing(module)
+        ref = self._make_reference(module)  # before ZeRO-3 partitions the parameters
         optimizer = make_optimizer(cfg, module.parameters())
         ds_config = {
             "train_micro_batch_size_per_gpu": 1,  # unused: we feed our own micro-batches
@@ -68,12 +77,15 @@ class DeepSpeedTrainer(Trainer):
             "gradient_clipping": cfg.grad_clip,
             "zero_optimization": {"stage": cfg.zero_stage},
             "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": cfg.dtype == "bfloat16"},
+            "bf16": {"enabled": self.compute_dtype == torch.bfloat16},
+            "fp16": {"enabled": self.compute_dtype == torch.float16},
             "steps_per_print": 10**9,
         }
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=module, optimizer=optimizer,
                                                                  config=ds_config)
         self.policy = self.engine
+        self.device = torch.device(self.engine.device)  # where DeepSpeed put the model: batches go there
+        self.ref_model = ref.to(device=self.device, dtype=self.compute_dtype) if ref is not None else None
 
     # ------------------------------------------------------------------ step hooks
     def _zero_grad(self) -> None:
@@ -94,13 +106,13 @@ class DeepSpeedTrainer(Trainer):
         forward_logits(self.engine, self._dummy_ids())
 
     def _dummy_ids(self) -> torch.Tensor:
-        return torch.full((1, 2), self.cfg.pad_id, dtype=torch.long)
+        return torch.full((1, 2), self.cfg.pad_id, dtype=torch.long, device=self.device)
 
     def _max_over_ranks(self, n: int) -> int:
         if self.cfg.world_size == 1:
             return n
         import torch.distributed as dist
-        t = torch.tensor([n], dtype=torch.long)
+        t = torch.tensor([n], dtype=torch.long, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
@@ -108,7 +120,8 @@ class DeepSpeedTrainer(Trainer):
         norm = None
         if self.cfg.zero_stage == 0:
             grads = [p.grad for p in self.engine.module.parameters() if p.grad is not None]
-            norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+            if grads:  # (DeepSpeed's bf16 optimizer keeps them in its own fp32 buffers instead)
+                norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
         self.engine.step()
         if norm is None:
             got = self.engine.get_global_grad_norm()
@@ -120,8 +133,8 @@ class DeepSpeedTrainer(Trainer):
         params = list(self.engine.module.named_parameters())
         if self.cfg.zero_stage == 3:  # parameters are partitioned: gather, copy out, release
             with self._ds.zero.GatheredParameters([p for _, p in params], modifier_rank=None):
-                return [(n, p.detach().to("cpu").clone()) for n, p in params]
-        return [(n, p.detach().to("cpu")) for n, p in params]
+                return [(n, p.detach().to(self.compute_dtype).to("cpu").clone()) for n, p in params]
+        return [(n, p.detach().to(self.compute_dtype).to("cpu")) for n, p in params]
 
     def _full_module(self) -> nn.Module:
         """An unpartitioned copy of the policy (for saving in HF format)."""

@@ -14,9 +14,6 @@ import torch.nn as nn
 
 from rollart.trainer.config import TrainerConfig
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
 def resolve_object(spec: str):
     """Import ``"module:attr"`` and return the attribute, with an error naming what was wrong."""
     module_name, sep, attr = spec.partition(":")
@@ -30,15 +27,15 @@ def resolve_object(spec: str):
 
 
 def build_model(cfg: TrainerConfig) -> nn.Module:
-    """The policy from ``cfg.model_factory`` ("module:function") or ``cfg.model_path`` (HF folder)."""
-    dtype = DTYPES[cfg.dtype]
+    """The policy from ``cfg.model_factory`` ("module:function") or ``cfg.model_path`` (HF folder), in float32
+    on the CPU: the master weights (the trainer moves them to its device; ``cfg.dtype`` is the compute dtype)."""
     if cfg.model_factory:
-        return resolve_object(cfg.model_factory)().to(dtype)
+        return resolve_object(cfg.model_factory)().float()
     if not cfg.model_path:
         raise ValueError("trainer needs a model: set trainer.model_path=FOLDER (make a tiny one with "
                          "`python -m rollart.tools.make_tiny_model FOLDER`) or trainer.model_factory=module:fn")
     from rollart.models import load_model
-    return load_model(cfg.model_path, dtype=dtype)
+    return load_model(cfg.model_path, dtype=torch.float32)
 
 
 def _is_causal_lm(model: nn.Module) -> bool:
@@ -49,9 +46,21 @@ def _is_causal_lm(model: nn.Module) -> bool:
     return isinstance(model, CausalLM)
 
 
-def export_named_tensors(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
-    """Every trainable weight once (tied weights once), detached, on CPU, with its HF/state-dict name."""
-    return [(name, p.detach().to("cpu")) for name, p in model.named_parameters()]
+def export_named_tensors(model: nn.Module, dtype: torch.dtype | None = None) -> list[tuple[str, torch.Tensor]]:
+    """Every trainable weight once (tied weights once), detached, on CPU, with its HF/state-dict name; cast
+    to ``dtype`` on its own device first (a GPU's bf16 copy crosses PCIe at half the bytes of fp32)."""
+    return [(name, p.detach().to(dtype or p.dtype).to("cpu")) for name, p in model.named_parameters()]
+
+
+def enable_gradient_checkpointing(model: nn.Module) -> None:
+    """Recompute activations layer by layer in backward: rollart CausalLM, or a model with HF's method."""
+    if _is_causal_lm(model):
+        model.gradient_checkpointing = True
+    elif callable(getattr(model, "gradient_checkpointing_enable", None)):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        raise ValueError(f"trainer.gradient_checkpointing=true: {type(model).__name__} supports neither rollart's "
+                         "CausalLM checkpointing nor gradient_checkpointing_enable(); set it to false")
 
 
 def save_policy(model: nn.Module, folder: Path) -> None:

@@ -1,4 +1,9 @@
-"""Plain-PyTorch trainer: one process, or data parallel over torch.distributed (gloo on CPU).
+"""Plain-PyTorch trainer: one process, or data parallel over torch.distributed (gloo on CPU, nccl on CUDA).
+
+On its device (``trainer.device``) the policy keeps float32 master weights and AdamW state (fused AdamW on
+CUDA); forward and backward run under ``torch.autocast`` in ``trainer.dtype`` (bf16 by default on a GPU), with
+a dynamic loss scaler for float16. Micro-batches of at most ``micro_batch_tokens`` padded tokens accumulate
+gradients; ``gradient_checkpointing`` recomputes layer activations in backward.
 
 Data parallelism is explicit and small: every rank holds the full model, trains its rows of each
 mini-batch (``shard_rows``), and gradients are summed with one flattened all-reduce before the step.
@@ -18,7 +23,9 @@ import torch.nn as nn
 from rollart.trainer import checkpoint as ckpt
 from rollart.trainer.base import Trainer, ValueModel
 from rollart.trainer.config import TrainerConfig
-from rollart.trainer.model_io import build_model, export_named_tensors, save_policy, load_policy_weights
+from rollart.trainer.model_io import (build_model, enable_gradient_checkpointing, export_named_tensors,
+                                      load_policy_weights, save_policy)
+from rollart.trainer.placement import dist_backend, trainer_placement
 
 
 def seed_everything(seed: int) -> None:
@@ -31,13 +38,14 @@ def init_distributed(cfg: TrainerConfig) -> None:
     """Join the data-parallel group (no-op for one process or when already initialised)."""
     if cfg.world_size == 1 or dist.is_initialized():
         return
-    dist.init_process_group(cfg.dist_backend, init_method=f"tcp://{cfg.master_addr}:{cfg.master_port}",
+    dist.init_process_group(dist_backend(cfg, trainer_placement(cfg)), init_method=f"tcp://{cfg.master_addr}:{cfg.master_port}",
                             rank=cfg.rank, world_size=cfg.world_size)
 
 
-def make_optimizer(cfg: TrainerConfig, params) -> torch.optim.Optimizer:
+def make_optimizer(cfg: TrainerConfig, params, fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW over the trainable ``params``; ``fused``: one kernel for the whole update (CUDA)."""
     return torch.optim.AdamW([p for p in params if p.requires_grad], lr=cfg.lr, betas=tuple(cfg.betas),
-                             eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+                             eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=fused or None)
 
 
 class TorchTrainer(Trainer):
@@ -47,9 +55,17 @@ class TorchTrainer(Trainer):
     def __init__(self, cfg: TrainerConfig, model: nn.Module | None = None):
         super().__init__(cfg)
         seed_everything(cfg.seed)
+        if self.placement.is_cuda:
+            torch.cuda.set_device(self.device)
         init_distributed(cfg)
-        self.policy = model if model is not None else build_model(cfg)
+        policy = model if model is not None else build_model(cfg)
+        self.policy = policy.to(device=self.device, dtype=torch.float32)  # master weights
         self.policy.train()
+        if cfg.gradient_checkpointing:
+            enable_gradient_checkpointing(self.policy)
+        self.autocast_dtype = self.compute_dtype
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.compute_dtype == torch.float16)
+        """Dynamic loss scaling, on for float16 only (bf16 has float32's range)."""
         if cfg.world_size > 1:  # identical start on every rank, whatever each rank's init did
             with torch.no_grad():
                 for t in list(self.policy.parameters()) + list(self.policy.buffers()):
@@ -64,7 +80,7 @@ class TorchTrainer(Trainer):
             params += list(self.critic.parameters())
         self.trainable_params = [p for p in params if p.requires_grad]
         """What the optimizer updates (policy, then critic), in its parameter order."""
-        self.optimizer = make_optimizer(cfg, self.trainable_params)
+        self.optimizer = make_optimizer(cfg, self.trainable_params, fused=self.placement.is_cuda)
 
     # ------------------------------------------------------------------ step hooks
     def _zero_grad(self) -> None:
@@ -74,7 +90,7 @@ class TorchTrainer(Trainer):
                 p.grad = torch.zeros_like(p)
 
     def _backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+        self.scaler.scale(loss).backward()
 
     def _optimizer_step(self) -> float:
         grads = [p.grad for p in self.trainable_params]
@@ -85,16 +101,18 @@ class TorchTrainer(Trainer):
             for g in grads:
                 g.copy_(flat[offset: offset + g.numel()].view_as(g))
                 offset += g.numel()
+        self.scaler.unscale_(self.optimizer)
         if self.cfg.grad_clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(self.trainable_params, self.cfg.grad_clip)
         else:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # skipped (and the scale lowered) if a float16 gradient overflowed
+        self.scaler.update()
         return float(norm)
 
     # ------------------------------------------------------------------ weights and checkpoints
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
-        return export_named_tensors(self.policy)
+        return export_named_tensors(self.policy, self.compute_dtype)
 
     def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
         """Atomic checkpoint of model, optimizer, RNG states, version and ``extra``; returns its folder."""
@@ -117,9 +135,10 @@ class TorchTrainer(Trainer):
 
     def _load_state(self, folder: Path) -> None:
         load_policy_weights(self.policy, folder / "model")
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False))
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False,
+                                                  map_location=self.device))
         if self.critic is not None:
-            self.critic.load_state_dict(torch.load(folder / "critic.pt"))
+            self.critic.load_state_dict(torch.load(folder / "critic.pt", map_location=self.device))
 
     def close(self) -> None:
         if self.cfg.world_size > 1 and dist.is_initialized():
