@@ -13,6 +13,7 @@ from rollart.config import exit_on_config_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutError
+from rollart.trainer.checkpoint import CheckpointError
 
 
 def interrupted_message(coordinator: Coordinator) -> str:
@@ -34,6 +35,8 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
         return asyncio.run(coordinator.run())
     except RolloutError as e:
         raise SystemExit(f"error: rollout stopped: {e}") from None
+    except CheckpointError as e:
+        raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None

@@ -319,29 +319,46 @@ class Coordinator:
             return
         extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
                  "evals": self.evals[-1:] if self.evals else []}
-        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra)
+        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra,
+                                         self.cfg.keep_checkpoints)
         if self.history:
             self.history[-1]["checkpoint"] = path
 
     async def _maybe_resume(self) -> None:
-        from rollart.trainer.checkpoint import latest
+        from rollart.trainer.checkpoint import candidates
         root = self.run_dir / "checkpoints"
-        found = latest(root)
+        found = candidates(root)
         if not self.cfg.resume:
-            if found is not None:  # a re-run in the same folder: its curves land beside the earlier run's
+            if found:  # a re-run in the same folder: its curves land beside the earlier run's
                 log.warning("%s holds an earlier run's checkpoint (%s); starting fresh in the same folder: pass "
-                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found.name)
+                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found[0].name)
             return
-        if found is None:
+        if not found:
             log.warning("resume: no checkpoint under %s; starting fresh", root)
             return
-        extra = await self.c.trainer.call("load_checkpoint", str(found))
+        folder, extra = await self._load_newest_intact(root, found)
         version = await self.c.trainer.call("get_version")
         self.step = int(extra.get("step", version))
         await self.weights.publish(version)
         await self._update_now_quiet()
         self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
-        log.warning("resumed from %s at step %d, version %d", found, self.step, version)
+        log.warning("resumed from %s at step %d, version %d", folder, self.step, version)
+
+    async def _load_newest_intact(self, root: Path, found: list[Path]) -> tuple[Path, dict]:
+        """Load the newest checkpoint the trainer can verify and load; each one skipped is one warning line."""
+        from rollart.actors import RemoteError
+        from rollart.trainer.checkpoint import CheckpointError
+        for i, folder in enumerate(found):
+            try:
+                return folder, await self.c.trainer.call("load_checkpoint", str(folder))
+            except (RemoteError, CheckpointError) as e:
+                if isinstance(e, RemoteError) and not e.matches(CheckpointError):
+                    raise
+                problem = e.message if isinstance(e, RemoteError) else str(e)
+                older = f"falling back to {found[i + 1].name}" if i + 1 < len(found) else "no older checkpoint"
+                log.warning("resume: %s; %s", problem, older)
+        raise CheckpointError(f"--resume: none of the {len(found)} checkpoint(s) in {root} is intact (see the "
+                              "warnings above); start without --resume, or with run_name=NEW for a separate run")
 
     async def _update_now_quiet(self) -> None:
         await self.weights.update_workers()
