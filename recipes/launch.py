@@ -1,18 +1,20 @@
 """What every recipe's main() does with its config: build the Coordinator, run it, and end cleanly.
 
-A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids), a rollout that cannot
-make progress (every group failing, e.g. an env that always raises: the message counts the reasons) and Ctrl-C
-end with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` continues from.
+A config mistake found when the Coordinator checks its config (model folder, hw_affinity, env ids), a sandbox
+that cannot isolate on this machine, a ``--resume`` with no intact checkpoint, a rollout that cannot make
+progress (every group failing, e.g. an env that always raises: the message counts the reasons) and Ctrl-C end
+with one line on stderr instead of a traceback; Ctrl-C says which checkpoint ``--resume`` continues from.
 """
 from __future__ import annotations
 
 import asyncio
 import sys
 
-from rollart.config import exit_on_config_error
+from rollart.config import ConfigError, exit_on_config_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutError
+from rollart.sandbox import SandboxUnavailable
 from rollart.trainer.checkpoint import CheckpointError
 
 
@@ -25,6 +27,15 @@ def interrupted_message(coordinator: Coordinator) -> str:
     return f"interrupted: --resume continues from {found}"
 
 
+def check_sandbox(mode: str) -> str:
+    """The sandbox mode a run's envs will use, found before anything starts; one line when none works here."""
+    from rollart.sandbox import resolve_mode
+    try:
+        return resolve_mode(mode)
+    except SandboxUnavailable as e:
+        raise SystemExit(f"error: {e}") from None
+
+
 def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     """``asyncio.run(Coordinator(cfg, tasks, **kwargs).run())`` with the clean endings above."""
     with exit_on_config_error():
@@ -35,7 +46,7 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
         return asyncio.run(coordinator.run())
     except RolloutError as e:
         raise SystemExit(f"error: rollout stopped: {e}") from None
-    except CheckpointError as e:
+    except (ConfigError, CheckpointError, SandboxUnavailable) as e:
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)

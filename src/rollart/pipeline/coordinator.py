@@ -73,15 +73,12 @@ class RunResult:
     """Inference worker name -> its stats at the end (hardware class, steps, engine_seconds, ...)."""
 
 
-def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
-    """The model folder to train: cfg.model, or a tiny random-init model built once in the run folder."""
+def ensure_model(cfg: PipelineConfig) -> str:
+    """The model folder to train: cfg.model (checked), or a tiny random-init model built once in the run folder."""
     if cfg.model:
-        missing = [f for f in ("config.json", "tokenizer.json") if not (Path(cfg.model) / f).exists()]
-        if missing:
-            raise SystemExit(f"error: model={cfg.model!r} has no {' or '.join(missing)}; pass an HF-format model "
-                             "folder with its tokenizer (python -m rollart.tools.make_tiny_model OUT builds one)")
+        cfg.check_model()
         return cfg.model
-    out = run_dir / "init_model"
+    out = cfg.tiny_model_dir()
     if not (out / "model.safetensors").exists():
         from rollart.tools.make_tiny_model import make_tiny_model
         make_tiny_model(out, seed=cfg.seed)
@@ -90,12 +87,17 @@ def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
 
 def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
     """The run's resolved config and its tokenizer: the model folder (a tiny one built in the run folder when
-    ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``."""
+    ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``. The run folder is made
+    only once the config has passed its checks."""
     from rollart.models import load_tokenizer
+    cfg.check_model()
+    cfg.check_derived(cfg.resolve(model=cfg.model or str(cfg.tiny_model_dir()), pad_id=cfg.trainer.pad_id))
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    model = ensure_model(cfg, cfg.run_dir)
+    model = ensure_model(cfg)
     tokenizer = load_tokenizer(model)
-    return cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0), tokenizer
+    resolved = cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0)
+    cfg.check_derived(resolved)  # trainer.pad_id, now that the tokenizer is known
+    return resolved, tokenizer
 
 
 class Coordinator:

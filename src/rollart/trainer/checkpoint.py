@@ -34,6 +34,8 @@ from typing import Callable, TypeVar
 import numpy as np
 import torch
 
+from rollart.config import one_line_error
+
 COMPLETE = "COMPLETE"
 LATEST = "latest"
 MANIFEST = "manifest.json"
@@ -42,6 +44,7 @@ log = logging.getLogger("rollart.checkpoint")
 T = TypeVar("T")
 
 
+@one_line_error
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be used; the message is one line naming the folder and the bad file."""
 
