@@ -37,6 +37,7 @@ from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
+from rollart.pipeline.resume import counters_snapshot, restore_counters
 from rollart.pipeline.weights import WeightSync
 from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
@@ -117,6 +118,8 @@ class Coordinator:
         self.timings: list[dict[str, float]] = []
         self.step = 0
         self.worker_stats: dict = {}
+        self.elapsed_before = 0.0
+        """Training seconds of the run(s) before the checkpoint this one resumed from."""
 
     # ------------------------------------------------------------------ entry point
     async def run(self) -> RunResult:
@@ -127,7 +130,7 @@ class Coordinator:
         started = time.perf_counter()
         self.cfg, tokenizer = prepare_run(self.cfg)
         cfg = self.cfg  # resolved: what every component receives and config.json records
-        self.logger = MetricsLogger(self.run_dir, config=cfg)
+        self.logger: MetricsLogger | None = None
         self.c: Components = await build(cfg, self.trainer)
         try:
             self.buffer = SampleBuffer(cfg.buffer)
@@ -138,10 +141,12 @@ class Coordinator:
                                               rewards=RewardDispatcher(self.reward_fn))
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
                                       cfg.weight_link_bytes_per_s)
-            await self._maybe_resume()
-            self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
+            resumed = await self._maybe_resume()
+            # after a resume tensorboard drops what the stopped run logged past its checkpoint (no step twice)
+            self.logger = MetricsLogger(self.run_dir, config=cfg, purge_step=self.step + 1 if resumed else None)
             if cfg.eval_at_start and not self.evals:
                 await self._evaluate()
+            self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps, start_step=min(self.step, cfg.total_steps))
             self.train_started = time.perf_counter()
             loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
@@ -154,7 +159,8 @@ class Coordinator:
         finally:
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
-            self.logger.close()
+            if self.logger is not None:
+                self.logger.close()
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
@@ -246,8 +252,7 @@ class Coordinator:
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
-        elapsed = time.perf_counter() - self.train_started
-        metrics["system/elapsed_s"] = elapsed
+        metrics["system/elapsed_s"] = self._elapsed()
         tokens = sum(len(t.token_ids) for t in batch)
         metrics["system/tokens_per_step"] = float(tokens)
         self.logger.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, self.step)
@@ -260,6 +265,10 @@ class Coordinator:
                             success=metrics.get("charts/success", 0.0))
         if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
             await self._checkpoint()
+
+    def _elapsed(self) -> float:
+        """Training seconds so far, across resumes."""
+        return self.elapsed_before + time.perf_counter() - self.train_started
 
     async def _update_now(self) -> None:
         """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
@@ -320,13 +329,15 @@ class Coordinator:
         if not self.step or (final and self.history and self.history[-1].get("checkpoint")):
             return
         extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
-                 "evals": self.evals[-1:] if self.evals else []}
+                 "evals": self.evals[-1:] if self.evals else [],
+                 "counters": counters_snapshot(self.buffer, self.c.proxy.counters, self._elapsed())}
         path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra,
                                          self.cfg.keep_checkpoints)
         if self.history:
             self.history[-1]["checkpoint"] = path
 
-    async def _maybe_resume(self) -> None:
+    async def _maybe_resume(self) -> bool:
+        """Continue from the newest intact checkpoint when ``cfg.resume``; True if it did."""
         from rollart.trainer.checkpoint import candidates
         root = self.run_dir / "checkpoints"
         found = candidates(root)
@@ -334,17 +345,19 @@ class Coordinator:
             if found:  # a re-run in the same folder: its curves land beside the earlier run's
                 log.warning("%s holds an earlier run's checkpoint (%s); starting fresh in the same folder: pass "
                             "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found[0].name)
-            return
+            return False
         if not found:
             log.warning("resume: no checkpoint under %s; starting fresh", root)
-            return
+            return False
         folder, extra = await self._load_newest_intact(root, found)
         version = await self.c.trainer.call("get_version")
         self.step = int(extra.get("step", version))
         await self.weights.publish(version)
         await self._update_now_quiet()
         self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
+        self.elapsed_before = restore_counters(extra.get("counters", {}), self.buffer, self.c.proxy.counters)
         log.warning("resumed from %s at step %d, version %d", folder, self.step, version)
+        return True
 
     async def _load_newest_intact(self, root: Path, found: list[Path]) -> tuple[Path, dict]:
         """Load the newest checkpoint the trainer can verify and load; each one skipped is one warning line."""
