@@ -10,11 +10,11 @@ from rollart.config import ConfigError, apply_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.trainer import TrainerConfig
 
-from recipes import grpo_frozenlake, grpo_humaneval, grpo_multitask, grpo_smollm2, grpo_swe
+from recipes import grpo_frozenlake, grpo_humaneval, grpo_multitask, grpo_smollm2, grpo_swe, multiplex_two_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE_CONFIGS = [PipelineConfig, grpo_swe.SWEConfig, grpo_humaneval.HumanEvalRecipe, grpo_smollm2.SmolConfig,
-                  type(grpo_multitask.default_config())]
+                  type(grpo_multitask.default_config()), multiplex_two_jobs.MultiplexRecipe]
 
 
 def _reads() -> set[str]:
@@ -126,7 +126,7 @@ def _as_typed(value) -> str:
 @pytest.mark.parametrize("cls", RECIPE_CONFIGS, ids=lambda c: c.__name__)
 def test_every_listed_setting_can_be_set_from_the_command_line(cls):
     """Each setting --help lists (derived ones aside) accepts its own default typed back, e.g. engine.num_kv_blocks."""
-    cfg = grpo_multitask.default_config() if cls is RECIPE_CONFIGS[-1] else cls()
+    cfg = grpo_multitask.default_config() if cls is type(grpo_multitask.default_config()) else cls()
     derived = getattr(cls, "DERIVED", {})
     for key in _leaf_fields(cls):
         if key in derived:
@@ -140,3 +140,19 @@ def test_every_listed_setting_can_be_set_from_the_command_line(cls):
             got = getattr(got, part)
         assert got == value or (isinstance(value, tuple) and tuple(got) == value), key
     apply_overrides(PipelineConfig(), ["engine.num_kv_blocks=64", "engine.max_model_len=512"])
+
+
+def test_trainer_model_path_of_a_plain_trainer_loads_or_fails_in_one_line(tmp_path):
+    import torch
+    from rollart.models import CausalLM, ModelConfig, save_model
+    from rollart.trainer import make_trainer
+    with pytest.raises(ConfigError, match="trainer.model_path='/nonexistent' has no config.json"):
+        make_trainer(TrainerConfig(model_path="/nonexistent", num_threads=1))
+    model = CausalLM(ModelConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=2, head_dim=16))
+    model.init_weights(torch.Generator().manual_seed(3), std=0.2)
+    save_model(model, tmp_path / "m")
+    trainer = make_trainer(TrainerConfig(model_path=str(tmp_path / "m"), num_threads=1))
+    want = dict(model.named_parameters())
+    for name, p in trainer.policy.named_parameters():  # the named model, not a random init
+        assert p.detach().equal(want[name].detach()), name
