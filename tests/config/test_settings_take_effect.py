@@ -80,6 +80,7 @@ def test_a_resolved_config_passes_its_own_derived_check():
     (["trainer.rank=0", "trainer.dist_backend=nccl"], "trainer.dist_backend='nccl' configures data-parallel"),
     (["engine.backend=vllm", "engine.num_kv_blocks=64"], "with engine.backend=vllm set engine.kv_cache_memory_gb"),
     (["sim_time_scale=0.1"], "sim_time_scale=0.1 scales simulated hardware time: set simulate_hardware=true"),
+    (["trainer.model_factory=m:f"], "trainer.model_factory='m:f' would build the trainer's model only"),
 ])
 def test_settings_that_would_be_ignored_are_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -210,6 +210,9 @@ class PipelineConfig:
         if t.zero_stage and t.backend != "deepspeed":
             raise ConfigError(f"trainer.zero_stage={t.zero_stage} applies to trainer.backend=deepspeed only "
                               f"(backend is {t.backend!r}); set trainer.backend=deepspeed or drop it")
+        if t.model_factory:
+            raise ConfigError(f"trainer.model_factory={t.model_factory!r} would build the trainer's model only, while "
+                              "the inference workers load model=FOLDER; in a run set model= (an HF-format folder)")
         if t.algorithm == "ppo" and t.backend == "deepspeed":
             raise ConfigError("trainer.algorithm=ppo needs trainer.backend=torch (the deepspeed backend trains grpo)")
         defaults = type(t)()
