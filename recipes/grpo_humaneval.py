@@ -10,16 +10,18 @@ Watch rollout/success/HumanEval and charts/eval_success/HumanEval in tensorboard
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rollart.config import parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import SchedulerConfig
+from rollart.sandbox import SandboxConfig
 from rollart.trainer import TrainerConfig
 
-from recipes.launch import run
+from recipes.launch import check_sandbox, run
 
 import envs  # noqa: F401  (registers rollart/HumanEval-v0)
 
@@ -32,6 +34,8 @@ class HumanEvalRecipe(PipelineConfig):
     """Tokens per answer."""
     max_total_tokens: int = 2048
     """Trajectory token cap (keep it within the model's context)."""
+    sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(timeout_s=10.0, disk_mb=16))
+    """The sandbox the tests run in: mode (auto: bwrap, else unshare, else refuse; rlimit: no isolation), limits."""
 
 
 def default_config() -> HumanEvalRecipe:
@@ -43,7 +47,8 @@ def default_config() -> HumanEvalRecipe:
 
 
 def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
-    return TaskSpec(name="HumanEval", env_id="rollart/HumanEval-v0", env_kwargs={"max_attempts": cfg.max_attempts},
+    return TaskSpec(name="HumanEval", env_id="rollart/HumanEval-v0",
+                    env_kwargs={"max_attempts": cfg.max_attempts, "sandbox": dataclasses.asdict(cfg.sandbox)},
                     max_new_tokens=cfg.max_new_tokens, max_turns=cfg.max_attempts,
                     max_total_tokens=cfg.max_total_tokens)
 
@@ -51,6 +56,7 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)
+    check_sandbox(cfg.sandbox.mode)
     result = run(cfg, [humaneval_task(cfg)])
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")
     print(f"final_success={result.final_success.get('HumanEval', float('nan')):.2f}")

@@ -18,16 +18,18 @@ system/traj_generate_s_mean, rollout/failed/* (env errors are contained per traj
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rollart.config import ConfigError, exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import SchedulerConfig
+from rollart.sandbox import SandboxConfig
 from rollart.trainer import TrainerConfig
 
-from recipes.launch import run
+from recipes.launch import check_sandbox, run
 
 import envs  # noqa: F401  (registers rollart/SWE-v0)
 
@@ -47,6 +49,9 @@ class SWEConfig(PipelineConfig):
     """Characters of one tool observation (longer ones are cut with a visible marker)."""
     max_total_tokens: int = 2048
     """A trajectory is truncated once its tokens would exceed this (keep it within the model's context)."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """The episodes' and the grader's sandbox: mode (auto: bwrap, else unshare, else refuse; rlimit: no
+    isolation), limits."""
 
 
 def default_config() -> SWEConfig:
@@ -74,7 +79,7 @@ def check_tasks_load(cfg: SWEConfig) -> int:
 def swe_task(cfg: SWEConfig) -> TaskSpec:
     return TaskSpec(name="SWE", env_id="rollart/SWE-v0",
                     env_kwargs={"tasks": cfg.tasks, "repos_root": cfg.repos_root, "max_turns": cfg.env_max_turns,
-                                "observation_limit": cfg.observation_limit},
+                                "observation_limit": cfg.observation_limit, "sandbox": dataclasses.asdict(cfg.sandbox)},
                     max_new_tokens=cfg.max_new_tokens, max_turns=cfg.env_max_turns,
                     max_total_tokens=cfg.max_total_tokens)
 
@@ -102,6 +107,7 @@ def main() -> None:
     cfg = parse_overrides(default_config(), doc=__doc__)
     with exit_on_config_error():
         check_tasks_load(cfg)
+    check_sandbox(cfg.sandbox.mode)
     result = run(cfg, [swe_task(cfg)])
     print(env_latency_report(result.timings))
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")

@@ -1,9 +1,10 @@
 """What every recipe's main() does with its config: build the Coordinator, run it, and end cleanly.
 
-A config mistake found when the Coordinator checks its tasks (hw_affinity, env ids), a rollout that cannot
-make progress (every group failing, e.g. an env that always raises: the message counts the reasons), a trainer
-or weight store that died with no restart left, and Ctrl-C end with one line on stderr instead of a traceback;
-a lost actor and Ctrl-C say how ``--resume`` continues the run.
+A config mistake found when the Coordinator checks its config (model folder, hw_affinity, env ids), a sandbox
+that cannot isolate on this machine, a ``--resume`` with no intact checkpoint, a rollout that cannot make
+progress (every group failing, e.g. an env that always raises: the message counts the reasons), a trainer or
+weight store that died with no restart left, and Ctrl-C end with one line on stderr instead of a traceback; a
+lost actor and Ctrl-C say how ``--resume`` continues the run.
 """
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import asyncio
 import shlex
 import sys
 
-from rollart.config import exit_on_config_error
+from rollart.config import ConfigError, exit_on_config_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
 from rollart.pipeline.recovery import ActorLostError
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import RolloutError
+from rollart.sandbox import SandboxUnavailable
+from rollart.trainer.checkpoint import CheckpointError
 
 
 def interrupted_message(coordinator: Coordinator) -> str:
@@ -35,6 +38,15 @@ def resume_command() -> str:
     return shlex.join([*head, *args, "--resume"])
 
 
+def check_sandbox(mode: str) -> str:
+    """The sandbox mode a run's envs will use, found before anything starts; one line when none works here."""
+    from rollart.sandbox import resolve_mode
+    try:
+        return resolve_mode(mode)
+    except SandboxUnavailable as e:
+        raise SystemExit(f"error: {e}") from None
+
+
 def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     """``asyncio.run(Coordinator(cfg, tasks, **kwargs).run())`` with the clean endings above."""
     with exit_on_config_error():
@@ -47,6 +59,8 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
         raise SystemExit(f"error: rollout stopped: {e}") from None
     except ActorLostError as e:
         raise SystemExit(f"error: {e}; continue with: {resume_command()}") from None
+    except (ConfigError, CheckpointError, SandboxUnavailable) as e:
+        raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None

@@ -113,7 +113,7 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
 def _model_dir(cfg: PipelineConfig) -> str:
     from rollart.pipeline.coordinator import ensure_model
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    return ensure_model(cfg, cfg.run_dir)
+    return ensure_model(cfg)
 
 
 def summarize(name: str, result) -> dict[str, float]:

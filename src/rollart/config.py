@@ -17,7 +17,9 @@ import dataclasses
 import difflib
 import json
 import logging
+import os
 import sys
+import types
 import typing
 from typing import Any, Sequence, TypeVar
 
@@ -32,10 +34,36 @@ class ConfigError(ValueError):
     """A configuration value was wrong; the message names the field and what to do."""
 
 
+ONE_LINE_ERRORS: list[type[BaseException]] = [ConfigError]
+"""Errors whose message says all a user needs (see :func:`one_line_error`)."""
+
+
+def one_line_error(cls: type[T]) -> type[T]:
+    """Class decorator: an uncaught ``cls`` ends a script with one ``error: ...`` line instead of a traceback
+    (once :func:`install_excepthook` ran; ``ROLLART_TRACEBACK=1`` shows the traceback)."""
+    ONE_LINE_ERRORS.append(cls)
+    return cls
+
+
+def install_excepthook() -> None:
+    """Print uncaught ONE_LINE_ERRORS as one line; a hook someone else installed (IPython, a debugger) is kept."""
+    if sys.excepthook is not sys.__excepthook__:
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        if issubclass(exc_type, tuple(ONE_LINE_ERRORS)) and not os.environ.get("ROLLART_TRACEBACK"):
+            sys.stderr.write(f"error: {exc}\n")
+            return
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
+
 def _parse_value(raw: str, tp: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Union:
+    if origin is typing.Union or origin is types.UnionType:  # Optional[int] and int | None alike
         non_none = [a for a in args if a is not type(None)]
         if raw.lower() in ("none", "null") and len(non_none) < len(args):
             return None
@@ -206,11 +234,11 @@ def _flags_to_overrides(argv: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def exit_on_config_error():
-    """For command-line entry points: a ConfigError inside becomes a one-line ``error: ...`` exit (status 1)
-    instead of a traceback, e.g. around ``Coordinator(cfg, tasks)``, which checks tasks against the config."""
+    """For command-line entry points: a ConfigError (or another of ONE_LINE_ERRORS) inside becomes a one-line
+    ``error: ...`` exit (status 1) instead of a traceback, e.g. around ``Coordinator(cfg, tasks)``."""
     try:
         yield
-    except ConfigError as e:
+    except tuple(ONE_LINE_ERRORS) as e:
         raise SystemExit(f"error: {e}") from None
 
 

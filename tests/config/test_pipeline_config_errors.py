@@ -109,8 +109,8 @@ def test_a_backend_not_installed_fails_before_starting(tmp_path):
 def test_model_folder_without_tokenizer_is_named(tmp_path):
     from rollart.pipeline.coordinator import ensure_model
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(SystemExit, match="has no tokenizer.json; pass an HF-format model folder with its tokenizer"):
-        ensure_model(PipelineConfig(model=str(tmp_path)), tmp_path / "run")
+    with pytest.raises(ConfigError, match="has no tokenizer.json or \\*.safetensors; pass an HF-format model folder"):
+        ensure_model(PipelineConfig(model=str(tmp_path)))
 
 
 def test_group_of_one_is_fine_for_ppo():

@@ -28,7 +28,11 @@ def _safetensors_files(path: Path) -> list[Path]:
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     state: dict[str, torch.Tensor] = {}
     for f in _safetensors_files(Path(path)):
-        state.update(load_file(str(f)))
+        try:
+            state.update(load_file(str(f)))
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for a damaged file
+            raise ValueError(f"{f} is not a readable safetensors file ({type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e
     return state
 
 

@@ -23,14 +23,18 @@ class ProgressBar:
     """``[######....] 12/200 6% 0.61s/step eta 1:54 | reward 0.53 success 0.81``.
 
     On a terminal the line is redrawn in place; otherwise (CI logs, files) one line is printed every
-    ``every`` steps and at the end, so logs stay readable.
+    ``every`` steps and at the end, so logs stay readable. A resumed run passes ``start_step`` (the step it
+    resumed at): s/step, ETA and elapsed then count only the steps this process ran.
     """
 
     def __init__(self, total: int, width: int = 20, stream: TextIO | None = None, every: int = 10,
-                 prefix: str = "train"):
+                 prefix: str = "train", start_step: int = 0):
         if total <= 0:
             raise ValueError(f"ProgressBar total must be positive, got {total}")
+        if not 0 <= start_step <= total:
+            raise ValueError(f"ProgressBar start_step must be in [0, total={total}], got {start_step}")
         self.total, self.width, self.every, self.prefix = total, width, every, prefix
+        self.start_step = start_step
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.monotonic()
@@ -40,7 +44,8 @@ class ProgressBar:
         frac = min(step / self.total, 1.0)
         filled = int(round(frac * self.width))
         bar = "#" * filled + "." * (self.width - filled)
-        rate = elapsed / step if step else 0.0
+        done_here = step - self.start_step
+        rate = elapsed / done_here if done_here > 0 else 0.0
         eta = rate * (self.total - step)
         extra = " ".join(f"{k} {_fmt_value(v)}" for k, v in fields.items())
         line = (f"{self.prefix} [{bar}] {step}/{self.total} {frac:4.0%} {rate:.2f}s/step "

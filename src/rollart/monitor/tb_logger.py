@@ -4,6 +4,9 @@ Namespaces: ``charts/`` (headline curves: success, reward, version, tokens/s), `
 grad norm, clip fraction, KL), ``rollout/`` (per-task reward/success, staleness, aborted/evicted
 trajectories with reasons), ``system/`` (step-time breakdown: rollout, reward, get_batch wait, train,
 weight push/pull), ``eval/`` (held-out evaluation).
+
+A resumed run passes ``purge_step`` = the first step it will log: tensorboard then drops what the interrupted
+run logged from that step on (it was lost with the process), so no step appears twice.
 """
 from __future__ import annotations
 
@@ -20,14 +23,14 @@ NAMESPACES = ("charts", "losses", "rollout", "system", "eval")
 class MetricsLogger:
     """Writes real tensorboard event files under ``logdir`` via torch's SummaryWriter."""
 
-    def __init__(self, logdir: str | Path, config: Any = None, flush_secs: int = 10):
+    def __init__(self, logdir: str | Path, config: Any = None, flush_secs: int = 10, purge_step: int | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
-        self.writer = SummaryWriter(log_dir=str(self.logdir), flush_secs=flush_secs)
+        self.writer = SummaryWriter(log_dir=str(self.logdir), flush_secs=flush_secs, purge_step=purge_step)
         if config is not None:
-            self.log_config(config)
+            self.log_config(config, step=purge_step or 0)
 
     def log(self, metrics: Mapping[str, Any], step: int) -> None:
         """Scalars; every key must start with one of NAMESPACES (e.g. ``losses/policy``)."""
@@ -63,8 +66,9 @@ class MetricsLogger:
     def log_text(self, tag: str, text: str, step: int = 0) -> None:
         self.writer.add_text(tag, text, step)
 
-    def log_config(self, config: Any) -> str:
-        """Record the resolved config: a text summary in tensorboard and ``config.json`` next to the events."""
+    def log_config(self, config: Any, step: int = 0) -> str:
+        """Record the resolved config: a text summary in tensorboard (at ``step``) and ``config.json`` next to
+        the events."""
         if dataclasses.is_dataclass(config):
             from rollart.config import describe
             text, data = describe(config), dataclasses.asdict(config)
@@ -73,7 +77,7 @@ class MetricsLogger:
             text = "\n".join(f"  {k} = {v!r}" for k, v in data.items())
         (self.logdir / "config.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
         # four-space indent renders as a code block in tensorboard's markdown
-        self.writer.add_text("config", "\n".join("    " + line for line in text.splitlines()), 0)
+        self.writer.add_text("config", "\n".join("    " + line for line in text.splitlines()), step)
         return text
 
     def flush(self) -> None:

@@ -145,9 +145,9 @@ class DeploymentWorker:
             return [([n for n, _ in b], [t for _, t in b]) for b in bucketize(named, bucket_bytes)]
 
     @blocking
-    def save_checkpoint(self, seq: int, job: str, root: str, extra: dict) -> str:
+    def save_checkpoint(self, seq: int, job: str, root: str, extra: dict, keep_last: int = 3) -> str:
         with self._op(seq, job, "save_checkpoint"):
-            return str(self.trainers[job].save_checkpoint(root, extra))
+            return str(self.trainers[job].save_checkpoint(root, extra, keep_last))
 
     @blocking
     def load_checkpoint(self, seq: int, job: str, path: str) -> dict:

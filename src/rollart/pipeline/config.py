@@ -188,6 +188,7 @@ class PipelineConfig:
         if self.trainer.world_size != 1:  # rank 0 would wait forever for ranks nobody starts
             raise ConfigError(f"trainer.world_size={self.trainer.world_size}: the pipeline starts one trainer process; "
                               "use 1 (data-parallel trainers run under torchrun, see rollart.trainer.torch_trainer)")
+        self._check_settings_take_effect()
         if ":" not in self.trainer.backend:
             from rollart.trainer.registry import TRAINERS
             if self.trainer.backend not in TRAINERS:
@@ -236,6 +237,59 @@ class PipelineConfig:
         """The run's device/dtype for each of ``component``'s device/dtype settings left at auto."""
         return {k: getattr(self, k) for k in ("device", "dtype") if getattr(component, k, None) == "auto"}
 
+    def _check_settings_take_effect(self) -> None:
+        """Settings that would be accepted and then do nothing in this combination are errors."""
+        t, e = self.trainer, self.engine
+        if t.zero_stage and t.backend != "deepspeed":
+            raise ConfigError(f"trainer.zero_stage={t.zero_stage} applies to trainer.backend=deepspeed only "
+                              f"(backend is {t.backend!r}); set trainer.backend=deepspeed or drop it")
+        if t.model_factory:
+            raise ConfigError(f"trainer.model_factory={t.model_factory!r} would build the trainer's model only, while "
+                              "the inference workers load model=FOLDER; in a run set model= (an HF-format folder)")
+        if t.algorithm == "ppo" and t.backend == "deepspeed":
+            raise ConfigError("trainer.algorithm=ppo needs trainer.backend=torch (the deepspeed backend trains grpo)")
+        defaults = type(t)()
+        for name in ("rank", "dist_backend", "master_addr", "master_port"):
+            if getattr(t, name) != getattr(defaults, name):
+                raise ConfigError(f"trainer.{name}={getattr(t, name)!r} configures data-parallel trainers under "
+                                  "torchrun; the pipeline starts one trainer process, so it would do nothing")
+        if e.backend == "vllm" and (e.num_kv_blocks is not None or e.block_size != type(e)().block_size):
+            raise ConfigError("engine.num_kv_blocks and engine.block_size size rollart's own engine; with "
+                              "engine.backend=vllm set engine.kv_cache_memory_gb instead")
+        if self.sim_time_scale != 1.0 and not self.simulate_hardware:
+            raise ConfigError(f"sim_time_scale={self.sim_time_scale} scales simulated hardware time: set "
+                              "simulate_hardware=true as well, or drop it")
+
+    def check_derived(self, resolved: PipelineConfig, skip: tuple[str, ...] = ()) -> None:
+        """Refuse a derived field (DERIVED) given a value of its own, one that ``resolved`` (this config's
+        ``resolve()``) replaces: the command line cannot set them, but a config built in Python can."""
+        for key, source in self.DERIVED.items():
+            if key in skip:
+                continue
+            given, derived = _get(self, key), _get(resolved, key)
+            if given != _default(self, key) and given != derived:
+                raise ConfigError(f"{key}={given!r} would be replaced by {derived!r}, derived from {source}; "
+                                  "set that instead")
+
+    def check_model(self) -> None:
+        """``model`` (when set) is an HF-format folder with a config, a tokenizer and weights."""
+        if not self.model:
+            return
+        folder = Path(self.model)
+        if not folder.is_dir():
+            raise ConfigError(f"model={self.model!r} is not a folder; pass an HF-format model folder with its "
+                              "tokenizer, or leave model empty for a tiny random-init model")
+        missing = [f for f in ("config.json", "tokenizer.json") if not (folder / f).is_file()]
+        if not any(folder.glob("*.safetensors")):
+            missing.append("*.safetensors")
+        if missing:
+            raise ConfigError(f"model={self.model!r} has no {' or '.join(missing)}; pass an HF-format model folder "
+                              "with its tokenizer (python -m rollart.tools.make_tiny_model OUT builds one)")
+
+    def tiny_model_dir(self) -> Path:
+        """Where a run with an empty ``model`` builds its tiny random-init model."""
+        return self.run_dir / "init_model"
+
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity
         if not isinstance(affinity, dict):
@@ -248,8 +302,11 @@ class PipelineConfig:
                                   f"{hw!r} to hw_classes (with enough num_inference_workers)")
 
     def preflight(self, tasks: list[Any], registered_envs: bool = True) -> None:
-        """What the Coordinator checks before starting any process: the tasks (below) and that the chosen
-        engine and trainer backends are installed here (their actor processes use this Python)."""
+        """What the Coordinator checks before starting any process or making the run folder: the model folder,
+        derived fields left to resolve(), the tasks (below) and that the chosen engine and trainer backends are
+        installed here (their actor processes use this Python)."""
+        self.check_model()
+        self.check_derived(self.resolve(model=self.model or str(self.tiny_model_dir()), pad_id=self.trainer.pad_id))
         self.check_tasks(tasks, registered_envs)
         if self.engine.backend == "vllm" and not _installed("vllm"):
             from rollart.engine.vllm_backend import INSTALL_HINT
@@ -281,6 +338,20 @@ class PipelineConfig:
                     raise ConfigError(f"task {task.name!r}: env_id={task.env_id!r} is not registered ({e}); "
                                       "gymnasium.register it, or import the module that does, before starting"
                                       ) from None
+
+
+def _get(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _default(cfg: Any, key: str) -> Any:
+    """The dataclass default of the field ``key`` (dotted) of ``cfg``."""
+    parent, _, name = key.rpartition(".")
+    owner = _get(cfg, parent) if parent else cfg
+    f = next(f for f in dataclasses.fields(owner) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def _installed(package: str) -> bool:

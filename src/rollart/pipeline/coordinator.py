@@ -39,6 +39,7 @@ from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
 from rollart.pipeline.recovery import Recovery
+from rollart.pipeline.resume import counters_snapshot, restore_counters
 from rollart.pipeline.weights import WeightSync
 from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
@@ -77,15 +78,12 @@ class RunResult:
     """Actor name -> its device and, on a GPU, peak memory in GiB ("peak_memory_gb") at the end of the run."""
 
 
-def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
-    """The model folder to train: cfg.model, or a tiny random-init model built once in the run folder."""
+def ensure_model(cfg: PipelineConfig) -> str:
+    """The model folder to train: cfg.model (checked), or a tiny random-init model built once in the run folder."""
     if cfg.model:
-        missing = [f for f in ("config.json", "tokenizer.json") if not (Path(cfg.model) / f).exists()]
-        if missing:
-            raise SystemExit(f"error: model={cfg.model!r} has no {' or '.join(missing)}; pass an HF-format model "
-                             "folder with its tokenizer (python -m rollart.tools.make_tiny_model OUT builds one)")
+        cfg.check_model()
         return cfg.model
-    out = run_dir / "init_model"
+    out = cfg.tiny_model_dir()
     if not (out / "model.safetensors").exists():
         from rollart.tools.make_tiny_model import make_tiny_model
         make_tiny_model(out, seed=cfg.seed)
@@ -94,12 +92,17 @@ def ensure_model(cfg: PipelineConfig, run_dir: Path) -> str:
 
 def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
     """The run's resolved config and its tokenizer: the model folder (a tiny one built in the run folder when
-    ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``."""
+    ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``. The run folder is made
+    only once the config has passed its checks."""
     from rollart.models import load_tokenizer
+    cfg.check_model()
+    cfg.check_derived(cfg.resolve(model=cfg.model or str(cfg.tiny_model_dir()), pad_id=cfg.trainer.pad_id))
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    model = ensure_model(cfg, cfg.run_dir)
+    model = ensure_model(cfg)
     tokenizer = load_tokenizer(model)
-    return cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0), tokenizer
+    resolved = cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0)
+    cfg.check_derived(resolved)  # trainer.pad_id, now that the tokenizer is known
+    return resolved, tokenizer
 
 
 class Coordinator:
@@ -119,6 +122,8 @@ class Coordinator:
         self.timings: list[dict[str, float]] = []
         self.step = 0
         self.worker_stats: dict = {}
+        self.elapsed_before = 0.0
+        """Training seconds of the run(s) before the checkpoint this one resumed from."""
 
     # ------------------------------------------------------------------ entry point
     async def run(self) -> RunResult:
@@ -129,7 +134,7 @@ class Coordinator:
         started = time.perf_counter()
         self.cfg, tokenizer = prepare_run(self.cfg)
         cfg = self.cfg  # resolved: what every component receives and config.json records
-        self.logger = MetricsLogger(self.run_dir, config=cfg)
+        self.logger: MetricsLogger | None = None
         self.c: Components = await build(cfg, self.trainer)
         try:
             self.buffer = SampleBuffer(cfg.buffer)
@@ -142,10 +147,12 @@ class Coordinator:
                                       cfg.weight_link_bytes_per_s)
             self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
                                      self.run_dir / "checkpoints", cfg.alpha)
-            await self._maybe_resume()
-            self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
+            resumed = await self._maybe_resume()
+            # after a resume tensorboard drops what the stopped run logged past its checkpoint (no step twice)
+            self.logger = MetricsLogger(self.run_dir, config=cfg, purge_step=self.step + 1 if resumed else None)
             if cfg.eval_at_start and not self.evals:
                 await self._evaluate()
+            self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps, start_step=min(self.step, cfg.total_steps))
             self.train_started = self.checkpointed_at = time.perf_counter()
             loop = {"async": self._run_overlapped, "areal": self._run_overlapped,
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
@@ -164,7 +171,8 @@ class Coordinator:
         finally:
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
-            self.logger.close()
+            if self.logger is not None:
+                self.logger.close()
             await self.c.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
@@ -300,8 +308,7 @@ class Coordinator:
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
-        elapsed = time.perf_counter() - self.train_started
-        metrics["system/elapsed_s"] = elapsed
+        metrics["system/elapsed_s"] = self._elapsed()
         tokens = sum(len(t.token_ids) for t in batch)
         metrics["system/tokens_per_step"] = float(tokens)
         self.logger.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, self.step)
@@ -315,6 +322,10 @@ class Coordinator:
         every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
         if (every and self.step % every == 0) or (every_s and time.perf_counter() - self.checkpointed_at >= every_s):
             await self._checkpoint()
+
+    def _elapsed(self) -> float:
+        """Training seconds so far, across resumes."""
+        return self.elapsed_before + time.perf_counter() - self.train_started
 
     async def _update_now(self) -> None:
         """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
@@ -382,31 +393,52 @@ class Coordinator:
         if not self.step or (final and self.history and self.history[-1].get("checkpoint")):
             return
         extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
-                 "evals": self.evals[-1:] if self.evals else []}
-        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra)
+                 "evals": self.evals[-1:] if self.evals else [],
+                 "counters": counters_snapshot(self.buffer, self.c.proxy.counters, self._elapsed())}
+        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra,
+                                         self.cfg.keep_checkpoints)
         self.checkpointed_at = time.perf_counter()
         if self.history:
             self.history[-1]["checkpoint"] = path
 
-    async def _maybe_resume(self) -> None:
-        from rollart.trainer.checkpoint import latest
+    async def _maybe_resume(self) -> bool:
+        """Continue from the newest intact checkpoint when ``cfg.resume``; True if it did."""
+        from rollart.trainer.checkpoint import candidates
         root = self.run_dir / "checkpoints"
-        found = latest(root)
+        found = candidates(root)
         if not self.cfg.resume:
-            if found is not None:  # a re-run in the same folder: its curves land beside the earlier run's
+            if found:  # a re-run in the same folder: its curves land beside the earlier run's
                 log.warning("%s holds an earlier run's checkpoint (%s); starting fresh in the same folder: pass "
-                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found.name)
-            return
-        if found is None:
+                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found[0].name)
+            return False
+        if not found:
             log.warning("resume: no checkpoint under %s; starting fresh", root)
-            return
-        extra = await self.c.trainer.call("load_checkpoint", str(found))
+            return False
+        folder, extra = await self._load_newest_intact(root, found)
         version = await self.c.trainer.call("get_version")
         self.step = int(extra.get("step", version))
         await self.recovery.publish(version)
         await self._update_now_quiet()
         self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
-        log.warning("resumed from %s at step %d, version %d", found, self.step, version)
+        self.elapsed_before = restore_counters(extra.get("counters", {}), self.buffer, self.c.proxy.counters)
+        log.warning("resumed from %s at step %d, version %d", folder, self.step, version)
+        return True
+
+    async def _load_newest_intact(self, root: Path, found: list[Path]) -> tuple[Path, dict]:
+        """Load the newest checkpoint the trainer can verify and load; each one skipped is one warning line."""
+        from rollart.actors import RemoteError
+        from rollart.trainer.checkpoint import CheckpointError
+        for i, folder in enumerate(found):
+            try:
+                return folder, await self.c.trainer.call("load_checkpoint", str(folder))
+            except (RemoteError, CheckpointError) as e:
+                if isinstance(e, RemoteError) and not e.matches(CheckpointError):
+                    raise
+                problem = e.message if isinstance(e, RemoteError) else str(e)
+                older = f"falling back to {found[i + 1].name}" if i + 1 < len(found) else "no older checkpoint"
+                log.warning("resume: %s; %s", problem, older)
+        raise CheckpointError(f"--resume: none of the {len(found)} checkpoint(s) in {root} is intact (see the "
+                              "warnings above); start without --resume, or with run_name=NEW for a separate run")
 
     async def _update_now_quiet(self) -> None:
         await self.weights.update_workers()

@@ -47,8 +47,8 @@ class TrainerActor:
         return [([n for n, _ in b], [t for _, t in b]) for b in self.trainer.state_dict_buckets(bucket_bytes)]
 
     @blocking
-    def save_checkpoint(self, root: str, extra: dict) -> str:
-        return str(self.trainer.save_checkpoint(root, extra))
+    def save_checkpoint(self, root: str, extra: dict, keep_last: int = 3) -> str:
+        return str(self.trainer.save_checkpoint(root, extra, keep_last))
 
     @blocking
     def load_checkpoint(self, path: str) -> dict:

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from rollart.config import one_line_error
 from rollart.sandbox import layout
 from rollart.sandbox.bwrap import bwrap_argv
 from rollart.sandbox.unshare import unshare_argv
@@ -32,6 +33,7 @@ RLIMIT_WARNING = ("sandbox.mode=rlimit: no filesystem or network isolation; comm
                   "uid only, and can read host files, reach the host's network and write where that uid may")
 
 
+@one_line_error
 class SandboxUnavailable(RuntimeError):
     """No isolation mode that was asked for works on this machine; the message says what would."""
 

@@ -9,7 +9,7 @@ A trainer is a plain class (it also runs as an actor). Its whole surface:
     trainer.named_tensors() -> [(name, t)]  full CPU weights with HF-compatible names (may alias the live
                                             parameters: copy before the next train_step if you keep them)
     trainer.state_dict_buckets(nbytes)      the same, split into buckets for the weight store
-    trainer.save_checkpoint(root, extra)    atomic checkpoint, returns its folder
+    trainer.save_checkpoint(root, extra, keep_last)  atomic checkpoint, returns its folder
     trainer.load_checkpoint(path_or_root)   restores and returns ``extra`` (data position, buffer meta)
     trainer.close()
 
@@ -127,20 +127,29 @@ class Trainer:
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         raise NotImplementedError
 
-    def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
+    def save_checkpoint(self, root: str, extra: dict | None = None, keep_last: int = 3) -> str:
+        """Atomic checkpoint of this trainer under ``root`` (the newest ``keep_last`` kept; 0 keeps all)."""
         raise NotImplementedError
 
     def load_checkpoint(self, path: str) -> dict:
-        """Restore from a checkpoint folder, or from the latest one under a root; returns ``extra``."""
-        folder = ckpt.resolve(path)
+        """Restore from a checkpoint folder, or from the newest intact one under a root (older ones are tried
+        when the newest fails its checksums or does not load); returns ``extra``. A folder that fails, or a
+        root with no intact checkpoint, raises ``checkpoint.CheckpointError`` naming the bad file."""
+        path = Path(path)
+        if ckpt.is_complete(path):
+            return self._load_folder(ckpt.check(path))
+        return ckpt.load_newest_intact(path, self._load_folder)[1]
+
+    def _load_folder(self, folder: Path) -> dict:
         meta = ckpt.read_meta(folder)
         self._load_state(folder)
         ckpt.restore_rng(folder, self.cfg.rank)
         self.version = int(meta["version"])
-        return meta["extra"]
+        return meta.get("extra", {})
 
     def _load_state(self, folder: Path) -> None:
-        """Load the backend's model and optimizer state from a complete checkpoint folder."""
+        """Load the backend's model and optimizer state from a complete checkpoint folder (each file through
+        ``checkpoint.load_file``, so a failure names the file)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -147,7 +147,7 @@ class DeepSpeedTrainer(Trainer):
             p.data = named[n].clone()
         return module
 
-    def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
+    def save_checkpoint(self, root: str, extra: dict | None = None, keep_last: int = 3) -> str:
         """Atomic checkpoint: HF-format model, DeepSpeed optimizer/engine state, RNG, version, ``extra``."""
         import torch.distributed as dist
         meta = {"version": self.version, "extra": extra or {},
@@ -162,10 +162,12 @@ class DeepSpeedTrainer(Trainer):
             ckpt.save_rng(tmp, rank)
 
         barrier = dist.barrier if self.cfg.world_size > 1 else None
-        return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier))
+        return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier,
+                                    keep_last=keep_last))
 
     def _load_state(self, folder: Path) -> None:
-        load_path, _ = self.engine.load_checkpoint(str(folder / "deepspeed"), tag="state")
+        load_path, _ = ckpt.load_file(folder / "deepspeed",
+                                      lambda p: self.engine.load_checkpoint(str(p), tag="state"))
         if load_path is None:
             raise FileNotFoundError(f"DeepSpeed found no engine state in {folder / 'deepspeed'}; the checkpoint "
                                     "was not written by the deepspeed backend (or with another ZeRO layout)")

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from rollart.config import ConfigError
 from rollart.trainer.config import TrainerConfig
 
 def resolve_object(spec: str):
@@ -34,6 +35,9 @@ def build_model(cfg: TrainerConfig) -> nn.Module:
     if not cfg.model_path:
         raise ValueError("trainer needs a model: set trainer.model_path=FOLDER (make a tiny one with "
                          "`python -m rollart.tools.make_tiny_model FOLDER`) or trainer.model_factory=module:fn")
+    if not (Path(cfg.model_path) / "config.json").is_file():
+        raise ConfigError(f"trainer.model_path={cfg.model_path!r} has no config.json: point it to an HF-format model "
+                          "folder (make a tiny one with `python -m rollart.tools.make_tiny_model FOLDER`)")
     from rollart.models import load_model
     return load_model(cfg.model_path, dtype=torch.float32)
 

@@ -114,7 +114,7 @@ class TorchTrainer(Trainer):
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         return export_named_tensors(self.policy, self.compute_dtype)
 
-    def save_checkpoint(self, root: str, extra: dict | None = None) -> str:
+    def save_checkpoint(self, root: str, extra: dict | None = None, keep_last: int = 3) -> str:
         """Atomic checkpoint of model, optimizer, RNG states, version and ``extra``; returns its folder."""
         meta = {"version": self.version, "extra": extra or {},
                 "world_size": self.cfg.world_size, "backend": "torch"}
@@ -131,14 +131,16 @@ class TorchTrainer(Trainer):
                 barrier()
             ckpt.save_rng(tmp, rank)
 
-        return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier))
+        return str(ckpt.save_atomic(root, self.version, write, meta, rank=rank, barrier=barrier,
+                                    keep_last=keep_last))
 
     def _load_state(self, folder: Path) -> None:
-        load_policy_weights(self.policy, folder / "model")
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False,
-                                                  map_location=self.device))
+        ckpt.load_file(folder / "model" / "model.safetensors", lambda p: load_policy_weights(self.policy, p.parent))
+        ckpt.load_file(folder / "optimizer.pt", lambda p: self.optimizer.load_state_dict(
+            torch.load(p, weights_only=False, map_location=self.device)))
         if self.critic is not None:
-            self.critic.load_state_dict(torch.load(folder / "critic.pt", map_location=self.device))
+            ckpt.load_file(folder / "critic.pt",
+                           lambda p: self.critic.load_state_dict(torch.load(p, map_location=self.device)))
 
     def close(self) -> None:
         if self.cfg.world_size > 1 and dist.is_initialized():
