@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Optional
 from rollart.config import ConfigError
 from rollart.engine.config import EngineConfig
 from rollart.hardware import HARDWARE, SpeedModelConfig
+from rollart.rewards.config import RewardConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
@@ -122,6 +123,9 @@ class PipelineConfig:
     """Inference engine of every inference worker."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     """Trainer backend, optimiser and RL loss."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Where rewards come from: the env's return, or a serverless reward endpoint (reward.endpoint=URL, or
+    reward.serverless=true to start one for the run)."""
     speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
     """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
 
