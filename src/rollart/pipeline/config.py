@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
+from rollart.actions.config import ActionsConfig
 from rollart.config import ConfigError
 from rollart.engine.config import EngineConfig
 from rollart.hardware import HARDWARE, SpeedModelConfig
@@ -123,6 +124,9 @@ class PipelineConfig:
     """Inference engine of every inference worker."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     """Trainer backend, optimiser and RL loss."""
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
+    """ARL-Tangram action scheduling (actions.enabled=true): env steps get cores from the CPU manager and pin
+    what they start to them; reward-endpoint calls go through its API-quota pool."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Where rewards come from: the env's return, or a serverless reward endpoint (reward.endpoint=URL, or
     reward.serverless=true to start one for the run)."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rollart.actors import ActorDeadError, RemoteError
+from rollart.actions.run import RunActions
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
@@ -132,11 +133,12 @@ class Coordinator:
         self.c: Components = await build(cfg, self.trainer)
         self.scoring: Scoring | None = None
         try:
-            self.scoring = await Scoring.start(cfg, tokenizer, self.reward_fn)
+            self.actions = RunActions(cfg.actions, cfg.reward.max_concurrency) if cfg.actions.enabled else None
+            self.scoring = await Scoring.start(cfg, tokenizer, self.reward_fn, self.actions)
             self.buffer = SampleBuffer(cfg.buffer)
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
-            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
-            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
+            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
+            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
@@ -168,6 +170,8 @@ class Coordinator:
             await self.c.close()
             if self.scoring is not None:
                 await self.scoring.close()
+            if getattr(self, "actions", None) is not None:
+                await self.actions.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
                          run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats)
@@ -310,6 +314,8 @@ class Coordinator:
         self.logger.log_counts("rollout/aborted", dict(self.buffer.aborted), self.step)
         self.logger.log_counts("rollout/evicted", dict(self.buffer.evicted), self.step)
         self.logger.log(await self.scoring.metrics(), self.step)
+        if self.actions is not None:
+            self.logger.log(self.actions.metrics(), self.step)
         self.history.append({"step": self.step, **metrics})
         if self.bar is not None:
             self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),

@@ -8,9 +8,11 @@ trajectory (:class:`rollart.rollout.reward_dispatch.RewardDispatcher` logs and c
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Awaitable, Callable, Optional
 
+from rollart.actions.run import RunActions
 from rollart.config import ConfigError
 from rollart.pipeline.config import PipelineConfig
 from rollart.rewards.client import ClientConfig, RewardCallError, RewardClient
@@ -42,7 +44,9 @@ class Scoring:
         self.dispatcher, self.client, self.local = dispatcher, client, local
 
     @classmethod
-    async def start(cls, cfg: PipelineConfig, tokenizer: Any, reward_fn: Optional[RewardFn] = None) -> "Scoring":
+    async def start(cls, cfg: PipelineConfig, tokenizer: Any, reward_fn: Optional[RewardFn] = None,
+                    actions: Optional[RunActions] = None) -> "Scoring":
+        """``actions``: the run's action scheduler; endpoint calls then wait for its API quota."""
         r = cfg.reward
         if not r.uses_endpoint:
             return cls(RewardDispatcher(reward_fn))
@@ -50,7 +54,8 @@ class Scoring:
         url = await local.start() if local is not None else r.endpoint
         client = RewardClient(url, token=r.token or None, seed=cfg.seed, config=ClientConfig(
             retries=r.retries, backoff=r.backoff_s, max_backoff=max(5.0, r.backoff_s), timeout=r.attempt_timeout_s))
-        fn = endpoint_reward(client.call, r.function, tokenizer, r.reference_key, r.tasks)
+        call = client.call if actions is None else functools.partial(actions.reward_call, client.call)
+        fn = endpoint_reward(call, r.function, tokenizer, r.reference_key, r.tasks)
         log.info("rewards: %s on %s%s", r.function, url, " (started for this run)" if local else "")
         return cls(RewardDispatcher(fn, timeout_s=r.timeout_s, max_concurrency=r.max_concurrency), client, local)
 
