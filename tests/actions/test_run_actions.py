@@ -26,7 +26,7 @@ class AffinityEnv(gym.Env):
     """Each step starts a process (as a sandbox command would) and observes the cores it ran on."""
 
     action_space = gym.spaces.Text(16)
-    observation_space = gym.spaces.Text(64)
+    observation_space = gym.spaces.Text(64, min_length=0, charset="0123456789[], ")
 
     def reset(self, *, seed=None, options=None):
         return "", {}
