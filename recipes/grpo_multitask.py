@@ -4,6 +4,8 @@
     python -m recipes.grpo_multitask tasks=FrozenLake,MathTool,GuessNumber   # any subset of TASKS
     python -m recipes.grpo_multitask mode=sync                   # Sync+ baseline; also oneoff / areal
     python -m recipes.grpo_multitask simulate_hardware=true      # workers take the simulated H800/H20 speeds
+    python -m recipes.grpo_multitask tasks=FrozenLake,MathTool reward.serverless=true reward.tasks=MathTool
+                                       # MathTool scored by a serverless reward endpoint started for the run
 
 The tasks share one policy (a ~0.9M-parameter model built from random init, as in the quickstart).
 Generation requests are routed by task with ``proxy.hw_affinity={"FrozenLake": "H800", "default": "H20"}``:
@@ -29,7 +31,8 @@ knows the format (``model=<HF folder>``). Its 32-token answer budget fits the lo
 (26 tokens + end of turn; 24 cut 31 % of them off).
 
 Watch in tensorboard: rollout/reward/<task>, rollout/success/<task> and charts/eval_success/<task>,
-rollout/staleness_mean, system/* step-time breakdown. Prints every greedy evaluation with its time and ends
+rollout/staleness_mean, system/* step-time breakdown; with a reward endpoint rollout/scoring/* (scored,
+dropped by reason) and system/reward_endpoint/* (attempts, workers, utilisation). Prints every greedy evaluation with its time and ends
 with `final_success=<mean greedy success over tasks>`.
 """
 from __future__ import annotations

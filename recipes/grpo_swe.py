@@ -4,6 +4,7 @@
     python -m recipes.grpo_swe model=/path/to/Qwen3-8B engine.backend=vllm trainer.backend=deepspeed \
         trainer.zero_stage=3 num_inference_workers=8 max_new_tokens=2048 env_max_turns=30
     python -m recipes.grpo_swe tasks=/data/swebench.jsonl repos_root=/data/repos   # your SWE-bench instances
+    python -m recipes.grpo_swe actions.enabled=true      # env steps get pinned cores from the action scheduler
 
 Each episode copies a task's repository into a fresh sandbox (bubblewrap namespaces, no network, CPU /
 memory / process / file-size limits); the agent calls tools with ``<tool_call>{"name": ..., "arguments":

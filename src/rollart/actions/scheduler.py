@@ -73,6 +73,7 @@ class ElasticScheduler:
         self.running: dict[int, Running] = {}
         self.records: list[Record] = []
         self.decision_latency: list[float] = []  # seconds per decide() call (real wall time)
+        self.evictions = 0  # candidates held back by the greedy eviction (Algorithm 1), summed over decisions
         self._avg: dict[str, tuple[float, int]] = {}  # kind -> (mean duration, count)
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -163,6 +164,7 @@ class ElasticScheduler:
             kept, alloc = self._evict_greedily(key, group, candidates, waiting)
             evicted.update(a.id for a in group[len(kept):])
             units.update({a.id: k for a, k in zip(kept, alloc)})
+        self.evictions += len(evicted)
         return [Decision(a, units[a.id]) for a in candidates if a.id not in evicted]
 
     def _take_all(self, states: dict, demand: dict[str, float]) -> Optional[dict]:

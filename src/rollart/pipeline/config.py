@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
+from rollart.actions.config import ActionsConfig
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
 from rollart.engine.config import EngineConfig
 from rollart.hardware import HARDWARE, SpeedModelConfig
+from rollart.rewards.config import RewardConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
@@ -130,6 +132,12 @@ class PipelineConfig:
     """Inference engine of every inference worker."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     """Trainer backend, optimiser and RL loss."""
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
+    """ARL-Tangram action scheduling (actions.enabled=true): env steps get cores from the CPU manager and pin
+    what they start to them; reward-endpoint calls go through its API-quota pool."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Where rewards come from: the env's return, or a serverless reward endpoint (reward.endpoint=URL, or
+    reward.serverless=true to start one for the run)."""
     speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
     """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rollart.actors import ActorDeadError, RemoteError
+from rollart.actions.run import RunActions
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
@@ -40,11 +41,11 @@ from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
 from rollart.pipeline.recovery import Recovery
 from rollart.pipeline.resume import counters_snapshot, restore_counters
+from rollart.pipeline.scoring import Scoring, check_scoring
 from rollart.pipeline.weights import WeightSync
 from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
-from rollart.rollout.reward_dispatch import RewardDispatcher
 from rollart.rollout.scheduler import RolloutError, RolloutScheduler
 from rollart.types import Trajectory
 from rollart.versions import staleness_values, version_span
@@ -112,6 +113,7 @@ class Coordinator:
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
         cfg.preflight([*tasks, *self.eval_tasks], registered_envs=env_pool is None)  # fail before any process starts
+        check_scoring(cfg, reward_fn, tasks)
         self.reward_fn = reward_fn
         self.env_pool = env_pool
         self.trainer = trainer
@@ -136,13 +138,16 @@ class Coordinator:
         cfg = self.cfg  # resolved: what every component receives and config.json records
         self.logger: MetricsLogger | None = None
         self.c: Components = await build(cfg, self.trainer)
+        self.scoring: Scoring | None = None
         try:
+            self.actions = RunActions(cfg.actions, cfg.reward.max_concurrency) if cfg.actions.enabled else None
+            self.scoring = await Scoring.start(cfg, tokenizer, self.reward_fn, self.actions)
             self.buffer = SampleBuffer(cfg.buffer)
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
-            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer)
-            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None)
+            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
+            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
-                                              rewards=RewardDispatcher(self.reward_fn))
+                                              rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
                                       cfg.weight_link_bytes_per_s)
             self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
@@ -174,6 +179,10 @@ class Coordinator:
             if self.logger is not None:
                 self.logger.close()
             await self.c.close()
+            if self.scoring is not None:
+                await self.scoring.close()
+            if getattr(self, "actions", None) is not None:
+                await self.actions.close()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
                          run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats,
@@ -315,6 +324,9 @@ class Coordinator:
         self.logger.histogram("rollout/staleness", staleness_values(batch, trained_at), self.step)
         self.logger.log_counts("rollout/aborted", dict(self.buffer.aborted), self.step)
         self.logger.log_counts("rollout/evicted", dict(self.buffer.evicted), self.step)
+        self.logger.log(await self.scoring.metrics(), self.step)
+        if self.actions is not None:
+            self.logger.log(self.actions.metrics(), self.step)
         self.history.append({"step": self.step, **metrics})
         if self.bar is not None:
             self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),

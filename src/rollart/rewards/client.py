@@ -72,6 +72,18 @@ class RewardClient:
             await self._session.close()
             self._session = None
 
+    async def stats(self) -> dict:
+        """The endpoint's ``GET /stats`` (calls, workers alive and spawned, utilisation); one attempt."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.cfg.timeout))
+        try:
+            async with self._session.get(f"{self.url}/stats", headers=self._headers()) as resp:
+                if resp.status != 200:
+                    raise RewardCallError(f"GET /stats: HTTP {resp.status}", resp.status)
+                return await resp.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, ValueError) as e:
+            raise RewardCallError(f"GET /stats: {type(e).__name__}: {e}") from None
+
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 

@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import random
+import signal
 import sys
 import time
 from typing import Any, Optional
@@ -319,9 +320,31 @@ def main(argv: Optional[list[str]] = None) -> None:
         endpoint = RewardEndpoint(cfg)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    print(f"reward endpoint on http://{cfg.host}:{cfg.port} functions={sorted(endpoint.registry.functions)}",
-          flush=True)
-    web.run_app(endpoint.app, host=cfg.host, port=cfg.port, print=None)
+    asyncio.run(_serve(endpoint))
+
+
+async def _serve(endpoint: RewardEndpoint) -> None:
+    """Bind, then print the banner with the bound port (``--port 0`` picks one: a parent process starting
+    the endpoint reads it from this line), and serve until SIGTERM or SIGINT, stopping the workers."""
+    cfg = endpoint.cfg
+    runner = web.AppRunner(endpoint.app)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, cfg.host, cfg.port).start()
+        except OSError as e:
+            raise SystemExit(f"error: cannot listen on {cfg.host}:{cfg.port} ({e}); pick another --port "
+                             "(0 picks a free one)") from None
+        port = runner.addresses[0][1]
+        print(f"reward endpoint on http://{cfg.host}:{port} functions={sorted(endpoint.registry.functions)}",
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()  # on_cleanup closes the pool: workers are killed, not orphaned
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ class EnvSession:
         r = await self._checked("reset", self.key, seed, options)
         return r["observation"], r["info"]
 
-    async def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        r = await self._checked("step", self.key, action)
+    async def step(self, action: str, cores: tuple[int, ...] = ()) -> tuple[str, float, bool, bool, dict]:
+        """``cores``: granted by the action scheduler (the host pins what the step starts to them)."""
+        r = await self._checked("step", self.key, action, *([list(cores)] if cores else []))
         return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
 
     async def close(self) -> None:

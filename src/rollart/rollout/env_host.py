@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rollart.actions.placement import on_cores
 from rollart.config import ConfigError
 from rollart.rollout.env_protocol import env_defaults
 from rollart.rollout.thread_pool import DaemonThreadPool, _Expired, _Watchdog
@@ -189,9 +190,10 @@ class EnvHost:
             result.update(observation=to_plain(obs), info=to_plain(info))
         return result
 
-    async def step(self, key: str, action: str) -> dict:
+    async def step(self, key: str, action: str, cores: list[int] | None = None) -> dict:
+        """``cores``: granted by the action scheduler; processes the step starts are pinned to them."""
         self.counters["steps"] += 1
-        result = await self._run(key, "step", _env_step, action, timeout=self.config.step_timeout_s)
+        result = await self._run(key, "step", _env_step, action, cores, timeout=self.config.step_timeout_s)
         if result["ok"]:
             obs, reward, terminated, truncated, info = result.pop("value")
             result.update(observation=to_plain(obs), reward=float(reward), terminated=bool(terminated),
@@ -300,8 +302,9 @@ def _env_reset(env: Any, seed: int | None, options: dict | None) -> Any:
     return env.reset(seed=seed, options=options)
 
 
-def _env_step(env: Any, action: str) -> Any:
-    return env.step(action)
+def _env_step(env: Any, action: str, cores: list[int] | None = None) -> Any:
+    with on_cores(cores):
+        return env.step(action)
 
 
 def _quiet_close(env: Any) -> None:

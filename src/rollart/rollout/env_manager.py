@@ -88,7 +88,10 @@ class StaleTrajectory(Exception):
 class EnvManager:
     """Runs trajectories (see module docstring). One instance serves many concurrent trajectories."""
 
-    def __init__(self, policy: Policy, tokenizer: Any, pool: EnvPool, gate: StalenessGate | None = None):
+    def __init__(self, policy: Policy, tokenizer: Any, pool: EnvPool, gate: StalenessGate | None = None,
+                 actions: Any = None):
+        self.actions = actions
+        """A :class:`rollart.actions.run.RunActions` (actions.enabled): env steps wait for its grant of cores."""
         self.policy = policy
         self.tokenizer = tokenizer
         self.pool = pool
@@ -159,7 +162,12 @@ class EnvManager:
             if barrier is not None:
                 await barrier.wait()  # ... and all generations finish before any env steps
             t0 = time.perf_counter()
-            obs, reward, terminated, truncated, info = await session.step(chat.action_text(out.token_ids))
+            text = chat.action_text(out.token_ids)
+            if self.actions is not None:  # an ARL-Tangram action: runs on the cores the scheduler grants
+                step = await self.actions.env_step(lambda cores: session.step(text, cores), traj.trajectory_id)
+            else:
+                step = await session.step(text)
+            obs, reward, terminated, truncated, info = step
             traj.timings["env_step"] += time.perf_counter() - t0
             env_return += reward
             if terminated or truncated:

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from rollart.actions.placement import pin_preexec
 from rollart.sandbox.config import SandboxConfig
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def make_preexec(cfg: SandboxConfig, uid: int | None, cgroup_procs: list[Path]):
         limits = [lim for lim in limits if lim[0] != resource.RLIMIT_NPROC]
 
     procs_paths = [str(p) for p in cgroup_procs]
+    pin = pin_preexec()  # the cores the action scheduler granted the step running on this thread, if any
 
     # Runs in the forked child of a possibly multi-threaded parent: only C-level calls, no Python
     # objects with locks (no open()/logging/imports), to keep the fork-without-exec window safe.
@@ -57,6 +59,8 @@ def make_preexec(cfg: SandboxConfig, uid: int | None, cgroup_procs: list[Path]):
             os.setgid(uid)
             os.setuid(uid)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        if pin is not None:
+            pin()
 
     return preexec
 

@@ -1,0 +1,70 @@
+"""actions.enabled=true in training runs: env steps and serverless reward calls of a real run go through the
+action scheduler and its decisions reach tensorboard; grpo_swe and grpo_humaneval run with it on (slow)."""
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import envs  # noqa: F401
+from rollart.actions.basic import max_in_window
+from rollart.actions.config import ActionsConfig
+from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.rewards.config import RewardConfig
+from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import SchedulerConfig
+from rollart.tools.make_tiny_model import make_tiny_model
+from rollart.trainer import TrainerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+MATH = TaskSpec(name="MathTool", env_id="rollart/MathTool-v0", max_new_tokens=8, max_turns=2)
+
+
+def scalars(run_dir) -> dict[str, float]:
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_env_steps_and_reward_calls_of_a_run_are_scheduled_actions(tmp_path):
+    model = tmp_path / "tiny"
+    make_tiny_model(model, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
+    cfg = PipelineConfig(model=str(model), total_steps=2, batch_groups=2,
+                         rollout=SchedulerConfig(group_size=2, max_concurrency=8), trainer=TrainerConfig(num_threads=1),
+                         eval_every=0, eval_at_end=False, logdir=str(tmp_path), run_name="t", actor_mode="inprocess",
+                         quiet=True, actions=ActionsConfig(enabled=True, reward_calls_per_period=8, reward_period_s=0.5),
+                         reward=RewardConfig(serverless=True))
+    coordinator = Coordinator(cfg, [MATH])
+    result = asyncio.run(coordinator.run())
+    assert result.steps == 2
+    s = scalars(result.run_dir)
+    steps, rewards = sum(s["system/actions/env_step/count"]), sum(s["system/actions/reward/count"])
+    assert steps >= 2 * 2 * 2 and rewards >= 2 * 2 * 2  # every trained trajectory stepped and was scored
+    assert all(v == 1 for v in s["system/actions/env_step/units_mean"])  # actions.step_cores cores granted
+    assert "system/actions/env_step/queue_s_mean" in s and "system/actions/evictions" in s
+    quota = coordinator.actions.pools["api:reward"]
+    assert max_in_window(quota.history, 0.5) <= 8  # the endpoint's quota held over the whole run
+
+
+def run_recipe(module: str, tmp_path: Path, *overrides: str) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", module, f"logdir={tmp_path}", "total_steps=1", "batch_groups=1",
+                           "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "actor_mode=inprocess",
+                           "actions.enabled=true", *overrides], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return scalars(next(p for p in tmp_path.iterdir() if p.is_dir()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,extra", [
+    ("recipes.grpo_swe", ["env_max_turns=2", "max_new_tokens=16"]),
+    ("recipes.grpo_humaneval", ["max_new_tokens=16"]),
+])
+def test_sandbox_recipes_run_with_actions_on(tmp_path, module, extra):
+    s = run_recipe(module, tmp_path, *extra)
+    assert sum(s["system/actions/env_step/count"]) >= 2
+    assert all(v == 1 for v in s["system/actions/env_step/units_mean"])
