@@ -48,12 +48,12 @@ class RayProcess:
         self.pid = None  # on another node: this machine's /proc says nothing about it
         self.returncode: int | None = None
         self.where = f"process {info['pid']} on Ray node {info['node_id'][:12]} ({info['host']})"
-        self._exit: asyncio.Future | None = None
+        self._exit_task: asyncio.Future | None = None
 
     async def wait(self) -> int:
-        if self._exit is None:
-            self._exit = asyncio.ensure_future(self._wait_exit())
-        return await asyncio.shield(self._exit)
+        if self._exit_task is None:
+            self._exit_task = asyncio.ensure_future(self._wait_exit())
+        return await asyncio.shield(self._exit_task)
 
     async def _wait_exit(self) -> int:
         import ray
@@ -121,7 +121,7 @@ class RayBackend:
                         f"{total.get(resource, 0):g} (nodes declare a class with `ray start --resources "
                         f"'{{\"{resource}\": N}}'`); add nodes or lower num_inference_workers / the plan")
             # 3) one placement group per hardware class, one bundle per worker slot
-            for hw, slots in self.slots.items():
+            for hw, slots in sorted(self.slots.items(), key=lambda kv: kv[0] == CPU_CLASS):  # classes first
                 pg = placement_group([self._bundle(hw, len(s)) for s in slots], strategy="SPREAD",
                                      name=f"rollart-{os.getpid()}-{hw}")
                 self.placement_groups[hw] = pg
