@@ -16,8 +16,8 @@ class ClusterConfig:
     """local: every actor is a child process of the coordinator. ray: Ray places each actor process on a node of
     its hardware class (placement groups over custom resources named like the class, e.g. H800, H20)."""
     address: str = ""
-    """Ray cluster to join ("auto": the one started on this machine with `ray start`; "ray://..." or
-    "HOST:PORT"). Empty: start a local Ray with the run's hardware classes as custom resources."""
+    """Ray cluster to join: "auto" (the one `ray start` made this machine part of) or the head's "HOST:PORT".
+    Empty: start a local Ray with the run's hardware classes as custom resources."""
     gpus_per_device: float = -1.0
     """GPUs Ray reserves per device of a GPU class (it sets CUDA_VISIBLE_DEVICES from them). -1: 1 when the Ray
     cluster has GPUs, else 0 (CPU clusters, where the classes are labels)."""

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +46,9 @@ class RayProcess:
     def __init__(self, host: Any, info: dict):
         self.host = host
         self.info = info
-        self.pid = None  # on another node: this machine's /proc says nothing about it
+        self.pid = None  # the actor's HELLO tells its pid
+        self.on_this_host = info["host"] == socket.gethostname()
+        """Whether this machine's /proc shows the process (liveness looks there to tell busy from hung)."""
         self.returncode: int | None = None
         self.where = f"process {info['pid']} on Ray node {info['node_id'][:12]} ({info['host']})"
         self._exit_task: asyncio.Future | None = None
