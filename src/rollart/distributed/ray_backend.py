@@ -184,7 +184,8 @@ class RayBackend:
                                      f"actor {name} ({hw}) is not placed yet: the run waits until a Ray node "
                                      f"with free {hw} capacity joins")
         except BaseException:
-            ray.kill(host, no_restart=True)
+            if ray.is_initialized():  # a run that ends while this actor waits for capacity: drop the request
+                ray.kill(host, no_restart=True)
             raise
         record = {"incarnation": len(self.placements.get(name, [])) + 1, "hw_class": hw, "bundle": bundle, **info}
         self.placements.setdefault(name, []).append(record)
