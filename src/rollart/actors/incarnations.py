@@ -52,7 +52,8 @@ class Incarnations:
         identity = rec.identity
         try:
             if rec.mode == "process":
-                rec.proc = await start_process(self._launch_cfg, rec.name, rec.cls_path, identity, rec.env)
+                launch = self._launch_cfg.launcher or start_process
+                rec.proc = await launch(self._launch_cfg, rec.name, rec.cls_path, identity, rec.env)
                 rec.pid = rec.proc.pid
                 loop.create_task(self._watch_process(rec, rec.proc, identity))
             else:
@@ -73,7 +74,8 @@ class Incarnations:
         if rec.identity == identity and not self._table.closing:
             await asyncio.sleep(0.05)  # let its last messages (e.g. a failed READY) arrive first
             self._router.drain()
-        self._supervisor.declare_dead(rec, f"process {proc.pid} exited with code {rc}", identity)
+        where = getattr(proc, "where", None) or f"process {proc.pid}"  # a remote process says where it ran
+        self._supervisor.declare_dead(rec, f"{where} exited with code {rc}", identity)
 
     async def _serve_inprocess(self, rec: ActorRecord, identity: bytes) -> None:
         configure = None

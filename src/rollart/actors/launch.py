@@ -5,7 +5,12 @@ import asyncio
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable
+
+Launcher = Callable[["LaunchConfig", str, str, bytes, dict], Awaitable[Any]]
+"""Starts one actor process: ``await launcher(cfg, name, cls_path, identity, env)`` returns a process-like
+object (``pid``, ``returncode``, ``await wait()``, ``kill()``). The default, :func:`start_process`, starts a
+local child; ``rollart.distributed.ray_backend`` starts it on a Ray node."""
 
 
 @dataclass
@@ -17,6 +22,8 @@ class LaunchConfig:
     torch_threads: int
     """torch intra-op threads in each actor process (OMP_NUM_THREADS too); 0 leaves the default."""
     curve_dir: str | None
+    launcher: Launcher | None = None
+    """How actor processes start (None: local children, :func:`start_process`)."""
 
     @property
     def local_endpoint(self) -> str:
@@ -62,12 +69,16 @@ def child_env(cfg: LaunchConfig, extra: dict) -> dict:
     return env
 
 
+def serve_args(cfg: LaunchConfig, name: str, cls_path: str, identity: bytes) -> list[str]:
+    """The arguments of ``python -m rollart.actors.serve`` for one incarnation (no parent pid, no keys)."""
+    return ["--connect", cfg.local_endpoint, "--cls", cls_path, "--name", name, "--identity", identity.decode(),
+            "--heartbeat-interval", repr(cfg.heartbeat_interval),
+            "--coordinator-timeout", repr(cfg.coordinator_timeout), "--torch-threads", str(cfg.torch_threads)]
+
+
 def serve_command(cfg: LaunchConfig, name: str, cls_path: str, identity: bytes) -> list[str]:
-    cmd = [sys.executable, "-m", "rollart.actors.serve", "--connect", cfg.local_endpoint, "--cls", cls_path,
-           "--name", name, "--identity", identity.decode(),
-           "--heartbeat-interval", repr(cfg.heartbeat_interval),
-           "--coordinator-timeout", repr(cfg.coordinator_timeout),
-           "--torch-threads", str(cfg.torch_threads), "--parent-pid", str(os.getpid())]
+    cmd = [sys.executable, "-m", "rollart.actors.serve", *serve_args(cfg, name, cls_path, identity),
+           "--parent-pid", str(os.getpid())]
     if cfg.curve_dir:
         cmd += ["--curve-dir", cfg.curve_dir]
     return cmd

@@ -53,6 +53,8 @@ def busy_not_hung(rec: ActorRecord, silent: float, heartbeat_timeout: float) -> 
     heartbeat_timeout (deadlocked, blocked) dies then. Updates ``rec.cpu_sample``."""
     if rec.proc is None or rec.pid is None or silent > BUSY_GRACE * heartbeat_timeout:
         return False
+    if not getattr(rec.proc, "on_this_host", True):  # a process on another host (Ray): its /proc is not ours
+        return False
     try:
         with open(f"/proc/{rec.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()

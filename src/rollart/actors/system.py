@@ -25,7 +25,7 @@ from rollart.actors.handle import ActorHandle
 from rollart.actors.handshake import Handshake
 from rollart.actors.inbox import Inbox
 from rollart.actors.incarnations import Incarnations
-from rollart.actors.launch import LaunchConfig, class_path
+from rollart.actors.launch import LaunchConfig, Launcher, class_path
 from rollart.actors.liveness import LivenessMonitor
 from rollart.actors.record import ActorRecord
 from rollart.actors.restart import RestartPolicy
@@ -42,12 +42,13 @@ class ActorSystem:
     the timeout is declared dead (a local actor process that exits is noticed at once).
     ``curve_dir``: directory made by ``python tools/curve_keys.py DIR``; turns on CURVE authentication.
     A non-loopback ``bind`` requires it unless ``insecure=True``.
+    ``launcher``: how actor processes start (``rollart.actors.launch.Launcher``; default: local children).
     The settings are handed to the parts at construction: read them here, do not change them afterwards.
     """
 
     def __init__(self, bind: str = "tcp://127.0.0.1:0", heartbeat_interval: float = 0.5,
                  heartbeat_timeout: float = 3.0, *, spawn_timeout: float = 60.0, torch_threads: int = 1,
-                 curve_dir: str | None = None, insecure: bool = False,
+                 curve_dir: str | None = None, insecure: bool = False, launcher: Launcher | None = None,
                  on_actor_dead: Callable[[str, str], Any] | None = None):
         if not 0 < heartbeat_interval < heartbeat_timeout:
             raise ValueError(f"need 0 < heartbeat_interval < heartbeat_timeout, got {heartbeat_interval}, "
@@ -60,6 +61,7 @@ class ActorSystem:
         self.curve_dir = curve_dir
         self.insecure = insecure
         self.on_actor_dead = on_actor_dead
+        self.launcher = launcher
         self.endpoint = ""
         """The bound TCP endpoint actors connect to, e.g. ``tcp://127.0.0.1:41234`` (after start)."""
         self._table = ActorTable()
@@ -95,7 +97,7 @@ class ActorSystem:
             raise
         self.endpoint = self._router.endpoint
         launch_cfg = LaunchConfig(self.endpoint, self.heartbeat_interval, self.heartbeat_timeout,
-                                  self.torch_threads, self.curve_dir)
+                                  self.torch_threads, self.curve_dir, self.launcher)
         self._incarnations = Incarnations(self._table, self._router, self._calls, self._supervisor, self._ctx,
                                           launch_cfg, self.spawn_timeout)
         self._monitor = loop.create_task(self._liveness.run())

@@ -9,6 +9,8 @@ places and starts them: the inference workers by hardware class (their proxy rou
 (``env_hosts``) in its own process (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the
 same classes through the same runtime inside this process (debugging, tests). Each role restarts in place per
 its setting (``trainer_restarts``, ``weight_store_restarts``, ``env_host_restarts``; inference workers twice).
+``cluster.backend=ray`` starts those processes on Ray nodes of their class (rollart.distributed.ray_backend);
+``placement=plan.json`` takes the workers' classes and devices from a HetRL plan (rollart.pipeline.placement).
 """
 from __future__ import annotations
 
@@ -49,11 +51,17 @@ class Components:
     resources: ResourceManager | None = None
     env_pool: EnvPool | None = None
     """The env-host actors (``env_hosts`` > 0), else None: envs then run inside this process."""
+    backend: Any = None
+    """The Ray backend when cluster.backend=ray (its ``placements`` say where each actor ran)."""
 
     async def close(self) -> None:
-        for cluster in self.clusters:
-            await cluster.shutdown()
-        await self.system.shutdown()
+        try:
+            for cluster in self.clusters:
+                await cluster.shutdown()
+            await self.system.shutdown()
+        finally:
+            if self.backend is not None:
+                await self.backend.close()
 
 
 async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
@@ -61,15 +69,29 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     trainer handle (anything with ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a
     shared training service client) to use instead of starting a private trainer."""
     classes = cfg.worker_hw_classes()
-    rm = run_resources(classes, private_trainer=trainer is None, env_hosts=cfg.env_hosts)
+    plan = cfg.run_placement()
+    if plan is not None:
+        log.info("%s", plan.describe())
+    rm = run_resources(classes, private_trainer=trainer is None, env_hosts=cfg.env_hosts, plan=plan)
+    backend = None
+    if cfg.cluster.backend == "ray":
+        from rollart.distributed.ray_backend import RayBackend
+        backend = await RayBackend(cfg.cluster, rm, worker_slots(rm, plan), cfg.run_dir).start()
     system = ActorSystem(heartbeat_interval=cfg.heartbeat_timeout_s / 10, heartbeat_timeout=cfg.heartbeat_timeout_s,
-                         spawn_timeout=cfg.spawn_timeout_s)
-    await system.start()
+                         spawn_timeout=cfg.spawn_timeout_s, **(dict(bind=backend.bind, curve_dir=backend.curve_dir,
+                                                                    launcher=backend.launch) if backend else {}))
+    try:
+        await system.start()
+    except BaseException:
+        if backend is not None:
+            await backend.close()
+        raise
     mode = cfg.actor_mode
     rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
     common = dict(system=system, verbose=False)
     speed = (lambda hw: {"speed": cfg.speed_models.get(hw)}) if cfg.speed_models else None
     gen = Cluster(InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
+                  devices_per_worker=plan.devices_per_worker if plan else 1,
                   restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
                   worker_kwargs=dict(backend=cfg.engine.backend), worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
@@ -83,7 +105,8 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
         clusters.append(envs)
     if trainer is None:
         clusters.append(Cluster(
-            TrainerActor, rm, name="trainer", placement=[SERVICE_CLASS], mode=cfg.trainer_actor_mode or mode,
+            TrainerActor, rm, name="trainer", placement=[plan.train[0] if plan else SERVICE_CLASS],
+            devices_per_worker=len(plan.train[1]) if plan else 1, mode=cfg.trainer_actor_mode or mode,
             env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {},
             restart=RestartPolicy(max_restarts=cfg.trainer_restarts), worker_args=(cfg.trainer,), **common))
     try:
@@ -91,20 +114,43 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
         proxy = LLMProxy.from_cluster(gen, cfg.proxy)
     except BaseException:
         await system.shutdown()
+        if backend is not None:
+            await backend.close()
         raise
     log.info("bindings\n%s", rm.binding_table())
     workers = [(m.name, m.hw_class, m.handle) for m in gen.members]
     trainer = trainer if trainer is not None else clusters[-1].handle()
     env_pool = EnvPool.from_cluster(envs) if envs is not None else None
-    return Components(system, proxy, workers, trainer, store.handle(), clusters, rm, env_pool)
+    return Components(system, proxy, workers, trainer, store.handle(), clusters, rm, env_pool, backend)
 
 
-def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts: int = 0) -> ResourceManager:
+def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts: int = 0,
+                  plan: Any = None) -> ResourceManager:
     """The run's devices: one per inference worker of each class, and one CPU process each for the weight
-    store, each env host and (unless shared) the trainer."""
-    pools = Counter(hw_classes)
-    pools[SERVICE_CLASS] += (2 if private_trainer else 1) + env_hosts
+    store, each env host and (unless shared) the trainer; with a ``plan`` (RunPlacement), its device ids for
+    the inference workers and the trainer."""
+    if plan is not None:
+        pools: dict = {}
+        for hw, ids in [*plan.generate, *([plan.train] if private_trainer else [])]:  # binding order
+            pools.setdefault(hw, []).extend(ids)
+        pools[SERVICE_CLASS] = 1 + env_hosts
+    else:
+        pools = Counter(hw_classes)
+        pools[SERVICE_CLASS] += (2 if private_trainer else 1) + env_hosts
     try:
         return ResourceManager(dict(pools))
     except KeyError as e:  # a class the hardware catalogue does not know
         raise ConfigError(f"hw_classes={tuple(dict.fromkeys(hw_classes))}: {e.args[0]}") from None
+
+
+def worker_slots(rm: ResourceManager, plan: Any = None) -> dict[str, list[list]]:
+    """Per class, the devices of each worker slot (one Ray placement-group bundle each), in binding order: one
+    device per slot, or a plan's devices per inference worker and trainer."""
+    if plan is None:
+        return {hw: [[d] for d in ids] for hw, ids in rm.free.items()}
+    slots: dict[str, list[list]] = {}
+    for hw, ids in [*plan.generate, plan.train]:
+        if set(ids) <= set(rm.free.get(hw, ())):  # the trainer's devices are absent when the trainer is shared
+            slots.setdefault(hw, []).append(list(ids))
+    slots[SERVICE_CLASS] = [[d] for d in rm.free[SERVICE_CLASS]]
+    return slots

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Optional
 from rollart.actions.config import ActionsConfig
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
+from rollart.distributed.cluster_config import ClusterConfig
 from rollart.engine.config import EngineConfig
 from rollart.hardware import HARDWARE, SpeedModelConfig
 from rollart.rewards.config import RewardConfig
@@ -138,6 +139,11 @@ class PipelineConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Where rewards come from: the env's return, or a serverless reward endpoint (reward.endpoint=URL, or
     reward.serverless=true to start one for the run)."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Where actor processes start: backend=local (children of this process) or ray (address=...)."""
+    placement: str = ""
+    """A HetRL plan (``python -m rollart.planner ... --out plan.json``): inference workers and the trainer are
+    placed on the plan's classes and devices; num_inference_workers and hw_classes then come from it."""
     speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
     """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
 
@@ -176,6 +182,7 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.hw_classes:
             raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
+        self._check_cluster()
         r = self.rollout
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
@@ -298,6 +305,30 @@ class PipelineConfig:
         """Where a run with an empty ``model`` builds its tiny random-init model."""
         return self.run_dir / "init_model"
 
+    def run_placement(self) -> Any:
+        """The plan's placement (``rollart.pipeline.placement.RunPlacement``) when ``placement`` is set, else None."""
+        if not self.placement:
+            return None
+        from rollart.pipeline.placement import RunPlacement
+        return RunPlacement.load(self.placement)
+
+    def _check_cluster(self) -> None:
+        if self.cluster.backend == "ray":
+            if "inprocess" in (self.actor_mode, self.trainer_actor_mode):
+                raise ConfigError("cluster.backend=ray starts actors as processes on Ray nodes: drop "
+                                  "actor_mode/trainer_actor_mode=inprocess, or use cluster.backend=local")
+            if self.trainer_cpus or self.rollout_cpus:
+                raise ConfigError("trainer_cpus/rollout_cpus pin cores of this machine; with cluster.backend=ray "
+                                  "Ray places the processes: leave them empty")
+        plan = self.run_placement()
+        if plan is None:
+            return
+        if (self.num_inference_workers, tuple(self.hw_classes)) not in ((1, ("H20",)), (len(plan.generate),
+                                                                                        plan.hw_classes)):
+            raise ConfigError(f"num_inference_workers / hw_classes come from placement={self.placement!r} "
+                              f"({len(plan.generate)} workers: {','.join(plan.hw_classes)}); drop them")
+        self.num_inference_workers, self.hw_classes = len(plan.generate), plan.hw_classes
+
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity
         if not isinstance(affinity, dict):
@@ -316,6 +347,12 @@ class PipelineConfig:
         self.check_model()
         self.check_derived(self.resolve(model=self.model or str(self.tiny_model_dir()), pad_id=self.trainer.pad_id))
         self.check_tasks(tasks, registered_envs)
+        self.cluster.check_installed()
+        plan = self.run_placement()
+        if plan is not None and self.cluster.backend == "local":
+            specs = {getattr(self.engine, "device", "auto"), getattr(self.trainer, "device", "auto")}  # rollart.devices
+            visible = 0 if specs == {"cpu"} else _cuda_count()
+            plan.check_fits_locally(visible > 0 or any(s.startswith("cuda") for s in specs), visible)
         if self.engine.backend == "vllm" and not _installed("vllm"):
             from rollart.engine.vllm_backend import INSTALL_HINT
             raise ConfigError(f"engine.backend=vllm: {INSTALL_HINT}; or use engine.backend=torch")
@@ -360,6 +397,10 @@ def _default(cfg: Any, key: str) -> Any:
     owner = _get(cfg, parent) if parent else cfg
     f = next(f for f in dataclasses.fields(owner) if f.name == name)
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+def _cuda_count() -> int:
+    import torch
+    return torch.cuda.device_count()
 
 
 def _installed(package: str) -> bool:

@@ -1,13 +1,14 @@
 """Plan an RL workflow onto heterogeneous GPUs and print the plan as a table and as JSON.
 
     python -m rollart.planner --topology multi-country --workflow ppo
-    python -m rollart.planner --topology cluster.yaml --workflow grpo-async model=qwen3-14b --json plan.json
+    python -m rollart.planner --topology cluster.yaml --workflow grpo-async model=qwen3-14b --out plan.json
     python -m rollart.planner --topology single-region --gpus A100:8,L40S:8,L4:8 --workflow ppo --planner ilp
 
 --topology: a preset (single-region, multi-region-hybrid, multi-country, multi-continent; GPU mix from
 --gpus, default the paper's 24 A100 + 24 L40S + 16 L4) or a YAML/JSON file (see
 rollart.planner.topology.load). --workflow: ppo, grpo, ppo-async, grpo-async or a YAML/JSON file of
 WorkflowConfig fields; trailing key=value pairs override workflow fields (``--help-workflow`` lists them).
+A training run places its actors as the plan says with ``placement=plan.json`` (rollart.pipeline.placement).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=4000, help="SHA-EA budget in plan evaluations")
     ap.add_argument("--time-limit", type=float, default=55.0, help="search wall-clock cap, seconds")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default=None, help="write the plan JSON here instead of stdout")
+    ap.add_argument("--out", "--json", dest="json", default=None,
+                    help="write the plan JSON here instead of stdout (a run takes it as placement=FILE)")
     ap.add_argument("--help-workflow", action="store_true", help="list workflow fields and exit")
     args, overrides = ap.parse_known_args(argv)
     if args.help_workflow:

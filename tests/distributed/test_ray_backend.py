@@ -1,0 +1,148 @@
+"""Covers rollart.distributed.ray_backend on a local multi-node Ray cluster (a head, an H800 node, an H20 node):
+a FrozenLake run with cluster.backend=ray places every actor on a node of its class, trains, and keeps going
+when the H20 node is removed mid-run (its worker restarts on a new H20 node); a plan places actors as planned on
+Ray, with CURVE when actors connect beyond loopback."""
+import asyncio
+import dataclasses
+import json
+import logging
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray tests need Ray: pip install -e '.[ray]'")
+from ray.cluster_utils import Cluster as RayCluster  # noqa: E402
+
+import envs  # noqa: E402,F401  (registers rollart/FrozenLake-v0)
+from rollart.actors.curve import is_loopback  # noqa: E402
+from rollart.distributed.cluster_config import ClusterConfig  # noqa: E402
+from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
+from rollart.pipeline.components import build  # noqa: E402
+from rollart.pipeline.coordinator import prepare_run  # noqa: E402
+from rollart.rollout.proxy_config import ProxyConfig  # noqa: E402
+from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
+from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
+from rollart.trainer import TrainerConfig  # noqa: E402
+
+from tests.distributed.two_class import FROZEN, make_plan, planned  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+# slow env turns keep the run going long enough to lose a node in the middle of it
+SLOW = dataclasses.replace(FROZEN, name="SlowLake", faults={"mean": 0.1, "std": 0.02})
+WAITING = "actor gen-1 (H20) is not placed yet: the run waits until a Ray node with free H20 capacity joins"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "tiny"
+    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
+    return str(out)
+
+
+@pytest.fixture
+def ray_cluster():
+    """Head + one node per class. Each class node has exactly the CPUs its class's actors reserve, so the
+    trainer and the weight store (class cpu) land on the head."""
+    made = []
+
+    def make(head_cpus: int, h800: tuple[int, int], h20: tuple[int, int]):
+        cluster = RayCluster(initialize_head=True, head_node_args={"num_cpus": head_cpus})
+        nodes = {"H800": cluster.add_node(num_cpus=h800[0], resources={"H800": h800[1]}),
+                 "H20": cluster.add_node(num_cpus=h20[0], resources={"H20": h20[1]})}
+        made.append(cluster)
+        return cluster, nodes
+
+    yield make
+    if ray.is_initialized():
+        ray.shutdown()
+    for cluster in made:
+        cluster.shutdown()
+
+
+def node_of(placements: dict, name: str, incarnation: int = -1) -> str:
+    return placements[name][incarnation]["node_id"]
+
+
+def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_model, ray_cluster, caplog):
+    caplog.set_level(logging.WARNING, logger="rollart.distributed")
+    cluster, nodes = ray_cluster(head_cpus=2, h800=(1, 1), h20=(1, 1))
+    head = cluster.head_node.node_id
+    cfg = PipelineConfig(
+        model=tiny_model, total_steps=14, batch_groups=2, rollout=SchedulerConfig(group_size=4, max_concurrency=16),
+        trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=2, logdir=str(tmp_path), run_name="ray",
+        quiet=True, num_inference_workers=2, hw_classes=("H800", "H20"), heartbeat_timeout_s=60,
+        proxy=ProxyConfig(restart_timeout_s=3),  # requests stuck on the lost worker move to gen-0 after 3 s
+        cluster=ClusterConfig(backend="ray", address=cluster.address, capacity_wait_log_s=2))
+    coordinator = Coordinator(cfg, [SLOW])
+
+    async def drive():
+        run = asyncio.create_task(coordinator.run())
+        while coordinator.step < 3:  # trained a few steps on both nodes
+            assert not run.done(), run.result()
+            await asyncio.sleep(0.2)
+        placed = {name: list(runs) for name, runs in coordinator.c.backend.placements.items()}
+        said = caplog.text.count(WAITING)  # a slow first start may have said it already
+        cluster.remove_node(nodes["H20"])  # gen-1's node is gone; its requests go to gen-0 meanwhile
+        lost_at = coordinator.step
+        gen1 = coordinator.c.workers[1][2]
+        while gen1.state == "ready":
+            await asyncio.sleep(0.1)
+        # the restart waits for H20 capacity, saying so; training goes on with gen-0 meanwhile
+        while caplog.text.count(WAITING) == said or coordinator.step <= lost_at:
+            assert not run.done(), "the run ended while gen-1 waited for capacity"
+            await asyncio.sleep(0.2)
+        new = cluster.add_node(num_cpus=1, resources={"H20": 1})  # capacity returns: gen-1 restarts there
+        while gen1.state != "ready":
+            assert not run.done(), "the run ended before gen-1 came back"
+            await asyncio.sleep(0.2)
+        return placed, lost_at, new.node_id, await run, said
+
+    placed, lost_at, new_h20, result, said = asyncio.run(drive())
+    # 1) each actor on a node of its class
+    assert node_of(placed, "gen-0") == nodes["H800"].node_id
+    assert node_of(placed, "gen-1") == nodes["H20"].node_id
+    assert node_of(placed, "trainer-0") == head and node_of(placed, "weight-store-0") == head
+    on_disk = json.loads((tmp_path / "ray" / "placement.json").read_text())
+    # 2) after the loss gen-1 ran again on the new H20 node, and nothing else moved
+    assert [p["node_id"] for p in on_disk["gen-1"]] == [nodes["H20"].node_id, new_h20]
+    assert len(on_disk["gen-0"]) == len(on_disk["trainer-0"]) == len(on_disk["weight-store-0"]) == 1
+    # 3) it trained every step, through the loss, and lost no accepted sample
+    assert result.steps == 14 and result.version == 14 and lost_at < 14
+    stats = result.buffer
+    assert stats["trained"] == 14 * cfg.batch_size
+    assert stats["accepted"] == stats["trained"] + stats["evicted"] + stats["buffered"]
+    assert all(h["losses/policy"] == h["losses/policy"] for h in result.history)  # a loss every step (no NaN)
+    assert caplog.text.count(WAITING) == said + 1  # one line, not one per second
+
+
+def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, ray_cluster):
+    path, doc = make_plan(tmp_path)
+    gen_classes, gen_ids, gen_dp = planned(doc, "actor_gen")
+    train_classes, train_ids, _ = planned(doc, "actor_train")
+    assert gen_classes == {"H20"} and train_classes == {"H800"}, doc  # what the two-class plan is expected to be
+    cluster, nodes = ray_cluster(head_cpus=1, h800=(1, 2), h20=(gen_dp, 2))
+    ip = ray.util.get_node_ip_address()
+    bind_host = "" if is_loopback(f"tcp://{ip}:0") else ip  # beyond loopback: CURVE
+    cfg = PipelineConfig(model=tiny_model, placement=path, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+                         trainer=TrainerConfig(num_threads=1), logdir=str(tmp_path), run_name="plan", quiet=True,
+                         heartbeat_timeout_s=60,
+                         cluster=ClusterConfig(backend="ray", address=cluster.address, bind_host=bind_host))
+
+    async def start():
+        resolved, _ = prepare_run(cfg)
+        c = await build(resolved)
+        try:
+            version = await c.trainer.call("get_version")  # the trainer answers over the (CURVE) socket
+            return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version
+        finally:
+            await c.close()
+
+    placements, curve_dir, endpoint, version = asyncio.run(start())
+    assert version == 0
+    if bind_host:
+        assert curve_dir is not None and not is_loopback(endpoint)
+    for i in range(gen_dp):
+        assert placements[f"gen-{i}"][0]["node_id"] == nodes["H20"].node_id
+    assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))
+    assert placements["trainer-0"][0]["node_id"] == nodes["H800"].node_id
+    assert placements["weight-store-0"][0]["node_id"] == cluster.head_node.node_id

@@ -1,0 +1,78 @@
+"""Covers rollart.pipeline.placement: a planner plan (from `python -m rollart.planner --out`) places a run's
+inference workers and trainer on the plan's classes and devices; bad plans and plans that do not fit stop with
+one line."""
+import asyncio
+import json
+
+import pytest
+
+import envs  # noqa: F401  (registers rollart/FrozenLake-v0)
+from rollart.config import ConfigError, parse_overrides
+from rollart.pipeline import PipelineConfig
+from rollart.pipeline.components import build
+from rollart.pipeline.coordinator import prepare_run
+from rollart.pipeline.placement import RunPlacement
+from rollart.rollout.scheduler import SchedulerConfig
+from rollart.trainer import TrainerConfig
+
+from tests.distributed.two_class import make_plan, planned
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    return make_plan(tmp_path_factory.mktemp("plan"))
+
+
+def test_a_plan_sets_the_workers_and_places_them_locally(tmp_path, plan):
+    path, doc = plan
+    gen_classes, gen_ids, gen_dp = planned(doc, "actor_gen")
+    train_classes, train_ids, _ = planned(doc, "actor_train")
+    cfg = parse_overrides(PipelineConfig(), [f"placement={path}", f"logdir={tmp_path}", "run_name=p",
+                                             "actor_mode=inprocess", "quiet=true"])
+    assert cfg.num_inference_workers == gen_dp and set(cfg.hw_classes) == gen_classes
+    cfg = PipelineConfig(**{**cfg.__dict__, "rollout": SchedulerConfig(group_size=2, max_concurrency=4),
+                            "trainer": TrainerConfig(num_threads=1)})
+    cfg.preflight([])  # on CPU the classes are labels: a plan of 4 GPUs fits
+
+    async def start():
+        resolved, _ = prepare_run(cfg)
+        c = await build(resolved)
+        try:
+            return {b.owner: (b.hw_class, list(b.devices)) for b in c.resources.bindings}
+        finally:
+            await c.close()
+
+    bound = asyncio.run(start())
+    gen = [bound[f"gen-{i}"] for i in range(gen_dp)]
+    assert {hw for hw, _ in gen} == gen_classes
+    assert sorted(d for _, ids in gen for d in ids) == sorted(gen_ids)  # each planned GPU to one worker
+    assert bound["trainer-0"] == (train_classes.pop(), train_ids)
+    assert bound["weight-store-0"][0] == "cpu"
+
+
+def test_plans_that_do_not_fit_or_conflict_stop_with_one_line(tmp_path, plan):
+    path, doc = plan
+    placement = RunPlacement.load(path)
+    with pytest.raises(ConfigError, match=r"places 4 GPUs \(.*\) but this machine has 1 visible: run it on a "
+                                          r"cluster with cluster.backend=ray"):
+        placement.check_fits_locally(cuda=True, visible_gpus=1)
+    placement.check_fits_locally(cuda=True, visible_gpus=4)
+    with pytest.raises(ConfigError, match="num_inference_workers / hw_classes come from placement="):
+        PipelineConfig(placement=path, num_inference_workers=3)
+    with pytest.raises(ConfigError, match="cannot read it"):
+        PipelineConfig(placement=str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"groups": [{"tasks": ["actor_gen"], "devices": []}]}))
+    with pytest.raises(ConfigError, match="is not a planner plan: group 0: needs 'devices' and 'parallel'"):
+        PipelineConfig(placement=str(bad))
+    shared = json.loads(json.dumps(doc))
+    for g in shared["groups"]:  # colocate training with generation, on the generation GPUs
+        if "actor_train" in g["tasks"]:
+            g["tasks"].remove("actor_train")
+            del g["parallel"]["actor_train"]
+    gen_group = next(g for g in shared["groups"] if "actor_gen" in g["tasks"])
+    gen_group["tasks"].append("actor_train")
+    gen_group["parallel"]["actor_train"] = gen_group["parallel"]["actor_gen"]
+    (tmp_path / "shared.json").write_text(json.dumps(shared))
+    with pytest.raises(ConfigError, match="actor_gen and actor_train share GPUs"):
+        PipelineConfig(placement=str(tmp_path / "shared.json"))
