@@ -13,12 +13,17 @@ in ``rollart.models.paged``). Uses only what Triton 3.6 and later provide.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
 from rollart.models.paged import VarlenLayout
+
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+"""Triton's interpreter multiplies bfloat16 blocks wrongly (raw bits): there the kernel upcasts before each dot."""
 
 
 @triton.jit
@@ -28,7 +33,7 @@ def _paged_attention_kernel(
         stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, stride_bt,
         scale,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_PAD: tl.constexpr, PAGE: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
     tile = tl.program_id(0)
     seq = tl.program_id(1)
     kvh = tl.program_id(2)
@@ -45,6 +50,8 @@ def _paged_attention_kernel(
         d_ok = d < HEAD_DIM
         q_off = (q_begin + tok).to(tl.int64)[:, None] * stride_qn + head[:, None] * stride_qh + d[None, :]
         q = tl.load(q_ptr + q_off, mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (M, D)
+        if UPCAST:
+            q = q.to(tl.float32)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
@@ -57,6 +64,8 @@ def _paged_attention_kernel(
             in_page = keys % PAGE
             k_off = page * stride_kb + in_page * stride_kt + kvh * stride_kh
             k = tl.load(k_ptr + k_off[None, :] + d[:, None], mask=key_ok[None, :] & d_ok[:, None], other=0.0)  # (D, N)
+            if UPCAST:
+                k = k.to(tl.float32)
             s = tl.dot(q, k, input_precision=PRECISION) * scale             # (M, N) fp32
             s = tl.where((keys[None, :] <= q_pos[:, None]) & key_ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -66,6 +75,8 @@ def _paged_attention_kernel(
             l_i = l_i * alpha + tl.sum(p, 1)
             v_off = page * stride_vb + in_page * stride_vt + kvh * stride_vh
             v = tl.load(v_ptr + v_off[:, None] + d[None, :], mask=key_ok[:, None] & d_ok[None, :], other=0.0)  # (N, D)
+            if UPCAST:
+                v = v.to(tl.float32)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
             m_i = m_new
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]                # no key (CUDA-graph padding): 0
@@ -91,6 +102,6 @@ def paged_attention_triton(q: Tensor, k_cache: Tensor, v_cache: Tensor, layout: 
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), layout.block_tables.stride(0),
         D ** -0.5,
         GROUP=group, HEAD_DIM=D, HEAD_PAD=max(16, triton.next_power_of_2(D)), PAGE=page,
-        BLOCK_M=block_m, BLOCK_N=64, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=4)
+        BLOCK_M=block_m, BLOCK_N=64, PRECISION="ieee" if q.dtype == torch.float32 or _INTERPRETED else "tf32",
+        UPCAST=_INTERPRETED and q.dtype != torch.float32, num_warps=4)
     return out
