@@ -44,6 +44,8 @@ def uses_kernels(config: EngineConfig, placement: Placement) -> bool:
 
 class ModelRunner:
     def __init__(self, model: CausalLM, config: EngineConfig, placement: Placement):
+        if placement.is_cuda and placement.device.index is None:             # 'cuda' -> 'cuda:N': one key for
+            placement = Placement(torch.device("cuda", torch.cuda.current_device()), placement.dtype)  # caches
         self.placement = placement
         self.device = placement.device
         self.model = model.to(device=placement.device, dtype=placement.dtype).fuse_projections()
