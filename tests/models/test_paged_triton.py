@@ -34,7 +34,8 @@ def _case(q_lens, ctx, heads, kv_heads, head_dim, block_size, dtype=torch.float3
                           [build_group(torch.tensor(starts[:-1]), torch.tensor(q_lens), torch.tensor(ctx), bt, block_size)])
     layout = VarlenLayout(torch.tensor(starts, device=DEVICE), torch.tensor(ctx, device=DEVICE), bt.to(DEVICE),
                           max(q_lens))
-    out = paged_attention_triton(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), layout)
+    out = paged_attention_triton(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), layout.query_start, layout.context_lens,
+                                 layout.block_tables, layout.max_query_len)
     return out.float().cpu(), ref
 
 
@@ -59,9 +60,7 @@ def test_bfloat16():
 
 def test_padding_row_with_no_context_gives_zeros():
     """A CUDA graph's padding rows (context length 0) read no key and write zeros, not NaN."""
-    k = torch.randn(2, 16, 1, 32)
-    layout = VarlenLayout(torch.tensor([0, 1, 2]), torch.tensor([3, 0]), torch.tensor([[0], [1]]), 1)
-    out = paged_attention_triton(torch.randn(2, 2, 32).to(DEVICE), k.to(DEVICE), k.to(DEVICE),
-                                 VarlenLayout(*(t.to(DEVICE) for t in (layout.query_start, layout.context_lens,
-                                                                       layout.block_tables)), 1)).cpu()
+    k = torch.randn(2, 16, 1, 32).to(DEVICE)
+    query_start, context_lens, tables = (torch.tensor(t, device=DEVICE) for t in ([0, 1, 2], [3, 0], [[0], [1]]))
+    out = paged_attention_triton(torch.randn(2, 2, 32).to(DEVICE), k, k, query_start, context_lens, tables, 1).cpu()
     assert torch.isfinite(out).all() and out[1].abs().max() == 0 and out[0].abs().max() > 0

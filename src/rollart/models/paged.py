@@ -63,7 +63,9 @@ class PagedBatch:
         """q (N, H, D) against the cache (blocks, block_size, Hkv, D) holding this step's keys -> (N, H, D)."""
         if self.varlen is not None:
             from rollart.models.paged_triton import paged_attention_triton
-            return paged_attention_triton(q, k_cache, v_cache, self.varlen)
+            v = self.varlen
+            return paged_attention_triton(q, k_cache, v_cache, v.query_start, v.context_lens, v.block_tables,
+                                          v.max_query_len)
         return paged_attention(q, k_cache, v_cache, self.groups)
 
 

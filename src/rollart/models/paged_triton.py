@@ -20,8 +20,6 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from rollart.models.paged import VarlenLayout
-
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 """Triton's interpreter multiplies bfloat16 blocks wrongly (raw bits): there the kernel upcasts before each dot."""
 
@@ -84,22 +82,24 @@ def _paged_attention_kernel(
         tl.store(o_ptr + o_off, out.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
 
 
-def paged_attention_triton(q: Tensor, k_cache: Tensor, v_cache: Tensor, layout: VarlenLayout) -> Tensor:
-    """q (N, H, D); k_cache/v_cache (blocks, block_size, Hkv, D) already holding this step's keys -> (N, H, D)."""
+def paged_attention_triton(q: Tensor, k_cache: Tensor, v_cache: Tensor, query_start: Tensor, context_lens: Tensor,
+                           block_tables: Tensor, max_query_len: int) -> Tensor:
+    """q (N, H, D); k_cache/v_cache (blocks, block_size, Hkv, D) already holding this step's keys -> (N, H, D).
+    The layout arguments are those of ``rollart.models.paged.VarlenLayout``."""
     N, H, D = q.shape
     Hkv, page = k_cache.shape[2], k_cache.shape[1]
     if q.stride(2) != 1:
         q = q.contiguous()
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     group = H // Hkv
-    rows = layout.max_query_len * group
+    rows = max_query_len * group
     block_m = 16 if rows <= 16 else 64                                     # decode: one small tile per KV head
-    grid = (triton.cdiv(rows, block_m), layout.context_lens.shape[0], Hkv)
+    grid = (triton.cdiv(rows, block_m), context_lens.shape[0], Hkv)
     _paged_attention_kernel[grid](
-        q, k_cache, v_cache, out, layout.query_start, layout.context_lens, layout.block_tables,
+        q, k_cache, v_cache, out, query_start, context_lens, block_tables,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), layout.block_tables.stride(0),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         D ** -0.5,
         GROUP=group, HEAD_DIM=D, HEAD_PAD=max(16, triton.next_power_of_2(D)), PAGE=page,
         BLOCK_M=block_m, BLOCK_N=64, PRECISION="ieee" if q.dtype == torch.float32 or _INTERPRETED else "tf32",
