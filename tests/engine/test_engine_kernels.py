@@ -67,6 +67,25 @@ def test_kernel_path_preemption_and_weight_update(gqa_models):
     assert any(0 < s < 8 for s in switches), switches                      # someone switched mid-generation
 
 
+def test_decode_bucket_buffers_pad_and_match_full_recompute(gqa_models):
+    """The CUDA-graph decode path's static buffers, run eagerly on the CPU: batches padded up to a bucket
+    (context 0, K/V to the scratch block), stale block-table rows from earlier steps, shrinking batches."""
+    from rollart.engine.cuda_graphs import DecodeGraphs
+    (path, _), (model, _) = gqa_models
+    engine = _kernel_engine(path, block_size=8, max_num_seqs=6)
+    runner = engine.runner
+    runner.graphs = DecodeGraphs(runner, 6, -(-engine.max_model_len // 8), capture=False)
+    assert runner.graphs.buckets == [1, 2, 4, 6]
+    replays, run = [], runner.graphs.run
+    runner.graphs.run = lambda batch: replays.append(len(batch.seqs)) or run(batch)
+    prompts = random_prompts([3, 12, 7, 20, 9], seed=12)
+    lengths = [2, 9, 5, 7, 3]                                                # finish one by one: 5 -> 4 -> ... rows
+    outs = engine.generate(prompts, [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in lengths])
+    for p, n, o in zip(prompts, lengths, outs):
+        assert o.token_ids == greedy_reference(model, p, n)[0]
+    assert {5, 3, 1} <= set(replays)                                        # padded to buckets 6, 4 and exact 1
+
+
 def test_kernel_path_seeded_sampling_is_per_request(gqa_models):
     (path, _), (model, _) = gqa_models
     p = random_prompts([9], seed=9)[0]

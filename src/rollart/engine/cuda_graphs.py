@@ -26,8 +26,10 @@ def graph_buckets(max_num_seqs: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, runner: ModelRunner, max_num_seqs: int, max_blocks_per_seq: int):
+    def __init__(self, runner: ModelRunner, max_num_seqs: int, max_blocks_per_seq: int, capture: bool = True):
+        """``capture=False`` (tests on the CPU) runs each bucket eagerly on the same static buffers."""
         self.runner = runner
+        self.capture = capture
         dev = runner.device
         self.buckets = graph_buckets(max_num_seqs)
         B = self.buckets[-1]
@@ -35,11 +37,11 @@ class DecodeGraphs:
         self.query_start = torch.arange(B + 1, dtype=torch.long, device=dev)
         self.block_tables = torch.zeros(B, max_blocks_per_seq, dtype=torch.long, device=dev)
         self.logits_index = torch.arange(B, dtype=torch.long, device=dev)
-        self.pool = torch.cuda.graph_pool_handle()
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
         self.inputs[2].fill_(runner.scratch_slot)
-        for b in reversed(self.buckets):
+        for b in reversed(self.buckets if capture else []):
             self._capture(b)
 
     def _batch(self, b: int) -> PagedBatch:
@@ -82,5 +84,9 @@ class DecodeGraphs:
         host = torch.tensor(flat, dtype=torch.long)
         self.inputs[:, :b].copy_(host[:4 * b].view(4, b), non_blocking=True)
         self.block_tables[:n, :width].copy_(host[4 * b:].view(n, width), non_blocking=True)
+        if not self.capture:
+            with torch.inference_mode():
+                return self.runner.model.forward_paged(self.inputs[0, :b], self._batch(b), self.runner.kv_cache,
+                                                       self.logits_index[:b])[:n]
         self.graphs[b].replay()
         return self.outputs[b][:n]
