@@ -39,8 +39,10 @@ class EngineConfig:
     decode tokens, batched sampling on the device; needs the triton package) | 'auto' (triton on CUDA,
     torch on the CPU)."""
     gpu_memory_utilization: float = 0.9
-    """On CUDA: the fraction of the GPU's memory this engine may hold (weights, activations, KV cache); the KV
-    cache gets what is left after the weights and a profiling forward. Unused on the CPU."""
+    """On CUDA, when num_kv_blocks is None: the fraction of the GPU's memory that may be in use once the KV cache
+    is allocated (this engine's weights, activations and cache, and whatever other processes hold); the cache
+    gets what is left after the weights and a profiling step, capped at twice what max_num_seqs sequences of
+    max_model_len tokens can use (small models leave the GPU to others). Unused on the CPU."""
     cuda_graphs: bool = True
     """On CUDA: replay decode steps from CUDA graphs captured once per batch-size bucket (eager decode of a
     small model is bound by kernel launches). False runs every step eagerly."""

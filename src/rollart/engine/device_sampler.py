@@ -30,13 +30,16 @@ def step_seed(seed: int, step: int) -> int:
 
 
 @triton.jit
-def _exponential_race_kernel(logits_ptr, stride_row, seeds_ptr, out_ptr, V, BLOCK: tl.constexpr):
+def _exponential_race_kernel(logits_ptr, stride_row, seeds_ptr, best_v_ptr, best_i_ptr, V, CHUNK: tl.constexpr,
+                             BLOCK: tl.constexpr):
+    """Program (row, part): the best score of columns [part * CHUNK, (part + 1) * CHUNK) of one row."""
     row = tl.program_id(0)
+    part = tl.program_id(1)
     seed = tl.load(seeds_ptr + row)
     best_v = tl.full([BLOCK], float("-inf"), tl.float32)
     best_i = tl.zeros([BLOCK], tl.int32)
     base = logits_ptr + row.to(tl.int64) * stride_row
-    for start in range(0, V, BLOCK):
+    for start in range(part * CHUNK, tl.minimum((part + 1) * CHUNK, V), BLOCK):
         cols = start + tl.arange(0, BLOCK)
         ok = cols < V
         x = tl.load(base + cols, mask=ok, other=float("-inf")).to(tl.float32)
@@ -46,16 +49,23 @@ def _exponential_race_kernel(logits_ptr, stride_row, seeds_ptr, out_ptr, V, BLOC
         best_v = tl.where(better, score, best_v)
         best_i = tl.where(better, cols, best_i)
     top = tl.max(best_v, 0)
-    tl.store(out_ptr + row, tl.min(tl.where(best_v == top, best_i, V), 0))
+    out = row * tl.num_programs(1) + part
+    tl.store(best_v_ptr + out, top)
+    tl.store(best_i_ptr + out, tl.min(tl.where(best_v == top, best_i, V), 0))
 
 
 def exponential_race(logits: Tensor, seeds: Tensor) -> Tensor:
-    """logits (S, V) float32, already tempered and filtered; seeds (S,) int64 -> one token per row (S,) int64."""
+    """logits (S, V) float32, already tempered and filtered; seeds (S,) int64 -> one token per row (S,) int64.
+    Each row is split into chunks (so a small batch still fills the GPU); the best chunk wins (ties: lowest id)."""
     S, V = logits.shape
-    out = torch.empty(S, dtype=torch.int32, device=logits.device)
     block = min(1024, triton.next_power_of_2(V))
-    _exponential_race_kernel[(S,)](logits, logits.stride(0), seeds, out, V, BLOCK=block, num_warps=4)
-    return out.long()
+    chunk = block * 8
+    parts = triton.cdiv(V, chunk)
+    best_v = torch.empty((S, parts), dtype=torch.float32, device=logits.device)
+    best_i = torch.empty((S, parts), dtype=torch.int32, device=logits.device)
+    _exponential_race_kernel[(S, parts)](logits, logits.stride(0), seeds, best_v, best_i, V, CHUNK=chunk, BLOCK=block,
+                                         num_warps=4)
+    return best_i.gather(1, best_v.argmax(1, keepdim=True))[:, 0].long()
 
 
 @dataclass

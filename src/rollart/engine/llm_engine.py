@@ -6,10 +6,10 @@
         for out in engine.step():        # requests that finished in this step
             print(out.request_id, out.token_ids, out.finish_reason)
 
-Every tensor it creates (weights, KV cache, per-step inputs, sampling state) lives on
-``EngineConfig.device`` in ``EngineConfig.dtype`` (``rollart.devices``); see ``model_runner`` for the CPU
-reference path and the CUDA kernel path. A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``: the
-inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
+Every tensor it creates (weights, KV cache, per-step inputs, sampling state) lives on ``EngineConfig.device``
+in ``EngineConfig.dtype`` (``rollart.devices``); ``model_runner`` describes the CPU reference path and the
+CUDA kernel path. A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``:
+the inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
 K/V under the new weights before decoding continues (RollArt §6.2 step 5); every generated token
 records the policy version that produced it.
 """
@@ -49,8 +49,9 @@ class LLMEngine:
         per_block = kv_bytes_per_block(mc, config.block_size, pl.dtype)
         if config.num_kv_blocks:
             num_blocks = config.num_kv_blocks
-        elif pl.is_cuda:
-            num_blocks = kv_blocks_from_gpu_memory(self.runner, per_block)
+        elif pl.is_cuda:  # what fits, but no more than twice what max_num_seqs full-length sequences can use
+            most = 2 * config.max_num_seqs * -(-(config.max_model_len or mc.max_position_embeddings) // config.block_size)
+            num_blocks = min(kv_blocks_from_gpu_memory(self.runner, per_block), most)
         else:
             num_blocks = max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
         capacity = num_blocks * config.block_size

@@ -36,11 +36,11 @@ class VarlenLayout:
     ``query_start[s]:query_start[s + 1]`` of the stream, the last of its ``context_lens[s]`` tokens."""
 
     query_start: Tensor
-    """(S + 1,) int32: cumulative query counts (0 first)."""
+    """(S + 1,) long: cumulative query counts (0 first)."""
     context_lens: Tensor
-    """(S,) int32: cached + new tokens of each sequence (0 for a padding row of a CUDA graph)."""
+    """(S,) long: cached + new tokens of each sequence (0 for a padding row of a CUDA graph)."""
     block_tables: Tensor
-    """(S, B) int32: cache blocks of each sequence in order (entries past its context are never read)."""
+    """(S, B) long: cache blocks of each sequence in order (entries past its context are never read)."""
     max_query_len: int
     """Longest query of the batch (host int: it sizes the kernel's grid)."""
 
