@@ -107,6 +107,7 @@ class PlainDecoder:
             with torch.cuda.stream(side), torch.inference_mode():
                 self._step()                                                # warm-up off the main stream
             torch.cuda.current_stream().wait_stream(side)
+            self.pos.fill_(max_len - 1)                                     # recorded, not run: any valid value
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph), torch.inference_mode():
                 self._step()

@@ -8,7 +8,8 @@ Two paths share the scheduler, the cache layout and the model code (``EngineConf
   and decode in the same launch (``rollart.models.paged_triton``); batched sampling on the device
   (``rollart.engine.device_sampler``); on CUDA, decode-only steps replay a graph (``rollart.engine.cuda_graphs``).
 Per-step index tensors are built on the host and copied in one go; the only device-to-host copy of a step
-is the (tokens, logprobs) pair the scheduler needs.
+is the (tokens, logprobs) pair the scheduler needs. A token's policy version needs no device state: a step
+runs under one weight version, recorded by the engine as the tokens come back.
 """
 from __future__ import annotations
 
@@ -148,8 +149,8 @@ class ModelRunner:
     def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float]]:
         """One token and its logprob per row (log_softmax of the raw logits; see ``rollart.engine.sampler``)."""
         if not self.kernels:
-            from rollart.engine.sampler import sample
-            return sample(logits, [s.sampling for s in seqs], [s.generator for s in seqs])
+            from rollart.engine.sampler import sample                      # per-request CPU generators
+            return sample(logits.cpu(), [s.sampling for s in seqs], [s.generator for s in seqs])
         from rollart.engine.device_sampler import SamplingTensors, sample_on_device, step_seed
         st = SamplingTensors.build([s.sampling for s in seqs], [step_seed(s.seed, s.num_output_tokens) for s in seqs],
                                    logits.shape[-1], self.device)
