@@ -68,7 +68,7 @@ def sync(device: torch.device) -> None:
 # ---- rollart's engine -------------------------------------------------------------------------------
 def run_engine(engine: LLMEngine, prompts: list[list[int]], new_tokens: int) -> dict:
     """Generate; per-step wall times (each step ends with its device-to-host copy, so they are real)."""
-    sp = SamplingParams(temperature=1.0, max_tokens=new_tokens, ignore_eos=True, seed=0)
+    sp = SamplingParams(temperature=1.0, max_tokens=new_tokens, ignore_eos=True)    # seeds from the engine
     for i, p in enumerate(prompts):
         engine.add_request(f"b{i}", p, sp)
     decode_steps, tokens = [], 0
