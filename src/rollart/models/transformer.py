@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from rollart.models.config import ModelConfig
-from rollart.models.paged import PagedBatch, paged_attention
+from rollart.models.paged import PagedBatch
 
 
 class RMSNorm(nn.Module):
@@ -141,7 +141,7 @@ class Attention(nn.Module):
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]
         kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
         kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
-        o = paged_attention(q, kv[0], kv[1], batch.groups)                  # (N, H, D)
+        o = batch.attend(q, kv[0], kv[1])                                   # (N, H, D)
         return self.o_proj(o.flatten(1))                                    # (N, h)
 
 
@@ -242,7 +242,8 @@ class CausalLM(nn.Module):
                       logits_index: Tensor) -> Tensor:
         """input_ids (N,) packed new tokens; kv_cache (L, 2, blocks, block_size, Hkv, D); -> logits (S, V) at logits_index."""
         x = self.model.embed_tokens(input_ids)                              # (N, h)
-        cos, sin = self.rotary.tables(int(batch.positions.max()) + 1, x.device, x.dtype)
+        n_pos = batch.num_positions or int(batch.positions.max()) + 1       # host bound: no device read
+        cos, sin = self.rotary.tables(n_pos, x.device, x.dtype)
         cos, sin = cos[batch.positions][:, None], sin[batch.positions][:, None]  # (N, 1, D)
         for i, layer in enumerate(self.model.layers):
             x = x + layer.self_attn.forward_paged(layer.input_layernorm(x), self.rotary, cos, sin, kv_cache[i], batch)
