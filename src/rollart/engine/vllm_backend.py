@@ -68,6 +68,8 @@ class VLLMEngine:
                     disable_log_stats=True)
         if config.max_model_len is not None:
             args["max_model_len"] = config.max_model_len
+        if _on_cuda(config.device):
+            args["gpu_memory_utilization"] = config.gpu_memory_utilization
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self.max_model_len = int(self._engine.model_config.max_model_len)
         hf_config = self._engine.model_config.hf_config
@@ -168,6 +170,25 @@ class VLLMEngine:
 
     def stats(self) -> EngineStats:
         return self._stats
+
+
+def _on_cuda(device: str) -> bool:
+    """Whether vLLM will run on a GPU; it takes the first GPU CUDA_VISIBLE_DEVICES shows and cannot be moved
+    to the CPU or to another GPU from here, so a setting that asks for that is refused in one line."""
+    import torch
+
+    from rollart.config import ConfigError
+    from rollart.devices import resolve_device
+
+    dev = resolve_device(device, key="engine.device")
+    has_gpu = torch.cuda.is_available()
+    if dev.type == "cpu" and has_gpu:
+        raise ConfigError("engine.device=cpu with engine.backend=vllm on a GPU machine: a CUDA build of vLLM "
+                          "runs on the GPU; hide the GPUs (CUDA_VISIBLE_DEVICES=) or use engine.backend=torch")
+    if dev.type == "cuda" and dev.index not in (None, 0):
+        raise ConfigError(f"engine.device={device!r} with engine.backend=vllm: vLLM uses the first visible GPU; "
+                          "choose it with CUDA_VISIBLE_DEVICES and set engine.device=cuda")
+    return dev.type == "cuda"
 
 
 def _sampled_logprobs(token_ids: list[int], logprobs: Any) -> list[float]:
