@@ -22,6 +22,7 @@ from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
+from rollart.weightplane.config import WeightPlaneConfig
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -105,6 +106,8 @@ class PipelineConfig:
     """Inference engine of every inference worker."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     """Trainer backend, optimiser and RL loss."""
+    weights: WeightPlaneConfig = field(default_factory=WeightPlaneConfig)
+    """Weight plane: cuda_ipc, relay_fanout, timeout_s, retries (versions move trainer -> store -> workers)."""
     speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
     """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
 

@@ -135,7 +135,7 @@ class Coordinator:
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=RewardDispatcher(self.reward_fn))
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
-                                      cfg.weight_link_bytes_per_s)
+                                      cfg.weight_link_bytes_per_s, cfg.weights)
             await self._maybe_resume()
             self.bar = None if cfg.quiet else ProgressBar(cfg.total_steps)
             if cfg.eval_at_start and not self.evals:

@@ -1,6 +1,9 @@
 """TrainerActor: a trainer backend served as an actor (its own process by default).
 
 Long methods are ``@blocking`` so the actor keeps answering (heartbeats, cancels) while it trains.
+The trainer is the source of the weight plane: ``publish_weights`` snapshots a version into buckets served
+from its own address (``weight_address``), where the weight store, or a worker on the same GPU node over
+CUDA IPC, pulls it; nothing of it passes through the coordinator.
 """
 from __future__ import annotations
 
@@ -15,6 +18,31 @@ class TrainerActor:
     def __init__(self, config: TrainerConfig):
         self.config = config
         self.trainer = make_trainer(self.config)
+        self.source: Any = None  # rollart.weightplane.WeightSource, started with the actor
+
+    async def on_start(self) -> None:
+        await self._source()
+
+    async def _source(self) -> Any:
+        if self.source is None:
+            from rollart.weightplane import WeightSource
+            self.source = WeightSource()
+        await self.source.start()
+        return self.source
+
+    async def weight_address(self) -> dict:
+        """Where this trainer serves its weight versions, its node, and whether its weights are on a GPU."""
+        from rollart.weightplane.cuda import node_id
+        source = await self._source()
+        param = next(iter(self.trainer.policy.parameters()), None)
+        cuda = param is not None and param.is_cuda
+        return {"address": source.address, "node": node_id(), "cuda": cuda}
+
+    async def publish_weights(self, version: int, bucket_bytes: int, ipc: bool = False) -> dict:
+        """Snapshot the current weights as ``version`` and serve them (CUDA IPC handles too with ``ipc`` on a
+        GPU); returns once the snapshot is taken: {version, num_buckets, bytes, address}."""
+        source = await self._source()
+        return await source.publish(version, self.trainer.named_tensors(), bucket_bytes, ipc=ipc)
 
     @blocking
     def reset(self) -> int:
@@ -48,5 +76,7 @@ class TrainerActor:
     def load_checkpoint(self, path: str) -> dict:
         return self.trainer.load_checkpoint(path)
 
-    def on_stop(self) -> None:
+    async def on_stop(self) -> None:
+        if self.source is not None:
+            await self.source.close()
         self.trainer.close()
