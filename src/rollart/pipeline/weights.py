@@ -42,7 +42,7 @@ class WeightSync:
         """The newest version published (0: the initial weights every worker starts from)."""
         self.pending: WeightSyncStats | None = None
         self.store_address = ""
-        self._trainer_info: dict | None = None
+        self.trainer_info: dict | None = None
         """The trainer's weight-plane {address, node, cuda}; {} when it serves no weight plane."""
         self._workers: dict[str, dict] = {}
         """Worker name -> {node, cuda} (what decides CUDA IPC; a restart keeps both)."""
@@ -51,24 +51,24 @@ class WeightSync:
     async def _addresses(self) -> None:
         if not self.store_address:
             self.store_address = await self.store.call("weight_address")
-        if self._trainer_info is None:
+        if self.trainer_info is None:
             try:
-                self._trainer_info = await self.trainer.call("weight_address")
+                self.trainer_info = await self.trainer.call("weight_address")
             except Exception as e:  # noqa: BLE001 - a trainer without a weight plane: push through here
                 log.info("the trainer serves no weight plane (%s); its versions are pushed to the store", e)
-                self._trainer_info = {}
+                self.trainer_info = {}
 
     async def publish(self, version: int) -> WeightSyncStats:
         """Trainer -> store (once per version), and every worker starts pulling it in the background."""
         t0 = time.perf_counter()
         await self._addresses()
-        if self._trainer_info:
-            ipc = self.cfg.cuda_ipc and bool(self._trainer_info.get("cuda"))
-            pulls = asyncio.ensure_future(self._start_pulls(version))  # they wait for buckets to appear
+        if self.trainer_info:
+            ipc = self.cfg.cuda_ipc and bool(self.trainer_info.get("cuda"))
+            pulls = asyncio.ensure_future(self.start_pulls(version))  # they wait for buckets to appear
             try:
                 info, _ = await asyncio.gather(
                     self.trainer.call("publish_weights", version, self.bucket_bytes, ipc),
-                    self.store.call("fetch", version, self._trainer_info["address"], self.cfg.timeout_s,
+                    self.store.call("fetch", version, self.trainer_info["address"], self.cfg.timeout_s,
                                     self.cfg.retries))
             finally:
                 await pulls
@@ -76,20 +76,20 @@ class WeightSync:
         else:
             raw = await self.trainer.call("weight_buckets", self.bucket_bytes)
             stats = await push_weights(self.store, [list(zip(names, tensors)) for names, tensors in raw], version)
-            await self._start_pulls(version)
+            await self.start_pulls(version)
         stats.push_s = time.perf_counter() - t0
         self.version = version
         self.pending = stats
         return stats
 
-    async def _start_pulls(self, version: int) -> None:
+    async def start_pulls(self, version: int) -> None:
         """Tell every live worker where to pull ``version`` from: IPC from the trainer where it shares its GPU
         node, else its parent in the relay tree (the first one: the store)."""
         for task in self._pulls.values():
             task.cancel()
         self._pulls = {}
         slots = [s for s in self.proxy.workers.values() if not s.dead]
-        trainer = self._trainer_info or {}
+        trainer = self.trainer_info or {}
         relayed: list[Any] = []
         for slot in slots:
             info = self._workers.get(slot.name)
