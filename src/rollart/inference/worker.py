@@ -187,6 +187,14 @@ class InferenceWorker:
         relay = await self._weight_relay()
         return {"address": relay.address, "node": node_id(), "cuda": relay.device.type == "cuda"}
 
+    async def weights_digest(self) -> dict[str, int]:
+        """Name -> CRC-32 of every weight the engine holds now (to check a sync without moving weights)."""
+        from rollart.weightplane.buckets import digest
+        model = getattr(self.engine, "model", None)
+        if not hasattr(model, "named_parameters"):
+            raise NotImplementedError(f"engine {type(self.engine).__name__} exposes no model to digest")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, digest, list(model.named_parameters()))
+
     @handles(UpdateWeights)
     async def update_weights(self, update: UpdateWeights) -> int:
         """Load new weights between two steps; requests in flight continue (their KV is recomputed).

@@ -38,6 +38,12 @@ class TrainerActor:
         cuda = param is not None and param.is_cuda
         return {"address": source.address, "node": node_id(), "cuda": cuda}
 
+    @blocking
+    def weights_digest(self) -> dict[str, int]:
+        """Name -> CRC-32 of every weight the trainer holds now (to check a sync without moving weights)."""
+        from rollart.weightplane.buckets import digest
+        return digest(self.trainer.named_tensors())
+
     async def publish_weights(self, version: int, bucket_bytes: int, ipc: bool = False) -> dict:
         """Snapshot the current weights as ``version`` and serve them (CUDA IPC handles too with ``ipc`` on a
         GPU); returns once the snapshot is taken: {version, num_buckets, bytes, address}."""

@@ -52,6 +52,15 @@ def crc(buf: Any) -> int:
     return zlib.crc32(memoryview(buf).cast("B")) & 0xFFFFFFFF
 
 
+def digest(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, int]:
+    """Name -> CRC-32 of each tensor's bytes (any device): compares weights across processes without moving them."""
+    out = {}
+    for name, t in named:
+        flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
+        out[name] = crc(as_bytes_view(flat)) if flat.numel() else 0
+    return out
+
+
 def as_bytes_view(data: torch.Tensor) -> memoryview:
     """A flat CPU uint8 tensor as a memoryview (zero-copy, for a socket send or a CRC)."""
     return memoryview(data.numpy()).cast("B")
