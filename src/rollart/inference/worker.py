@@ -227,7 +227,8 @@ class InferenceWorker:
 
     def _pull_stats(self, stats: Any) -> dict:
         self._last_pull = {"version": stats.version, "seconds": stats.seconds, "bytes": stats.bytes,
-                           "num_buckets": stats.num_buckets, "retries": stats.retries}
+                           "num_buckets": stats.num_buckets, "retries": stats.retries,
+                           "sources": list(stats.by_source)}
         return self._last_pull
 
     async def suspend(self) -> None:
