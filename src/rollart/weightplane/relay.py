@@ -5,7 +5,8 @@ The weight store and every inference worker own one. ``pull(version, sources)`` 
 store -> w0 -> w1 -> ... moves a version in a pipeline: w1 receives bucket k while w0 receives bucket k+1)
 and, on an inference worker, staged where the engine's weights live (views of the received frame on the
 CPU; ``DeviceStager`` on a GPU). ``take(version)`` returns the complete version only: a pull that failed
-raises and nothing of it is installed.
+raises and nothing of it is installed. Each hop keeps the frames of its newest version (one host copy of the
+model) to serve its children and any worker that asks again; an older version is dropped when a newer completes.
 
 With ``ipc_source`` (the trainer's address, same node, both on CUDA) the worker opens the trainer's CUDA IPC
 buckets instead of pulling frames; where that fails it says so in one log line and pulls frames from then
