@@ -82,11 +82,13 @@ class InferenceWorker:
         hw_class: the hardware class it runs on ("H800", "H20", "cpu"...), for routing.
         speed: optional ``SpeedModelConfig`` (or dict) simulating that hardware's step time.
         engine_obj: an already-built engine (tests); overrides ``engine`` / ``backend``.
+        weight_store: the weight store's weight-plane address; at every start (a restart included) the worker
+            asks it for its newest version and, when newer than its own, pulls and installs it before serving.
     """
 
     def __init__(self, engine: Any = None, *, backend: str | None = None, name: str = "worker",
                  hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
-                 engine_obj: Engine | None = None) -> None:
+                 engine_obj: Engine | None = None, weight_store: str = "") -> None:
         if engine_obj is None:
             if engine is None:
                 raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
@@ -107,6 +109,7 @@ class InferenceWorker:
         self._loop_task: asyncio.Task | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"engine-{name}")
         self._on_finish: list[Callable[[str, GenerationResult], None]] = []
+        self.weight_store = weight_store
         self._relay: Any = None  # rollart.weightplane.WeightRelay, started on first use
         self._last_pull: dict = {}
         self._counters = dict(requests=0, finished=0, aborted=0, failed=0, steps=0,
@@ -125,8 +128,28 @@ class InferenceWorker:
         return {"name": self.name, "hw_class": self.hw_class}
 
     async def on_start(self) -> None:
-        """Actor hook: start the loop as soon as the actor is up."""
+        """Actor hook: start the loop as soon as the actor is up, holding the store's newest weights."""
         self._ensure_loop()
+        if self.weight_store:
+            await self.catch_up()
+
+    async def catch_up(self, timeout_s: float = 5.0) -> int:
+        """Pull and install the weight store's newest version when it is newer than this engine's (a worker
+        restarted in place does this itself); returns the version held. A store that does not answer within
+        ``timeout_s`` (not up yet at the run's start) is skipped: the coordinator's next update reaches us.
+        The newest published version may be one ahead of what the other workers run until the next swap:
+        this worker's tokens are then one version fresher, never staler."""
+        from rollart.weightplane.client import latest_version
+        try:
+            latest = await latest_version(self.weight_store, timeout_s)
+        except TimeoutError:
+            log.info("%s: the weight store at %s did not answer; starting from the configured weights",
+                     self.name, self.weight_store)
+            return self.engine.version
+        if latest > self.engine.version:
+            version = await self.update_weights(UpdateWeights(latest, source=self.weight_store))
+            log.warning("%s: pulled weight version %d from the store itself", self.name, version)
+        return self.engine.version
 
     @handles(GenerateRequest)
     async def generate(self, request: GenerateRequest) -> GenerationResult:

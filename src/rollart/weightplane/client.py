@@ -77,6 +77,16 @@ class BucketClient:
         self.sock.close(linger=0)
 
 
+async def latest_version(address: str, timeout_s: float) -> int:
+    """The newest complete version the server at ``address`` holds (-1: none); raises TimeoutError."""
+    client = BucketClient(address)
+    try:
+        payload, _ = await client.request(b"L", timeout=timeout_s)
+        return int(payload["version"])
+    finally:
+        await client.close()
+
+
 @dataclass
 class PullStats:
     version: int

@@ -49,6 +49,16 @@ class _Version:
         self.changed = asyncio.Event()
 
 
+def fixed_address(host: str = "127.0.0.1") -> str:
+    """A ``tcp://host:port`` with a port free now, for a server whose address must outlive its process: a
+    restarted weight store binds it again, and a restarted worker, given it at construction, finds it."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"tcp://{host}:{s.getsockname()[1]}"
+
+
 class BucketServer:
     """Serve the versions this process holds (see module docstring). Run it on the process's event loop."""
 
