@@ -48,7 +48,16 @@ class TrainerActor:
         """Snapshot the current weights as ``version`` and serve them (CUDA IPC handles too with ``ipc`` on a
         GPU); returns once the snapshot is taken: {version, num_buckets, bytes, address}."""
         source = await self._source()
-        return await source.publish(version, self.trainer.named_tensors(), bucket_bytes, ipc=ipc)
+        return await source.publish(version, self._live_tensors(), bucket_bytes, ipc=ipc)
+
+    def _live_tensors(self) -> list:
+        """The weights where they live: a GPU trainer's device parameters (copied to pinned buckets, overlapped,
+        and shareable over CUDA IPC) instead of its blocking CPU export; the export otherwise (CPU, ZeRO-3)."""
+        module = getattr(self.trainer.policy, "module", self.trainer.policy)  # a DeepSpeed engine wraps it
+        params = list(module.named_parameters())
+        if params and params[0][1].is_cuda and getattr(self.config, "zero_stage", 0) != 3:
+            return [(name, p.detach()) for name, p in params]
+        return self.trainer.named_tensors()
 
     @blocking
     def reset(self) -> int:
