@@ -142,3 +142,19 @@ async def test_asking_for_a_version_nobody_holds_is_an_error_not_a_hang():
             await _pull_all(server.address, version=9, timeout_s=2.0, retries=0)
     finally:
         await server.close()
+
+
+async def test_a_failed_background_pull_is_retried_from_the_store_at_install():
+    named = _named(4)
+    store_src = await _serve(BucketServer(), named)
+    worker = WeightRelay(timeout_s=0.3, retries=0)
+    await worker.start()
+    try:
+        worker.pull(3, ["tcp://127.0.0.1:1"])  # a parent that is gone: the background pull fails
+        with pytest.raises(WeightTransferError):
+            await worker.wait(3)
+        bucket, _ = await worker.take(3, [store_src.address])  # the install pulls it from the store itself
+        assert all(torch.equal(bucket.tensors[n], t) for n, t in named)
+    finally:
+        await worker.close()
+        await store_src.close()

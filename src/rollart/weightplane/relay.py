@@ -87,6 +87,9 @@ class WeightRelay:
         """The complete ``version`` (staged tensors; None when this relay does not stage) and its pull stats,
         waiting for what is left; starts a pull from ``sources`` when none was started. Raises
         WeightTransferError when it could not be pulled intact (then a later take pulls it again)."""
+        failed = self._tasks.get(version)
+        if failed is not None and failed.done() and sources and (failed.cancelled() or failed.exception() is not None):
+            del self._tasks[version]  # the background pull failed: try again, from the given sources
         if version not in self._tasks:
             if not sources:
                 raise WeightTransferError(f"weight version {version} was never pulled here and no source was named")
