@@ -4,7 +4,8 @@
   LLMProxy); ``AbortRequest``;
 - its one output: ``GenerationResult``, which engines return and the worker completes;
 - ``EngineStats``: what every engine backend reports from ``stats()``;
-- weight sync: ``WeightBucket`` (a version + named tensors) and the ``UpdateWeights`` message;
+- weight sync: ``WeightBucket`` (a version + named tensors), ``PullWeights`` and ``UpdateWeights`` (versions
+  and addresses: the tensors themselves move on the weight plane, ``rollart.weightplane``);
 - ``Trajectory``: a finished (or aborted) episode with per-token training data.
 
 Per-token arrays in a Trajectory are aligned with ``token_ids`` (prompt, observations and model
@@ -202,9 +203,39 @@ class WeightBucket:
 
 
 @dataclass
+class PullWeights:
+    """Start fetching a weight version on an inference worker, in the background, over the weight plane
+    (``rollart.weightplane``): the message names the version and addresses, never carries tensors."""
+    version: int
+    source: str
+    """Weight-plane address of the relay parent (the store or another worker) to pull from."""
+    fallback: str = ""
+    """The weight store's address, asked when ``source`` loses or corrupts a bucket or is gone."""
+    ipc_source: str = ""
+    """The trainer's weight-plane address when it shares this worker's node and GPU kind (CUDA IPC)."""
+    link_bytes_per_s: float = 0.0
+    """> 0 *simulates* a slower link (benchmarks; label figures simulated)."""
+    timeout_s: float = 30.0
+    """Seconds one bucket may take before it counts as lost and is asked for again."""
+    retries: int = 3
+    """Times one lost or corrupt bucket is asked for again before the pull fails."""
+
+
+@dataclass
 class UpdateWeights:
-    """Load a whole weight version on an inference worker, between two engine steps."""
-    weights: WeightBucket
+    """Install a whole weight version on an inference worker, between two engine steps.
+
+    Without ``weights`` the worker installs the version it pulled (``PullWeights``), first pulling it from
+    ``source`` when it holds no pull of it (e.g. it was restarted); ``weights`` given in-process are
+    installed as they are (tests, a single-process engine)."""
+    version: int
+    source: str = ""
+    """The weight store's address (where a worker without a pull of ``version`` fetches it)."""
+    weights: WeightBucket | None = None
+
+    @classmethod
+    def of(cls, weights: WeightBucket) -> "UpdateWeights":
+        return cls(weights.version, weights=weights)
 
 
 # ---------------------------------------------------------------- trajectories

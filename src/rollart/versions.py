@@ -5,7 +5,7 @@ the weight store publishes it, the inference engines tag every token they sample
 hold. Who holds which version (one holder per role):
 
     trainer      Trainer.version            the policy being trained (the next one to publish)
-    weight store WeightStore.latest_version newest complete version a puller may take
+    weight store WeightStore.latest_version newest complete version a worker may pull
     coordinator  WeightSync.version         the version the run has reached (published after each step)
     proxy        WorkerHealth.version       what every inference worker should hold (read as LLMProxy.version)
     engine       engine.version             the weights loaded now; the tag on each sampled token

@@ -74,7 +74,7 @@ async def test_update_mid_generation_tags_versions(worker, tiny_weights_v2):
     task = asyncio.create_task(gen(worker, "u", [5, 6, 7], **GREEDY, max_tokens=60))
     while worker.stats()["steps"] < 5:
         await asyncio.sleep(0.005)
-    assert await worker.update_weights(UpdateWeights(WeightBucket.of(1, tiny_weights_v2))) == 1
+    assert await worker.update_weights(UpdateWeights.of(WeightBucket.of(1, tiny_weights_v2))) == 1
     res = await task
     assert res.versions[0] == 0 and res.versions[-1] == 1
     assert res.versions == sorted(res.versions)  # old tokens keep version 0, later ones are 1

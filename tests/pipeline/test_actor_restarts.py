@@ -15,7 +15,8 @@ from rollart.config import apply_overrides
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
 
-pytestmark = pytest.mark.slow  # each starts a real run's processes (20-40 s on 2 shared cores)
+# Each starts a real run's processes (20-40 s on 2 shared cores): the trainer kill runs by default (it crosses
+# checkpoints, the weight plane and the buffer), the others with -m slow.
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
@@ -50,6 +51,7 @@ def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finish
     assert (tmp_path / "grpo_frozenlake" / "checkpoints" / "step_00000005").is_dir()
 
 
+@pytest.mark.slow
 def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
     co = Coordinator(config(tmp_path, "total_steps=5"), [TASK])
     pid = asyncio.run(kill_at_step(co, "store", 2))
@@ -58,6 +60,7 @@ def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
     assert co.result.version == 5 and co.c.proxy.version == 5  # every version after the restart reached the workers
 
 
+@pytest.mark.slow
 def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
     marker = tmp_path / "crashed"
     task = TaskSpec(name="ExitOnce", env_id=crash_envs.ENV_ID, env_kwargs={"marker": str(marker)},
@@ -71,6 +74,7 @@ def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
     assert sum(h.restarts for h in co.c.env_pool.host_objects) == 1
 
 
+@pytest.mark.slow
 def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     args = [f"logdir={tmp_path}", "total_steps=1000", *TINY[:5], "checkpoint_every=1", "quiet=true",

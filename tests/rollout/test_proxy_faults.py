@@ -1,5 +1,6 @@
-"""LLMProxy over real InferenceWorker processes: kill -9 mid-rollout -> restart in place, then removal and
-rerouting to a compatible class with nothing lost or duplicated; cancellation reaches the worker process."""
+"""LLMProxy over real InferenceWorker processes: kill -9 mid-rollout -> restart in place (the restarted worker
+pulls the latest weights from the store itself), then removal and rerouting to a compatible class with nothing
+lost or duplicated; cancellation reaches the worker process."""
 import asyncio
 import os
 import signal
@@ -9,7 +10,8 @@ import pytest
 from rollart.actors import ActorSystem, RestartPolicy
 from rollart.inference.worker import InferenceWorker
 from rollart.rollout.proxy import LLMProxy, ProxyConfig
-from rollart.types import WeightBucket
+from rollart.trainer.weight_store import WeightStore
+from rollart.types import UpdateWeights, WeightBucket
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TURN_TOKENS = 16
@@ -86,8 +88,14 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     proxy = LLMProxy([("H800-0", "H800", fast), ("H20-0", "H20", spare)],
                      ProxyConfig(hw_affinity={"frozenlake": "H800"}, fallback={"H800": ["H20"]},
                                  max_worker_failures=2, restart_timeout_s=120))
-    # version 1 everywhere: a restarted worker must get it again before serving
-    await proxy.update_weights(WeightBucket.of(1, load_file(os.path.join(sharp_model, "model.safetensors"))))
+    # version 1 everywhere, from the weight store: a restarted worker must pull it again before serving
+    store = WeightStore()
+    await store.on_start()
+    store.put_bucket(WeightBucket.of(1, load_file(os.path.join(sharp_model, "model.safetensors"))))
+    store.publish(1, 1)
+    await proxy.update_weights(UpdateWeights(1, source=await store.weight_address()))
+    assert proxy.health.source and not hasattr(proxy.health, "resync")  # an address, no copy of the weights
+    served_before = store.bytes_served()
     num_traj, turns = 4, 3
     results = []
     rollout = asyncio.gather(*(_trajectory(proxy, f"traj{t}", turns, results, "frozenlake")
@@ -100,6 +108,7 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     await _wait_for(lambda: fast.restarts == 1 and fast.state == "ready" and proxy.workers["H800-0"].healthy
                     and len(results) >= 6)
     assert fast.pid != first_pid and not proxy.workers["H800-0"].dead
+    assert await fast.call("get_version") == 1 and store.bytes_served() > served_before  # pulled it itself
     assert proxy.counters["retries"] >= 1 and proxy.counters["rerouted"] == 0
     assert all(res.worker == "H800-0" for _, _, res in results), ([(t, k, r.worker) for t, k, r in results], proxy.stats())
 
@@ -120,6 +129,7 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     assert results[-1][2].worker == "H20-0"
     served = {res.worker for _, _, res in results}
     assert served == {"H800-0", "H20-0"}
+    await store.on_stop()
 
 
 async def test_cancel_aborts_inside_the_worker_process(system, sharp_model):

@@ -1,7 +1,9 @@
 """Covers the trainer and the weight store as real process actors over ZeroMQ: train_step on Trajectory
-dataclasses, buckets pushed once to the store actor, pulled in the background while another coroutine runs,
-and the pulled version loads into a fresh model with the trainer checkpoint's exact logits."""
+dataclasses, the version fetched by the store straight from the trainer's process (never through this one),
+pulled here in the background while another coroutine runs, and loaded into a fresh model with the trainer
+checkpoint's exact logits."""
 import asyncio
+import os
 
 import torch
 
@@ -9,7 +11,8 @@ from rollart.actors import ActorSystem
 from rollart.models import load_model, load_weights, save_model
 from rollart.trainer import TrainerConfig
 from rollart.trainer.checkpoint import latest
-from rollart.trainer.weight_store import WeightPuller, push_weights
+from rollart.weightplane import WeightRelay
+from rollart.weightplane.traffic import available, tcp_bytes
 
 from tiny_policy import make_model, make_trajectories
 
@@ -18,33 +21,35 @@ async def test_trainer_and_store_actors_end_to_end(tmp_path):
     save_model(make_model(0), tmp_path / "policy")
     cfg = TrainerConfig(model_path=str(tmp_path / "policy"), num_threads=1, lr=1e-2)
     async with ActorSystem(heartbeat_interval=0.5, heartbeat_timeout=30.0) as system:
-        trainer = await system.spawn("rollart.trainer.torch_trainer:TorchTrainer", cfg, name="trainer")
+        trainer = await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg, name="trainer")
         store = await system.spawn("rollart.trainer.weight_store:WeightStore", name="store")
         metrics = await trainer.call("train_step", make_trajectories(), timeout=120)
         assert metrics["charts/version"] == 1.0
         version = await trainer.call("get_version")
-        buckets = await trainer.call("state_dict_buckets", 8192, timeout=60)
-        push = await push_weights(store, [list(map(tuple, b)) for b in buckets], version)
-        assert push.num_buckets == len(buckets) > 1
+        source = (await trainer.call("weight_address"))["address"]
+        before = tcp_bytes(os.getpid()) if available() else None
+        info, fetched = await asyncio.gather(trainer.call("publish_weights", version, 8192),
+                                             store.call("fetch", version, source))
+        assert info["num_buckets"] == fetched["num_buckets"] > 1 and fetched["bytes"] == info["bytes"]
         assert await store.call("latest_version") == 1
+        if before is not None:  # the version went trainer -> store without touching this process
+            moved = sum(tcp_bytes(os.getpid())) - sum(before)
+            assert moved < info["bytes"] / 20, (moved, info["bytes"])
 
-        puller = WeightPuller(store)
+        puller = WeightRelay()
+        await puller.start()
         ticks = 0
-
-        async def rollout_meanwhile():
-            nonlocal ticks
-            while not puller.done():
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        puller.start(version)
-        await rollout_meanwhile()
-        named, pull = await puller.take(version)
-        assert ticks > 0 and pull.num_buckets == push.num_buckets and pull.bytes == push.bytes
+        puller.pull(version, [await store.call("weight_address")])
+        pull = asyncio.ensure_future(puller.take(version))
+        while not pull.done():
+            ticks += 1
+            await asyncio.sleep(0.001)
+        named, stats = pull.result()
+        await puller.close()
+        assert ticks > 0 and stats.num_buckets == info["num_buckets"] and stats.bytes == info["bytes"]
 
         folder = await trainer.call("save_checkpoint", str(tmp_path / "ckpt"), {"data_position": 1}, timeout=60)
         assert latest(tmp_path / "ckpt") is not None and str(latest(tmp_path / "ckpt")) == folder
-        await trainer.call("close")
 
     fresh = make_model(seed=77)
     load_weights(fresh, named.named_tensors())

@@ -1,5 +1,6 @@
-"""Covers the bucketed weight store: bucketing, publish-once visibility, background pull overlapping
-rollout, atomic hand-over of a complete version that loads into a fresh model with identical logits."""
+"""Covers the bucketed weight store: bucketing, publish-once visibility, a version fetched from the trainer's
+weight source in the background while rollout runs, and a complete version that loads into a fresh model with
+identical logits."""
 import asyncio
 
 import pytest
@@ -8,8 +9,8 @@ import torch
 from rollart.models import load_weights
 from rollart.trainer import TrainerConfig
 from rollart.trainer.torch_trainer import TorchTrainer
-from rollart.trainer.weight_store import (LocalHandle, WeightPuller, WeightStore, bucketize, push_weights,
-                                          tensor_bytes)
+from rollart.trainer.weight_store import WeightStore, bucketize, tensor_bytes
+from rollart.weightplane import WeightRelay, WeightSource
 from rollart.types import WeightBucket
 
 from tiny_policy import make_model, make_trajectories
@@ -45,70 +46,43 @@ def test_store_publishes_complete_versions_only_and_drops_old_ones():
         store.put_bucket(WeightBucket(3, {"x": torch.ones(2)}, 0))
 
 
-class CountingStore(WeightStore):
-    def __init__(self):
-        super().__init__()
-        self.bucket_calls = 0
-
-    def get_bucket(self, version, index):
-        self.bucket_calls += 1
-        return super().get_bucket(version, index)
-
-
 async def test_trainer_weights_flow_through_store_and_load_identically():
     trainer = TorchTrainer(TrainerConfig(num_threads=1, lr=1e-2), model=make_model(0))
     trainer.train_step(make_trajectories())
-    store = CountingStore()
-    handle = LocalHandle(store)
-    push = await push_weights(handle, trainer.state_dict_buckets(4096), trainer.version)
-    assert push.num_buckets > 3 and push.push_s > 0 and push.bytes == sum(
-        tensor_bytes(t) for _, t in trainer.named_tensors())
+    source, store, worker = WeightSource(), WeightStore(), WeightRelay()
+    await source.start()
+    await store.on_start()
+    await worker.start()
+    try:
+        info = await source.publish(trainer.version, trainer.named_tensors(), 4096)
+        assert info["num_buckets"] > 3 and info["bytes"] == sum(tensor_bytes(t) for _, t in trainer.named_tensors())
 
-    # rollout keeps running while the buckets are pulled: their events interleave
-    log = []
-    puller = WeightPuller(handle)
-
-    async def rollout():
-        for i in range(200):
-            log.append(("rollout", store.bucket_calls))
+        # rollout keeps running while the store fetches the version bucket by bucket
+        ticks = 0
+        fetch = asyncio.ensure_future(store.fetch(trainer.version, source.address))
+        while not fetch.done():
+            ticks += 1
             await asyncio.sleep(0)
+        stats = fetch.result()
+        assert ticks > stats["num_buckets"] and stats["bytes"] == info["bytes"]
+        assert store.latest_version() == trainer.version
+        assert store.manifest(trainer.version)["names"] == [n for n, _ in trainer.named_tensors()]
 
-    puller.start(trainer.version)
-    await rollout()
-    assert puller.done()
-    pulls_seen_by_rollout = sorted({calls for _, calls in log})
-    assert pulls_seen_by_rollout[0] == 0 and pulls_seen_by_rollout[-1] == push.num_buckets
-    assert len(pulls_seen_by_rollout) == push.num_buckets + 1  # rollout ran between every two buckets
-    calls_before_take = store.bucket_calls
-    named, stats = await puller.take(trainer.version)
-    assert store.bucket_calls == calls_before_take  # nothing left to fetch at the update point
-    assert stats.num_buckets == push.num_buckets and stats.bytes == push.bytes and stats.pull_accum_s > 0
-
-    # the published version is a snapshot: training further does not change it
-    trainer.train_step(make_trajectories(seed=1))
-    fresh = make_model(seed=123)
-    load_weights(fresh, named.named_tensors())
-    ids = torch.randint(0, 32, (2, 9))
-    ref = make_model(seed=5)
-    load_weights(ref, (await _named_of(handle, trainer.version - 1)).named_tensors())
-    assert torch.allclose(fresh(ids), ref(ids))
-    assert not torch.allclose(fresh(ids), trainer.policy(ids))
-
-
-async def _named_of(handle, version):
-    named, _ = await WeightPuller(handle).take(version)  # never started: a fully exposed pull
-    return named
-
-
-async def test_take_without_start_is_fully_exposed_and_unknown_version_errors():
-    store = WeightStore()
-    handle = LocalHandle(store)
-    named_in = [(f"w{i}", torch.arange(2.0) + i) for i in range(3)]
-    await push_weights(handle, bucketize(named_in, 8), version=4)
-    named, stats = await WeightPuller(handle).take(4)
-    assert named.names == ["w0", "w1", "w2"] and named.version == 4
-    assert torch.equal(named.tensors["w2"], torch.tensor([2.0, 3.0]))
-    # every bucket pull happened inside take(): the exposed interval contains all of them
-    assert stats.num_buckets == 3 and stats.pull_exposed_s >= stats.pull_accum_s
-    with pytest.raises(KeyError, match="version 9 is not published"):
-        await WeightPuller(handle).take(9)
+        worker.pull(trainer.version, [await store.weight_address()])
+        named, _ = await worker.take(trainer.version)
+        # the published version is a snapshot: training further does not change it
+        trainer.train_step(make_trajectories(seed=1))
+        fresh = make_model(seed=123)
+        load_weights(fresh, named.named_tensors())
+        ids = torch.randint(0, 32, (2, 9))
+        ref = make_model(seed=5)
+        load_weights(ref, [(n, store.get_bucket(trainer.version - 1, i).tensors[n])
+                           for i in range(stats["num_buckets"]) for n in store.get_bucket(trainer.version - 1, i).tensors])
+        assert torch.allclose(fresh(ids), ref(ids))
+        assert not torch.allclose(fresh(ids), trainer.policy(ids))
+        with pytest.raises(ValueError, match="not newer"):
+            await store.fetch(trainer.version - 1, source.address)
+    finally:
+        await worker.close()
+        await store.on_stop()
+        await source.close()

@@ -15,6 +15,13 @@ waits at most one engine step, adding or aborting a request never stalls the bat
 The step runs in a dedicated thread so the actor's event loop keeps answering calls (and heartbeats)
 while the engine computes; the engine itself is only ever touched from that one thread.
 
+Weights arrive on the weight plane (``rollart.weightplane``), never through the coordinator:
+``pull_weights(PullWeights)`` starts pulling a version from a relay parent in the background (each bucket
+is served on to this worker's own children as it arrives, and staged where the engine's weights live);
+``update_weights(UpdateWeights)`` waits for the rest of that pull, then installs the complete version
+between two engine steps. A worker that holds no pull of the version (restarted in place) pulls it itself
+from the store address the message names.
+
 ``InferenceWorker`` is a plain class: tests drive it in-process; the actor runtime serves it in its own
 process (``ActorSystem.spawn(InferenceWorker, ...)``), where cancelling a ``generate`` call cancels the
 coroutine here, which aborts the request in the engine. Requests arrive typed and validated (the
@@ -33,7 +40,7 @@ from typing import Any, Callable
 from rollart.actors import handles
 from rollart.engine.protocol import Engine
 from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
-from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, InvalidRequestError,
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, InvalidRequestError, PullWeights,
                            UpdateWeights, WeightBucket)
 
 log = logging.getLogger(__name__)
@@ -75,11 +82,13 @@ class InferenceWorker:
         hw_class: the hardware class it runs on ("H800", "H20", "cpu"...), for routing.
         speed: optional ``SpeedModelConfig`` (or dict) simulating that hardware's step time.
         engine_obj: an already-built engine (tests); overrides ``engine`` / ``backend``.
+        weight_store: the weight store's weight-plane address; at every start (a restart included) the worker
+            asks it for its newest version and, when newer than its own, pulls and installs it before serving.
     """
 
     def __init__(self, engine: Any = None, *, backend: str | None = None, name: str = "worker",
                  hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
-                 engine_obj: Engine | None = None) -> None:
+                 engine_obj: Engine | None = None, weight_store: str = "") -> None:
         if engine_obj is None:
             if engine is None:
                 raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
@@ -100,6 +109,9 @@ class InferenceWorker:
         self._loop_task: asyncio.Task | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"engine-{name}")
         self._on_finish: list[Callable[[str, GenerationResult], None]] = []
+        self.weight_store = weight_store
+        self._relay: Any = None  # rollart.weightplane.WeightRelay, started on first use
+        self._last_pull: dict = {}
         self._counters = dict(requests=0, finished=0, aborted=0, failed=0, steps=0,
                               prompt_tokens=0, cached_tokens=0, generated_tokens=0,
                               simulated_seconds=0.0, simulated_scaled_seconds=0.0, engine_seconds=0.0)
@@ -116,8 +128,28 @@ class InferenceWorker:
         return {"name": self.name, "hw_class": self.hw_class}
 
     async def on_start(self) -> None:
-        """Actor hook: start the loop as soon as the actor is up."""
+        """Actor hook: start the loop as soon as the actor is up, holding the store's newest weights."""
         self._ensure_loop()
+        if self.weight_store:
+            await self.catch_up()
+
+    async def catch_up(self, timeout_s: float = 5.0) -> int:
+        """Pull and install the weight store's newest version when it is newer than this engine's (a worker
+        restarted in place does this itself); returns the version held. A store that does not answer within
+        ``timeout_s`` (not up yet at the run's start) is skipped: the coordinator's next update reaches us.
+        The newest published version may be one ahead of what the other workers run until the next swap:
+        this worker's tokens are then one version fresher, never staler."""
+        from rollart.weightplane.client import latest_version
+        try:
+            latest = await latest_version(self.weight_store, timeout_s)
+        except TimeoutError:
+            log.info("%s: the weight store at %s did not answer; starting from the configured weights",
+                     self.name, self.weight_store)
+            return self.engine.version
+        if latest > self.engine.version:
+            version = await self.update_weights(UpdateWeights(latest, source=self.weight_store))
+            log.warning("%s: pulled weight version %d from the store itself", self.name, version)
+        return self.engine.version
 
     @handles(GenerateRequest)
     async def generate(self, request: GenerateRequest) -> GenerationResult:
@@ -158,11 +190,74 @@ class InferenceWorker:
             entry.future.set_result(self._aborted_result(entry))
         return True
 
+    @handles(PullWeights)
+    async def pull_weights(self, pull: PullWeights) -> str:
+        """Start pulling ``pull.version`` in the background (rollout goes on); returns this worker's own
+        weight-plane address, which its relay children pull from."""
+        relay = await self._weight_relay()
+        relay.pull(pull.version, [pull.source, pull.fallback], ipc_source=pull.ipc_source,
+                   link_bytes_per_s=pull.link_bytes_per_s, timeout_s=pull.timeout_s, retries=pull.retries)
+        return relay.address
+
+    async def wait_weights(self, version: int) -> dict:
+        """Wait until the started pull of ``version`` is complete here; its stats (seconds, bytes, retries)."""
+        stats = await (await self._weight_relay()).wait(version)
+        return self._pull_stats(stats)
+
+    async def forget_weights(self, first: int) -> list[int]:
+        """Drop the weight versions >= ``first`` this worker holds or pulls (the trainer went back to an older
+        checkpoint: those numbers come again with other weights). The engine's installed weights stay."""
+        return (await self._weight_relay()).forget(first)
+
+    async def weight_address(self) -> dict:
+        """Where this worker serves weights, its node and whether its weights live on a GPU (for CUDA IPC)."""
+        from rollart.weightplane.cuda import node_id
+        relay = await self._weight_relay()
+        return {"address": relay.address, "node": node_id(), "cuda": relay.device.type == "cuda"}
+
+    async def weights_digest(self) -> dict[str, int]:
+        """Name -> CRC-32 of every weight the engine holds now (to check a sync without moving weights)."""
+        from rollart.weightplane.buckets import digest
+        model = getattr(self.engine, "model", None)
+        if not hasattr(model, "named_parameters"):
+            raise NotImplementedError(f"engine {type(self.engine).__name__} exposes no model to digest")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, digest, list(model.named_parameters()))
+
     @handles(UpdateWeights)
     async def update_weights(self, update: UpdateWeights) -> int:
         """Load new weights between two steps; requests in flight continue (their KV is recomputed).
-        Returns the version now loaded."""
-        return await self._command_and_wait("UPDATE", update.weights)
+        Returns the version now loaded. A version that cannot be pulled intact raises and nothing of it is
+        installed."""
+        weights = update.weights
+        if weights is None:
+            if update.version == self.engine.version:
+                return update.version
+            relay = await self._weight_relay()
+            weights, stats = await relay.take(update.version, [update.source] if update.source else [])
+            self._pull_stats(stats)
+        return await self._command_and_wait("UPDATE", weights)
+
+    async def _weight_relay(self) -> Any:
+        if self._relay is None:
+            from rollart.weightplane import WeightRelay
+            self._relay = WeightRelay(device=self._weights_device())
+        await self._relay.start()
+        return self._relay
+
+    def _weights_device(self) -> Any:
+        """Where the engine's weights live (its ``device``, else its model's parameters; the CPU otherwise)."""
+        device = getattr(self.engine, "device", None)
+        if device is None:
+            model = getattr(self.engine, "model", None)
+            param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+            device = param.device if param is not None else "cpu"
+        return device
+
+    def _pull_stats(self, stats: Any) -> dict:
+        self._last_pull = {"version": stats.version, "seconds": stats.seconds, "bytes": stats.bytes,
+                           "num_buckets": stats.num_buckets, "retries": stats.retries,
+                           "sources": list(stats.by_source)}
+        return self._last_pull
 
     async def suspend(self) -> None:
         """Pause stepping (requests and their KV stay; new ADDs queue up). Returns once paused."""
@@ -192,6 +287,9 @@ class InferenceWorker:
         for rid in list(self._inflight):
             self._abort(rid)
         self._thread.shutdown(wait=True)
+        if self._relay is not None:
+            await self._relay.close()
+            self._relay = None
 
     async def on_stop(self) -> None:
         await self.shutdown()
@@ -204,7 +302,7 @@ class InferenceWorker:
         c = self._counters
         return dict(c, name=self.name, hw_class=self.hw_class, version=self.engine.version,
                     running=len(self._inflight), outstanding_tokens=self.outstanding_tokens(),
-                    suspended=self._suspended,
+                    suspended=self._suspended, last_weight_pull=dict(self._last_pull),
                     prefix_hit_rate=c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0)
 
     def outstanding_tokens(self) -> int:
@@ -284,7 +382,7 @@ class InferenceWorker:
                 self.engine.abort_request(cmd.request_id)
             elif cmd.kind == "UPDATE":
                 weights: WeightBucket = cmd.payload
-                await loop.run_in_executor(self._thread, self.engine.update_weights, weights)
+                await loop.run_in_executor(self._thread, _install, self.engine, weights)
                 _resolve(cmd.done, weights.version)
             elif cmd.kind in ("SUSPEND", "RESUME"):
                 self._suspended = cmd.kind == "SUSPEND"
@@ -351,6 +449,15 @@ class InferenceWorker:
             return tok.decode(list(token_ids), skip_special_tokens=True)
         except Exception:  # noqa: BLE001 - text is a convenience; token ids are the truth
             return ""
+
+
+def _install(engine: Engine, weights: WeightBucket) -> None:
+    """Load a complete version; on a GPU wait for the copies so the staged buffers may be freed at once."""
+    engine.update_weights(weights)
+    first = next(iter(weights.tensors.values()), None)
+    if first is not None and getattr(first, "is_cuda", False):
+        import torch
+        torch.cuda.synchronize(first.device)
 
 
 def _resolve(fut: asyncio.Future | None, value: Any) -> None:

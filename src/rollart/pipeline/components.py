@@ -31,6 +31,7 @@ from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_host import EnvHost
 from rollart.rollout.proxy import LLMProxy
 from rollart.trainer.weight_store import WeightStore
+from rollart.weightplane.server import fixed_address
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -90,12 +91,17 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
     common = dict(system=system, verbose=False)
     speed = (lambda hw: {"speed": cfg.speed_models.get(hw)}) if cfg.speed_models else None
+    # weight plane: the store's address is fixed up front, so a restarted store binds it again and a worker
+    # (restarted or not) pulls the store's newest version itself at start
+    store_address = fixed_address()
     gen = Cluster(InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
                   devices_per_worker=plan.devices_per_worker if plan else 1,
                   restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
-                  worker_kwargs=dict(backend=cfg.engine.backend), worker_kwargs_for=speed, **common)
+                  worker_kwargs=dict(backend=cfg.engine.backend, weight_store=store_address),
+                  worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
-                    restart=RestartPolicy(max_restarts=cfg.weight_store_restarts), **common)
+                    restart=RestartPolicy(max_restarts=cfg.weight_store_restarts),
+                    worker_kwargs=dict(bind=store_address), **common)
     clusters = [gen, store]
     envs = None
     if cfg.env_hosts:

@@ -26,6 +26,7 @@ from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
+from rollart.weightplane.config import WeightPlaneConfig
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -144,6 +145,8 @@ class PipelineConfig:
     placement: str = ""
     """A HetRL plan (``python -m rollart.planner ... --out plan.json``): inference workers and the trainer are
     placed on the plan's classes and devices; num_inference_workers and hw_classes then come from it."""
+    weights: WeightPlaneConfig = field(default_factory=WeightPlaneConfig)
+    """Weight plane: cuda_ipc, relay_fanout, timeout_s, retries (versions move trainer -> store -> workers)."""
     speed_models: dict[str, SpeedModelConfig] = field(default_factory=dict)
     """Derived by resolve(): hardware class -> its simulated speed model (simulate_hardware only)."""
 

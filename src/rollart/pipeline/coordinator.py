@@ -149,7 +149,7 @@ class Coordinator:
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
-                                      cfg.weight_link_bytes_per_s)
+                                      cfg.weight_link_bytes_per_s, cfg.weights)
             self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
                                      self.run_dir / "checkpoints", cfg.alpha)
             resumed = await self._maybe_resume()

@@ -177,6 +177,8 @@ class Recovery:
                 raise
             await self.store_back(e)  # a fresh store holds nothing to forget
         self.weights.restart_pull(lost=True)
+        self.weights.trainer_restarted()
+        await self.weights.rewind_workers(version)
         await self.publish(version)
         await self.proxy.suspend()
         try:

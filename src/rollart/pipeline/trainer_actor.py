@@ -1,6 +1,9 @@
 """TrainerActor: a trainer backend served as an actor (its own process by default).
 
 Long methods are ``@blocking`` so the actor keeps answering (heartbeats, cancels) while it trains.
+The trainer is the source of the weight plane: ``publish_weights`` snapshots a version into buckets served
+from its own address (``weight_address``), where the weight store, or a worker on the same GPU node over
+CUDA IPC, pulls it; nothing of it passes through the coordinator.
 """
 from __future__ import annotations
 
@@ -16,6 +19,46 @@ class TrainerActor:
     def __init__(self, config: TrainerConfig):
         self.config = config
         self.trainer = make_trainer(self.config)
+        self.source: Any = None  # rollart.weightplane.WeightSource, started with the actor
+
+    async def on_start(self) -> None:
+        await self._source()
+
+    async def _source(self) -> Any:
+        if self.source is None:
+            from rollart.weightplane import WeightSource
+            self.source = WeightSource()
+        await self.source.start()
+        return self.source
+
+    async def weight_address(self) -> dict:
+        """Where this trainer serves its weight versions, its node, and whether its weights are on a GPU."""
+        from rollart.weightplane.cuda import node_id
+        source = await self._source()
+        param = next(iter(self.trainer.policy.parameters()), None)
+        cuda = param is not None and param.is_cuda
+        return {"address": source.address, "node": node_id(), "cuda": cuda}
+
+    @blocking
+    def weights_digest(self) -> dict[str, int]:
+        """Name -> CRC-32 of every weight the trainer holds now (to check a sync without moving weights)."""
+        from rollart.weightplane.buckets import digest
+        return digest(self.trainer.named_tensors())
+
+    async def publish_weights(self, version: int, bucket_bytes: int, ipc: bool = False) -> dict:
+        """Snapshot the current weights as ``version`` and serve them (CUDA IPC handles too with ``ipc`` on a
+        GPU); returns once the snapshot is taken: {version, num_buckets, bytes, address}."""
+        source = await self._source()
+        return await source.publish(version, self._live_tensors(), bucket_bytes, ipc=ipc)
+
+    def _live_tensors(self) -> list:
+        """The weights where they live: a GPU trainer's device parameters (copied to pinned buckets, overlapped,
+        and shareable over CUDA IPC) instead of its blocking CPU export; the export otherwise (CPU, ZeRO-3)."""
+        module = getattr(self.trainer.policy, "module", self.trainer.policy)  # a DeepSpeed engine wraps it
+        params = list(module.named_parameters())
+        if params and params[0][1].is_cuda and getattr(self.config, "zero_stage", 0) != 3:
+            return [(name, p.detach()) for name, p in params]
+        return self.trainer.named_tensors()
 
     @blocking
     def reset(self) -> int:
@@ -54,5 +97,7 @@ class TrainerActor:
     def load_checkpoint(self, path: str) -> dict:
         return self.trainer.load_checkpoint(path)
 
-    def on_stop(self) -> None:
+    async def on_stop(self) -> None:
+        if self.source is not None:
+            await self.source.close()
         self.trainer.close()

@@ -1,68 +1,172 @@
-"""Weight synchronisation for the coordinator (RollArt §6.2 steps ③–⑤, §6.3 data movement).
+"""Weight synchronisation, as the coordinator drives it (RollArt §6.2 steps ③–⑤, §6.3 data movement).
 
-After each train step the new version is pushed once to the CPU-resident weight store (bucketised);
-a background puller starts fetching it at once, while rollout goes on; at the next update point the
-coordinator takes the complete version (waiting only for what is not yet pulled: the *exposed* pull)
-and every inference worker swaps to it atomically, recomputing the KV of in-flight requests.
+The coordinator sends versions, addresses, suspend and resume; the weights themselves move peer to peer on
+the weight plane (``rollart.weightplane``) and never pass through this process:
+
+1. ``publish(v)`` after a train step: the trainer snapshots version v into buckets it serves; at the same
+   time the weight store pulls it from the trainer, and every live inference worker is told where to pull
+   it from (``PullWeights``): the first worker from the store, each other one from its parent in a relay
+   tree of fan-out ``weights.relay_fanout`` (a chain by default), the store as fallback. Workers on the
+   trainer's GPU node open its CUDA IPC buckets instead (``weights.cuda_ipc``). Rollout goes on meanwhile.
+2. ``prefetch()`` waits, still without suspending anything, until every worker holds all of v.
+3. ``update_workers()`` (step ③, with the proxy suspended) tells every worker to install v
+   (``UpdateWeights``); each swaps between two engine steps and recomputes the KV of its requests.
+
+A trainer that serves no weight plane (the shared training service) has its buckets pushed to the store by
+this process instead: the version then crosses the coordinator once, to the store, never once per worker.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Any
 
-from rollart.trainer.weight_store import WeightPuller, WeightSyncStats, push_weights
-from rollart.types import WeightBucket
+from rollart.trainer.weight_store import WeightSyncStats, push_weights
+from rollart.types import PullWeights, UpdateWeights
+from rollart.weightplane.config import WeightPlaneConfig
+
+log = logging.getLogger("rollart.pipeline")
 
 
 class WeightSync:
-    def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int, link_bytes_per_s: float = 0.0):
+    def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int, link_bytes_per_s: float = 0.0,
+                 config: WeightPlaneConfig | None = None):
         self.trainer = trainer
         self.store = store
         self.proxy = proxy
         self.bucket_bytes = bucket_bytes
-        self.puller = WeightPuller(store, link_bytes_per_s or None)  # a rate simulates a slower link
+        self.link_bytes_per_s = link_bytes_per_s  # > 0 simulates a slower store -> worker link
+        self.cfg = config or WeightPlaneConfig()
         self.version = 0
-        """The newest version pushed to the store (0: the initial weights every worker starts from)."""
+        """The newest version published (0: the initial weights every worker starts from)."""
         self.pending: WeightSyncStats | None = None
-        self._fetched: tuple[WeightBucket, WeightSyncStats] | None = None
+        self.store_address = ""
+        self.trainer_info: dict | None = None
+        """The trainer's weight-plane {address, node, cuda}; {} when it serves no weight plane."""
+        self._workers: dict[str, dict] = {}
+        """Worker name -> {node, cuda} (what decides CUDA IPC; a restart keeps both)."""
+        self._pulls: dict[str, asyncio.Task] = {}
+
+    async def _addresses(self) -> None:
+        if not self.store_address:
+            self.store_address = await self.store.call("weight_address")
+        if self.trainer_info is None:
+            try:
+                self.trainer_info = await self.trainer.call("weight_address")
+            except Exception as e:  # noqa: BLE001 - a trainer without a weight plane: push through here
+                log.info("the trainer serves no weight plane (%s); its versions are pushed to the store", e)
+                self.trainer_info = {}
 
     async def publish(self, version: int) -> WeightSyncStats:
-        """Trainer -> store (once per version), then start pulling it in the background."""
+        """Trainer -> store (once per version), and every worker starts pulling it in the background."""
         t0 = time.perf_counter()
-        raw = await self.trainer.call("weight_buckets", self.bucket_bytes)
-        buckets = [list(zip(names, tensors)) for names, tensors in raw]
-        stats = await push_weights(self.store, buckets, version)
-        stats.push_s = time.perf_counter() - t0  # include the trainer -> coordinator leg
+        await self._addresses()
+        if self.trainer_info:
+            ipc = self.cfg.cuda_ipc and bool(self.trainer_info.get("cuda"))
+            pulls = asyncio.ensure_future(self.start_pulls(version))  # they wait for buckets to appear
+            try:
+                info, _ = await asyncio.gather(
+                    self.trainer.call("publish_weights", version, self.bucket_bytes, ipc),
+                    self.store.call("fetch", version, self.trainer_info["address"], self.cfg.timeout_s,
+                                    self.cfg.retries))
+            finally:
+                await pulls
+            stats = WeightSyncStats(version, num_buckets=info["num_buckets"], bytes=info["bytes"])
+        else:
+            raw = await self.trainer.call("weight_buckets", self.bucket_bytes)
+            stats = await push_weights(self.store, [list(zip(names, tensors)) for names, tensors in raw], version)
+            await self.start_pulls(version)
+        stats.push_s = time.perf_counter() - t0
         self.version = version
         self.pending = stats
-        self.puller.start(version)
         return stats
 
     def restart_pull(self, lost: bool) -> None:
-        """The store restarted: pull afresh from it; ``lost``: the pending version died with the old store
-        (the next published version replaces it)."""
-        self.puller = WeightPuller(self.store, self.puller.link_bytes_per_s)
-        self._fetched = None
+        """The store restarted (empty, on the same address): the pulls under way are void; ``lost``: the
+        pending version died with the old store (the next published version replaces it)."""
+        for task in self._pulls.values():
+            task.cancel()
+        self._pulls = {}
         if lost:
             self.pending = None
 
+    def trainer_restarted(self) -> None:
+        """A restarted trainer serves its weights on a new address: ask it again before the next publish."""
+        self.trainer_info = None
+
+    async def rewind_workers(self, version: int) -> None:
+        """The trainer went back to ``version``: every live worker forgets the versions >= it that it holds or
+        is pulling (their numbers will be published again with other weights)."""
+        for slot in [s for s in self.proxy.workers.values() if not s.dead]:
+            try:
+                await slot.handle.call("forget_weights", version)
+            except Exception as e:  # noqa: BLE001 - a worker that is down pulls the latest when it is back
+                log.warning("worker %s could not forget weight versions >= %d: %s", slot.name, version, e)
+
+    async def start_pulls(self, version: int) -> None:
+        """Tell every live worker where to pull ``version`` from: IPC from the trainer where it shares its GPU
+        node, else its parent in the relay tree (the first one: the store)."""
+        for task in self._pulls.values():
+            task.cancel()
+        self._pulls = {}
+        slots = [s for s in self.proxy.workers.values() if not s.dead]
+        trainer = self.trainer_info or {}
+        relayed: list[Any] = []
+        for slot in slots:
+            info = self._workers.get(slot.name)
+            if info is None:
+                try:
+                    info = self._workers[slot.name] = await slot.handle.call("weight_address")
+                except Exception as e:  # noqa: BLE001 - a dead worker is re-synced when it comes back
+                    log.warning("worker %s did not answer weight_address (%s)", slot.name, e)
+                    continue
+            use_ipc = (self.cfg.cuda_ipc and trainer.get("cuda") and info.get("cuda")
+                       and info.get("node") == trainer.get("node"))
+            if use_ipc:
+                await self._pull(slot, version, self.store_address, ipc_source=trainer["address"])
+            else:
+                relayed.append(slot)
+        addresses: list[str] = []
+        f = self.cfg.relay_fanout
+        for j, slot in enumerate(relayed):  # heap order: worker j's parent is worker (j - 1) // f
+            parent = self.store_address if j == 0 else addresses[(j - 1) // f] or self.store_address
+            addresses.append(await self._pull(slot, version, parent))
+
+    async def _pull(self, slot: Any, version: int, source: str, ipc_source: str = "") -> str:
+        msg = PullWeights(version, source, fallback=self.store_address, ipc_source=ipc_source,
+                          link_bytes_per_s=self.link_bytes_per_s, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
+        try:
+            address = await slot.handle.send(msg)
+        except Exception as e:  # noqa: BLE001 - its children fall back to the store; update re-syncs it
+            log.warning("worker %s could not start pulling weight version %d: %s", slot.name, version, e)
+            return ""
+        self._pulls[slot.name] = asyncio.ensure_future(slot.handle.call("wait_weights", version))
+        return address
+
     async def prefetch(self) -> None:
-        """Finish pulling the pending version without suspending anything (rollout and training go on);
-        the next ``update_workers`` then only swaps. No-op when nothing is pending or it is fetched."""
-        if self.pending is not None and self._fetched is None:
-            self._fetched = await self.puller.take(self.version)
+        """Wait until every worker holds the pending version, without suspending anything (rollout and
+        training go on); the next ``update_workers`` then only swaps."""
+        if self._pulls:
+            await asyncio.gather(*self._pulls.values(), return_exceptions=True)
 
     async def update_workers(self) -> dict[str, float]:
-        """Step ③: take the latest published version and update every inference worker to it."""
+        """Step ③: every live worker installs the latest published version (pulling what it lacks itself)."""
         if self.pending is None:
             return {}
-        version, push = self.version, self.pending
-        weights, pull = self._fetched if self._fetched is not None else await self.puller.take(version)
-        self._fetched = None
         t0 = time.perf_counter()
-        await self.proxy.update_weights(weights)
+        results = await asyncio.gather(*self._pulls.values(), return_exceptions=True)
+        exposed = time.perf_counter() - t0
+        for name, r in zip(self._pulls, results):
+            if isinstance(r, BaseException):  # the worker pulls it again from the store at install
+                log.warning("worker %s: background pull of weight version %d failed: %s", name, self.version, r)
+        self._pulls = {}
+        stats = self.pending
+        stats.pull_accum_s = max((r["seconds"] for r in results if isinstance(r, dict)), default=0.0)
+        stats.pull_exposed_s = exposed
+        t1 = time.perf_counter()
+        await self.proxy.update_weights(UpdateWeights(self.version, source=self.store_address))
         self.pending = None
-        metrics = pull.as_metrics()
-        metrics["system/weight_push_s"] = push.push_s
-        metrics["system/weight_update_s"] = time.perf_counter() - t0
+        metrics = stats.as_metrics()
+        metrics["system/weight_update_s"] = time.perf_counter() - t1
         return metrics

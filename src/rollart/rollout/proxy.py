@@ -179,13 +179,15 @@ class LLMProxy:
         self.router.forget(trajectory_id)
         self._aborted.discard(trajectory_id)
 
-    async def update_weights(self, weights: WeightBucket) -> list[str]:
-        """Load a whole weight version on every live worker (concurrently); returns the names updated.
+    async def update_weights(self, update: UpdateWeights | WeightBucket) -> list[str]:
+        """Install a weight version on every live worker (concurrently); returns the names updated.
 
-        A worker that dies meanwhile is brought up to date when it comes back (``resync_weights``).
+        ``UpdateWeights(version, source=store address)``: each worker installs the version it pulled over the
+        weight plane (or pulls it from the store first); a worker that dies meanwhile pulls it itself when it
+        comes back (``resync_weights``). A ``WeightBucket`` is installed as given (in-process use).
         """
-        self.health.updated(weights)
-        update = UpdateWeights(weights)
+        update = update if isinstance(update, UpdateWeights) else UpdateWeights.of(update)
+        self.health.updated(update)
         live = [w for w in self.workers.values() if not w.dead]
         results = await asyncio.gather(*(w.handle.send(update) for w in live),
                                        return_exceptions=True)

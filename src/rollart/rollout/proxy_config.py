@@ -43,7 +43,8 @@ class ProxyConfig:
     max_attempts: int = 8
     """Times one request is issued (first try + retries after worker deaths) before it fails."""
     resync_weights: bool = True
-    """Keep the latest update_weights() tensors and send them to a restarted worker before reusing it."""
+    """Tell a worker restarted without the latest weights their version and the weight store's address before
+    reusing it; it pulls them itself (the proxy keeps no copy of the weights)."""
     pd_prefill_class: str = ""
     """PD disaggregation: hardware class that runs prefill (with pd_decode_class; both empty = off)."""
     pd_decode_class: str = ""

@@ -2,8 +2,8 @@
 
 A death (``ActorDeadError``) marks the worker unhealthy and counts one failure per crash, however many
 requests it took down. The requests it was running all wait on one shared probe: it asks the worker
-for its version until the actor runtime has restarted it in place (then re-sends the latest weights
-if the worker missed them), and removes the worker once it is gone for good, did not come back within
+for its version until the actor runtime has restarted it in place (then, if it missed the latest weights,
+tells it the version and the weight store's address: it pulls the weights itself), and removes the worker once it is gone for good, did not come back within
 ``restart_timeout_s``, or has failed ``max_worker_failures`` times.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import logging
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.worker_slot import WorkerSlot
-from rollart.types import UpdateWeights, WeightBucket
+from rollart.types import UpdateWeights
 
 log = logging.getLogger("rollart.rollout.proxy")
 
@@ -26,13 +26,14 @@ class WorkerHealth:
         self.dead_errors = dead_errors
         self.version = 0
         """The weights version every live worker should hold (the proxy's ``version``)."""
-        self.resync: WeightBucket | None = None
-        """With ``resync_weights``: the weights of ``version``, re-sent to a worker restarted without them."""
+        self.source = ""
+        """With ``resync_weights``: the weight store's address, where a worker restarted without ``version``
+        pulls it (no copy of the weights is kept here)."""
 
-    def updated(self, weights: WeightBucket) -> None:
-        """Every live worker is being sent ``weights``: they are the version to hold from now on."""
-        self.version = weights.version
-        self.resync = weights if self.cfg.resync_weights else None
+    def updated(self, update: UpdateWeights) -> None:
+        """Every live worker is being told to install ``update.version``: the version to hold from now on."""
+        self.version = update.version
+        self.source = update.source if self.cfg.resync_weights else ""
 
     def record_death(self, slot: WorkerSlot, error: BaseException) -> None:
         if slot.healthy:  # one crash fails every request it was running: count it once
@@ -64,8 +65,12 @@ class WorkerHealth:
             try:
                 async with asyncio.timeout(max(0.1, deadline - asyncio.get_running_loop().time())):
                     version = await slot.handle.call("get_version")
-                    if self.resync is not None and version < self.version:
-                        await slot.handle.send(UpdateWeights(self.resync))
+                    if version < self.version:
+                        if self.source:  # it pulls the version itself, from the store
+                            await slot.handle.send(UpdateWeights(self.version, source=self.source))
+                        else:
+                            log.warning("inference worker %s came back at version %d (not %d) and no weight "
+                                        "store address is known to pull from", slot.name, version, self.version)
                 slot.version = self.version
                 slot.healthy = True
                 log.warning("inference worker %s is back (restarted in place)", slot.name)

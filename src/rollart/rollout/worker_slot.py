@@ -28,8 +28,8 @@ class LocalWorker:
             raise TypeError(f"{type(self.worker).__qualname__} handles no {type(message).__qualname__} message")
         return await getattr(self.worker, handler)(message)
 
-    async def call(self, method: str) -> Any:
-        return await getattr(self.worker, method)()
+    async def call(self, method: str, *args: Any) -> Any:
+        return await getattr(self.worker, method)(*args)
 
 
 @dataclass(eq=False)
