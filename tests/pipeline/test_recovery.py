@@ -3,6 +3,7 @@ rewind, restart settings reaching the actors, and the --resume command a lost ac
 import asyncio
 import sys
 
+import pytest
 import torch
 
 from recipes.launch import resume_command
@@ -88,3 +89,26 @@ def test_a_rollout_stopped_by_dead_workers_names_their_death_first():
                    "row could not be completed")
     slot.dead = False
     assert Coordinator._rollout_cause(co, RolloutError("x")) == "x"
+
+
+@pytest.mark.timeout(30)
+def test_waiting_for_a_restart_lets_the_runtime_run():
+    """A send to a dead process fails at once; the wait must yield so the runtime can notice and restart it."""
+    from rollart.actors import ActorDeadError
+    from rollart.pipeline.recovery import wait_back
+
+    class Restarting:
+        name, alive, restarted, probes = "trainer-0", True, False, 0
+
+        async def call(self, method):
+            self.probes += 1
+            if not self.restarted:
+                raise ActorDeadError(self.name, "Host unreachable")
+
+    async def main():
+        handle = Restarting()
+        asyncio.get_running_loop().call_later(0.2, setattr, handle, "restarted", True)  # the runtime's restart
+        await wait_back(handle, "get_version", ActorDeadError("trainer-0", "killed"))
+        return handle.probes
+
+    assert 2 <= asyncio.run(main()) < 50

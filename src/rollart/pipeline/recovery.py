@@ -11,6 +11,7 @@ the run; recipes print it as one line with the ``--resume`` command.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,17 @@ def lost(handle: Any, error: BaseException) -> ActorLostError:
 
 async def wait_back(handle: Any, method: str, error: BaseException) -> None:
     """Wait until the restarted actor answers ``method()`` again; ActorLostError once it is dead for good."""
+    delay = 0.05
     while True:
         if getattr(handle, "alive", True) is False:
             raise lost(handle, error)
         try:
             await handle.call(method)  # waits for the new incarnation to be ready
             return
-        except ActorDeadError as e:  # the new incarnation died too (or failed to start): maybe again
-            error = e
+        except ActorDeadError as e:  # not restarted yet (a send to the dead process fails at once), or the
+            error = e                # new incarnation died too: let the runtime notice and restart it
+        await asyncio.sleep(delay)  # backoff between probes, so this loop never starves the event loop
+        delay = min(delay * 2, 1.0)
 
 
 class Recovery:
