@@ -2,6 +2,7 @@
 on the same batch, rank 0 serves the weight plane, and a killed rank restarts the group or ends the run in one
 line with no rank left running."""
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -16,12 +17,14 @@ from rollart.pipeline import Coordinator
 from rollart.pipeline.components import build
 from rollart.pipeline.coordinator import prepare_run
 from rollart.pipeline.recovery import ActorLostError
+from rollart.trainer import make_trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 from tiny_policy import make_trajectories  # noqa: E402
 
 TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
         "eval_at_end=false", "checkpoint_every=1", "quiet=true", "env_hosts=0", "trainer.num_threads=1"]
+FEW_PROCESSES = ["actor_mode=inprocess", "trainer_actor_mode=process"]  # only the trainer ranks are processes
 LOSSES = ("losses/policy", "losses/kl", "losses/entropy", "losses/grad_norm", "losses/total")
 
 
@@ -36,25 +39,23 @@ async def train_twice(cfg) -> tuple[list[dict], dict, list]:
         metrics = [await c.trainer.call("train_step", make_trajectories(3, 4, seed=s)) for s in (10, 11)]
         address = await c.trainer.call("weight_address")
         published = await c.trainer.call("publish_weights", 2, 1 << 20)
-        pids = getattr(c.trainer, "pids", [c.trainer.pid])
-        return metrics, {**address, "published": published}, pids
+        return metrics, {**address, "published": published}, c.trainer.pids
     finally:
         await c.close()
 
 
 def test_two_trainer_ranks_give_the_losses_of_one(tmp_path):
-    over = ["actor_mode=inprocess", "trainer_actor_mode=process", "trainer.num_minibatches=2", "trainer.kl_coef=0.05",
-            "trainer.entropy_coef=0.01", "trainer.micro_batch_tokens=48"]
-    one, _ = prepare_run(config(tmp_path / "one", *over))
-    two, _ = prepare_run(config(tmp_path / "two", *over, "trainer.world_size=2", f"model={one.model}"))
-    m1, _, _ = asyncio.run(train_twice(one))
-    m2, where, pids = asyncio.run(train_twice(two))
+    cfg, _ = prepare_run(config(tmp_path, *FEW_PROCESSES, "trainer.world_size=2", "trainer.num_minibatches=2",
+                                "trainer.kl_coef=0.05", "trainer.entropy_coef=0.01", "trainer.micro_batch_tokens=48"))
+    two, where, pids = asyncio.run(train_twice(cfg))
+    single = make_trainer(dataclasses.replace(cfg.trainer, world_size=1))  # the run's trainer config, one process
+    one = [single.train_step(make_trajectories(3, 4, seed=s)) for s in (10, 11)]
     assert len(set(pids)) == 2 and os.getpid() not in pids  # two rank processes
     for step in range(2):
-        for key in LOSSES:  # all-reduce sums in another order: equal to float32 rounding
-            assert m2[step][key] == pytest.approx(m1[step][key], rel=1e-4, abs=1e-6), (step, key)
-        assert m2[step]["charts/loss_tokens"] == m1[step]["charts/loss_tokens"]
-    assert m2[1]["charts/version"] == 2
+        for key in LOSSES:  # all-reduce sums in another order: equal up to float32 rounding
+            assert two[step][key] == pytest.approx(one[step][key], rel=1e-4, abs=1e-6), (step, key)
+        assert two[step]["charts/loss_tokens"] == one[step]["charts/loss_tokens"]
+    assert two[1]["charts/version"] == 2
     assert where["published"]["version"] == 2 and where["published"]["address"] == where["address"]
 
 
@@ -73,7 +74,7 @@ async def kill_rank_at_step(co: Coordinator, rank: int, step: int) -> int:
 
 @pytest.mark.slow
 def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(tmp_path, caplog):
-    co = Coordinator(config(tmp_path, "total_steps=4", "trainer.world_size=2"), [TASK])
+    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=4", "trainer.world_size=2"), [TASK])
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         pid = asyncio.run(kill_rank_at_step(co, 1, 2))
     assert co.c.trainer.restarts == 1 and pid not in co.c.trainer.pids
@@ -83,7 +84,8 @@ def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(tmp_path, c
 
 
 def test_a_killed_rank_with_no_restart_left_ends_the_run_and_stops_every_rank(tmp_path):
-    co = Coordinator(config(tmp_path, "total_steps=1000", "trainer.world_size=2", "trainer_restarts=0"), [TASK])
+    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=1000", "trainer.world_size=2",
+                            "trainer_restarts=0"), [TASK])
     with pytest.raises(ActorLostError) as e:
         asyncio.run(kill_rank_at_step(co, 1, 1))
     assert str(e.value).startswith("actor trainer-group died: rank trainer-1 died: process")
