@@ -109,14 +109,15 @@ class TrainerGroup:
     def pids(self) -> list[int | None]:
         return [m.handle.pid for m in self.cluster.members] if self.cluster is not None else []
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Rank 0's answer to ``method``, after every rank ran it when it is one of EVERY_RANK."""
+    async def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Rank 0's answer to ``method``, after every rank ran it when it is one of EVERY_RANK (``timeout``: per
+        rank, as for one actor)."""
         while self._ready is not None:  # (re)starting: the call goes to the new ranks
             await asyncio.shield(self._ready)
         if not self.alive:
             raise ActorDeadError(self.name, self.dead_reason)
         ranks = self.cluster.members if method in EVERY_RANK else self.cluster.members[:1]
-        calls = [asyncio.ensure_future(m.handle.call_with(method, args, kwargs)) for m in ranks]
+        calls = [asyncio.ensure_future(m.handle.call_with(method, args, kwargs, timeout)) for m in ranks]
         try:
             done, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_EXCEPTION)
             if pending and any(c.exception() is not None for c in done):
