@@ -22,7 +22,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from rollart.actors import ActorDeadError, RestartPolicy
+from rollart.actors import ActorDeadError
 from rollart.distributed import Cluster
 
 log = logging.getLogger("rollart.pipeline")
@@ -75,7 +75,7 @@ class TrainerGroup:
             host, port = await cluster.execute_rank(0, "rendezvous", self.toward)
             await asyncio.gather(*(cluster.execute_rank(r, "join", r, host, port) for r in range(self.world_size)))
         except BaseException:
-            await cluster.shutdown()
+            await self._stop_ranks(timeout=1.0)  # ranks may wait in the rendezvous for one that failed
             raise
         for m in cluster.members:  # a death while idle is noticed too, not only by the next call
             m.handle.on_dead(lambda name, reason: self._rank_died(name, reason, death=True))
@@ -125,8 +125,8 @@ class TrainerGroup:
                 # the others a moment, so the cause named is the rank that died
                 done |= (await asyncio.wait(pending, timeout=NOTICE_S))[0]
             failed = [(m, c.exception()) for m, c in zip(ranks, calls) if c in done and c.exception() is not None]
-            if failed and len(ranks) > 1:
-                # one rank failed mid-collective: the others may wait on it forever, so the group starts afresh
+            if failed and (len(ranks) > 1 or isinstance(failed[0][1], ActorDeadError)):
+                # a rank died, or failed mid-collective (the others may wait on it forever): start afresh
                 m, e = next(((m, e) for m, e in failed if isinstance(e, ActorDeadError)), failed[0])
                 self._rank_died(m.name, getattr(e, "reason", "") or str(e), death=isinstance(e, ActorDeadError))
                 raise ActorDeadError(self.name, self.dead_reason)
@@ -148,18 +148,20 @@ class TrainerGroup:
         self._death_seen = death
         self.dead_reason = f"rank {name} {'died' if death else 'failed'}: {reason}"
         log.warning("trainer group: %s; stopping every rank", self.dead_reason)
+        restart = self.restarts < self.max_restarts
+        if restart:  # counted now, so a caller checking restarts (Recovery.check_trainer) sees it at once
+            self.restarts += 1
         self._ready = asyncio.get_running_loop().create_future()
-        self._regroup = asyncio.get_running_loop().create_task(self._restart())
+        self._regroup = asyncio.get_running_loop().create_task(self._restart(restart))
 
-    async def _restart(self) -> None:
+    async def _restart(self, restart: bool) -> None:
         ready = self._ready
         try:
             # the survivors may wait on the lost rank inside a collective (on_stop too): no grace period
             await self._stop_ranks(timeout=1.0)
-            if self.restarts >= self.max_restarts:
+            if not restart:
                 self.alive = False
                 return
-            self.restarts += 1
             await self._start_ranks()
         except Exception as e:  # noqa: BLE001 - a group that cannot start again is dead: the run ends
             log.error("trainer group: restart failed: %s", e)
@@ -169,7 +171,3 @@ class TrainerGroup:
             self._ready = None
             ready.set_result(None)
 
-
-def rank_policy() -> RestartPolicy:
-    """The restart policy of each rank's actor: none (the group restarts them together)."""
-    return RestartPolicy(max_restarts=0)
