@@ -9,6 +9,7 @@ from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.buffer import BufferConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
+from rollart.trainer import TrainerConfig
 
 import envs  # noqa: F401  (registers rollart/* ids)
 
@@ -34,11 +35,19 @@ GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tok
     ("rollout.group_size=1", "rollout.group_size=1: GRPO compares trajectories within a group"),
     ("rollout.max_concurrency=4", "rollout.max_concurrency=4 cannot hold one group of 8 envs"),
     ("mode=fast", r"mode='fast': expected one of \['async', 'areal', 'oneoff', 'sync'\]"),
-    ("trainer.world_size=2", "trainer.world_size=2: the pipeline starts one trainer process"),
+    ("trainer.rank=1", "trainer.rank is derived from trainer.world_size"),
+    ("trainer.world_size=0", "trainer.world_size=0 must be positive"),
 ])
 def test_bad_values_fail_when_parsed(override, needle):
     with pytest.raises(ConfigError, match=needle):
         apply_overrides(PipelineConfig(), [override])
+
+
+def test_data_parallel_trainer_ranks_need_processes_and_no_plan():
+    with pytest.raises(ConfigError, match="trainer.world_size=2 starts one process per rank: set trainer_actor_mode"):
+        apply_overrides(PipelineConfig(), ["trainer.world_size=2", "trainer_actor_mode=inprocess"])
+    with pytest.raises(ConfigError, match="trainer.world_size=2 with placement='plan.json': a plan places one"):
+        PipelineConfig(placement="plan.json", trainer=TrainerConfig(world_size=2))
 
 
 def test_mode_is_checked_against_the_one_list_of_modes():

@@ -76,8 +76,8 @@ def test_a_resolved_config_passes_its_own_derived_check():
 @pytest.mark.parametrize("overrides,message", [
     (["trainer.zero_stage=2"], "trainer.zero_stage=2 applies to trainer.backend=deepspeed only"),
     (["trainer.backend=deepspeed", "trainer.algorithm=ppo"], "trainer.algorithm=ppo needs trainer.backend=torch"),
-    (["trainer.master_port=4000"], "trainer.master_port=4000 configures data-parallel trainers under torchrun"),
-    (["trainer.rank=0", "trainer.dist_backend=nccl"], "trainer.dist_backend='nccl' configures data-parallel"),
+    (["trainer.master_port=4000"], r"trainer.master_port is derived from trainer.world_size"),
+    (["trainer.dist_backend=nccl"], "trainer.dist_backend='nccl' joins data-parallel ranks; with trainer.world_size=1"),
     (["engine.backend=vllm", "engine.num_kv_blocks=64"], "with engine.backend=vllm set engine.kv_cache_memory_gb"),
     (["sim_time_scale=0.1"], "sim_time_scale=0.1 scales simulated hardware time: set simulate_hardware=true"),
     (["trainer.model_factory=m:f"], "trainer.model_factory='m:f' would build the trainer's model only"),
@@ -91,6 +91,7 @@ def test_the_same_settings_are_fine_where_they_take_effect():
     apply_overrides(PipelineConfig(), ["trainer.backend=deepspeed", "trainer.zero_stage=2"])
     apply_overrides(PipelineConfig(), ["simulate_hardware=true", "sim_time_scale=0.1"])
     apply_overrides(PipelineConfig(), ["engine.backend=vllm", "engine.kv_cache_memory_gb=1"])
+    apply_overrides(PipelineConfig(), ["trainer.world_size=2", "trainer.dist_backend=gloo"])
 
 
 def test_model_folder_is_checked_for_config_tokenizer_and_weights(tmp_path):

@@ -3,7 +3,8 @@
 A ResourceManager holds the run's hardware: one device per inference worker of each class
 (``hw_classes``), and the CPU processes of the trainer and the weight store. One Cluster per role
 places and starts them: the inference workers by hardware class (their proxy routes tasks to classes,
-``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared.
+``hw_affinity``, the ``@hw_mapping`` way), the weight store, and the trainer unless one is shared
+(``trainer.world_size`` > 1: that many data-parallel ranks, driven as one trainer by a TrainerGroup).
 
 ``actor_mode="process"`` puts every inference worker, the trainer, the weight store and each env host
 (``env_hosts``) in its own process (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the
@@ -27,6 +28,7 @@ from rollart.distributed import Cluster, ResourceManager
 from rollart.inference.worker import InferenceWorker
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.trainer_actor import TrainerActor
+from rollart.pipeline.trainer_group import TrainerGroup
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_host import EnvHost
 from rollart.rollout.proxy import LLMProxy
@@ -47,8 +49,8 @@ class Components:
     """(name, hardware class, actor handle) per inference worker."""
     trainer: Any
     store: Any
-    clusters: list[Cluster] = field(default_factory=list)
-    """What this run started (a trainer passed in is not among them: its owner stops it)."""
+    clusters: list[Any] = field(default_factory=list)
+    """What this run started: Clusters, and a TrainerGroup for data-parallel trainer ranks (a trainer passed in is not among them: its owner stops it)."""
     resources: ResourceManager | None = None
     env_pool: EnvPool | None = None
     """The env-host actors (``env_hosts`` > 0), else None: envs then run inside this process."""
@@ -73,7 +75,8 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     plan = cfg.run_placement()
     if plan is not None:
         log.info("%s", plan.describe())
-    rm = run_resources(classes, private_trainer=trainer is None, env_hosts=cfg.env_hosts, plan=plan)
+    rm = run_resources(classes, private_trainer=trainer is None, env_hosts=cfg.env_hosts, plan=plan,
+                       trainer_ranks=cfg.trainer.world_size)
     backend = None
     if cfg.cluster.backend == "ray":
         from rollart.distributed.ray_backend import RayBackend
@@ -110,11 +113,20 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
                        worker_args=({}, list(cfg.env_imports)), **common)
         clusters.append(envs)
     if trainer is None:
-        clusters.append(Cluster(
-            TrainerActor, rm, name="trainer", placement=[plan.train[0] if plan else SERVICE_CLASS],
-            devices_per_worker=len(plan.train[1]) if plan else 1, mode=cfg.trainer_actor_mode or mode,
-            env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {},
-            restart=RestartPolicy(max_restarts=cfg.trainer_restarts), worker_args=(cfg.trainer,), **common))
+        world = cfg.trainer.world_size
+
+        def trainer_cluster() -> Cluster:
+            return Cluster(
+                TrainerActor, rm, world, name="trainer", placement=[plan.train[0] if plan else SERVICE_CLASS] * world,
+                devices_per_worker=len(plan.train[1]) if plan else 1, mode=cfg.trainer_actor_mode or mode,
+                env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {},
+                restart=RestartPolicy(max_restarts=cfg.trainer_restarts if world == 1 else 0),
+                worker_args=(cfg.trainer,), **common)
+        if world == 1:
+            clusters.append(trainer_cluster())
+        else:  # data-parallel ranks, restarted together (rollart.pipeline.trainer_group)
+            toward = backend.bind.removeprefix("tcp://").rsplit(":", 1)[0] if backend else "127.0.0.1"
+            clusters.append(TrainerGroup(trainer_cluster, world, cfg.trainer_restarts, toward=toward))
     try:
         await asyncio.gather(*(c.start() for c in clusters))  # processes start in parallel
         proxy = LLMProxy.from_cluster(gen, cfg.proxy)
@@ -125,15 +137,16 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
         raise
     log.info("bindings\n%s", rm.binding_table())
     workers = [(m.name, m.hw_class, m.handle) for m in gen.members]
-    trainer = trainer if trainer is not None else clusters[-1].handle()
+    if trainer is None:
+        trainer = clusters[-1] if isinstance(clusters[-1], TrainerGroup) else clusters[-1].handle()
     env_pool = EnvPool.from_cluster(envs) if envs is not None else None
     return Components(system, proxy, workers, trainer, store.handle(), clusters, rm, env_pool, backend)
 
 
 def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts: int = 0,
-                  plan: Any = None) -> ResourceManager:
+                  plan: Any = None, trainer_ranks: int = 1) -> ResourceManager:
     """The run's devices: one per inference worker of each class, and one CPU process each for the weight
-    store, each env host and (unless shared) the trainer; with a ``plan`` (RunPlacement), its device ids for
+    store, each env host and (unless shared) each of the ``trainer_ranks`` trainer ranks; with a ``plan`` (RunPlacement), its device ids for
     the inference workers and the trainer."""
     if plan is not None:
         pools: dict = {}
@@ -142,7 +155,7 @@ def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts
         pools[SERVICE_CLASS] = 1 + env_hosts
     else:
         pools = Counter(hw_classes)
-        pools[SERVICE_CLASS] += (2 if private_trainer else 1) + env_hosts
+        pools[SERVICE_CLASS] += 1 + (trainer_ranks if private_trainer else 0) + env_hosts
     try:
         return ResourceManager(dict(pools))
     except KeyError as e:  # a class the hardware catalogue does not know

@@ -162,6 +162,8 @@ class PipelineConfig:
         "buffer.max_outstanding_groups": "mode, alpha, batch_groups and rollout.extra_groups",
         "rollout.seed": "seed", "engine.model": "model", "engine.seed": "seed", "trainer.model_path": "model",
         "trainer.seed": "seed", "trainer.pad_id": "the model's tokenizer",
+        **{f"trainer.{k}": "trainer.world_size (each rank's place and rank 0's rendezvous, set as the ranks start)"
+           for k in ("rank", "master_addr", "master_port")},
         "speed_models": "hw_classes, simulate_hardware and sim_time_scale",
     }
     """Fields resolve() sets (key -> what it is derived from); the command line cannot set them."""
@@ -185,6 +187,12 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.hw_classes:
             raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
+        if self.trainer.world_size > 1 and (self.trainer_actor_mode or self.actor_mode) != "process":
+            raise ConfigError(f"trainer.world_size={self.trainer.world_size} starts one process per rank: set "
+                              "trainer_actor_mode=process (or actor_mode=process)")
+        if self.trainer.world_size > 1 and self.placement:
+            raise ConfigError(f"trainer.world_size={self.trainer.world_size} with placement={self.placement!r}: a "
+                              "plan places one trainer; use trainer.world_size=1 with a plan")
         self._check_cluster()
         r = self.rollout
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
@@ -203,9 +211,6 @@ class PipelineConfig:
                               "trainer.algorithm=ppo)")
         if self.stop_at_success is not None and not 0 <= self.stop_at_success <= 1:
             raise ConfigError(f"stop_at_success={self.stop_at_success}: a success rate in [0, 1], or none")
-        if self.trainer.world_size != 1:  # rank 0 would wait forever for ranks nobody starts
-            raise ConfigError(f"trainer.world_size={self.trainer.world_size}: the pipeline starts one trainer process; "
-                              "use 1 (data-parallel trainers run under torchrun, see rollart.trainer.torch_trainer)")
         self._check_settings_take_effect()
         if ":" not in self.trainer.backend:
             from rollart.trainer.registry import TRAINERS
@@ -266,11 +271,9 @@ class PipelineConfig:
                               "the inference workers load model=FOLDER; in a run set model= (an HF-format folder)")
         if t.algorithm == "ppo" and t.backend == "deepspeed":
             raise ConfigError("trainer.algorithm=ppo needs trainer.backend=torch (the deepspeed backend trains grpo)")
-        defaults = type(t)()
-        for name in ("rank", "dist_backend", "master_addr", "master_port"):
-            if getattr(t, name) != getattr(defaults, name):
-                raise ConfigError(f"trainer.{name}={getattr(t, name)!r} configures data-parallel trainers under "
-                                  "torchrun; the pipeline starts one trainer process, so it would do nothing")
+        if t.world_size == 1 and t.dist_backend != type(t)().dist_backend:
+            raise ConfigError(f"trainer.dist_backend={t.dist_backend!r} joins data-parallel ranks; with "
+                              "trainer.world_size=1 there are none: set trainer.world_size or drop it")
         if e.backend == "vllm" and (e.num_kv_blocks is not None or e.block_size != type(e)().block_size):
             raise ConfigError("engine.num_kv_blocks and engine.block_size size rollart's own engine; with "
                               "engine.backend=vllm set engine.kv_cache_memory_gb instead")

@@ -7,7 +7,9 @@ CUDA IPC, pulls it; nothing of it passes through the coordinator.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
 from typing import Any
 
 from rollart.actors import blocking
@@ -18,11 +20,38 @@ from rollart.trainer import TrainerConfig, make_trainer
 class TrainerActor:
     def __init__(self, config: TrainerConfig):
         self.config = config
-        self.trainer = make_trainer(self.config)
-        self.source: Any = None  # rollart.weightplane.WeightSource, started with the actor
+        self.trainer: Any = make_trainer(config) if config.world_size == 1 else None  # a rank: built by join
+        self.source: Any = None  # rollart.weightplane.WeightSource, started with the actor (rank 0's on demand)
 
     async def on_start(self) -> None:
-        await self._source()
+        if self.config.world_size == 1:
+            await self._source()
+
+    def rendezvous(self, toward: str = "127.0.0.1") -> tuple[str, int]:
+        """Rank 0: a (host, port) for the group's torch.distributed rendezvous, free now on this machine; the
+        host is this machine's address on its route ``toward`` the coordinator (loopback locally)."""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((toward, 9))  # no packet is sent: this only picks the outgoing interface
+            host = s.getsockname()[0]
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return host, s.getsockname()[1]
+
+    @blocking
+    def join(self, rank: int, master_addr: str, master_port: int) -> int:
+        """Become data-parallel rank ``rank``: build the trainer, which joins the process group at rank 0's
+        rendezvous (returns once every rank has joined, with rank 0's weights broadcast); returns the version."""
+        if self.trainer is not None:
+            raise RuntimeError(f"this trainer already joined as rank {self.config.rank}")
+        device = self.config.device
+        if device in ("auto", "cuda"):
+            import torch
+            if torch.cuda.is_available() and torch.cuda.device_count() > 1:  # several GPUs visible: one each
+                device = f"cuda:{rank % torch.cuda.device_count()}"
+        self.config = dataclasses.replace(self.config, rank=rank, master_addr=master_addr, master_port=master_port,
+                                          device=device)
+        self.trainer = make_trainer(self.config)
+        return self.trainer.version
 
     async def _source(self) -> Any:
         if self.source is None:
@@ -64,6 +93,8 @@ class TrainerActor:
     def reset(self) -> int:
         """Start over from the configured initial weights with a fresh optimizer at version 0 (one trainer
         process serving several runs one after the other, e.g. a benchmark comparing modes)."""
+        if self.config.world_size > 1:
+            raise RuntimeError("reset serves one trainer process; a data-parallel group starts afresh instead")
         self.trainer.close()
         self.trainer = make_trainer(self.config)
         return self.trainer.version
@@ -100,4 +131,5 @@ class TrainerActor:
     async def on_stop(self) -> None:
         if self.source is not None:
             await self.source.close()
-        self.trainer.close()
+        if self.trainer is not None:
+            self.trainer.close()

@@ -91,15 +91,16 @@ class TrainerConfig:
 
     # --- data parallel (torch backend over torch.distributed) / deepspeed
     world_size: int = 1
-    """Number of data-parallel trainer processes."""
+    """Number of data-parallel trainer processes (in a run: that many trainer-rank actors, see
+    rollart.pipeline.trainer_group)."""
     rank: int = 0
-    """This process's rank in [0, world_size)."""
+    """This process's rank in [0, world_size); in a run, derived (each rank's place in the group)."""
     dist_backend: str = "auto"
     """torch.distributed backend: 'auto' (nccl on CUDA, gloo on the CPU), 'gloo' or 'nccl'."""
     master_addr: str = "127.0.0.1"
-    """Rendezvous address of rank 0."""
+    """Rendezvous address of rank 0; in a run, derived (rank 0's address as the coordinator reaches it)."""
     master_port: int = 29512
-    """Rendezvous port of rank 0."""
+    """Rendezvous port of rank 0; in a run, derived (a port free on rank 0's machine)."""
     zero_stage: int = 0
     """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
 

@@ -1,0 +1,94 @@
+"""Covers trainer.world_size=2 in a run: two real trainer-rank processes over gloo give the losses of one trainer
+on the same batch, rank 0 serves the weight plane, and a killed rank restarts the group or ends the run in one
+line with no rank left running."""
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipes.grpo_frozenlake import TASK, default_config
+from rollart.config import apply_overrides
+from rollart.pipeline import Coordinator
+from rollart.pipeline.components import build
+from rollart.pipeline.coordinator import prepare_run
+from rollart.pipeline.recovery import ActorLostError
+from rollart.trainer import make_trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
+from tiny_policy import make_trajectories  # noqa: E402
+
+TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
+        "eval_at_end=false", "checkpoint_every=1", "quiet=true", "env_hosts=0", "trainer.num_threads=1"]
+FEW_PROCESSES = ["actor_mode=inprocess", "trainer_actor_mode=process"]  # only the trainer ranks are processes
+LOSSES = ("losses/policy", "losses/kl", "losses/entropy", "losses/grad_norm", "losses/total")
+
+
+def config(tmp_path, *overrides):
+    return apply_overrides(default_config(), [f"logdir={tmp_path}", *TINY, *overrides])
+
+
+async def train_twice(cfg) -> tuple[list[dict], dict, list]:
+    """Two train steps on fixed batches through the run's trainer handle; also its weight address and pids."""
+    c = await build(cfg)
+    try:
+        metrics = [await c.trainer.call("train_step", make_trajectories(3, 4, seed=s)) for s in (10, 11)]
+        address = await c.trainer.call("weight_address")
+        published = await c.trainer.call("publish_weights", 2, 1 << 20)
+        return metrics, {**address, "published": published}, c.trainer.pids
+    finally:
+        await c.close()
+
+
+def test_two_trainer_ranks_give_the_losses_of_one(tmp_path):
+    cfg, _ = prepare_run(config(tmp_path, *FEW_PROCESSES, "trainer.world_size=2", "trainer.num_minibatches=2",
+                                "trainer.kl_coef=0.05", "trainer.entropy_coef=0.01", "trainer.micro_batch_tokens=48"))
+    two, where, pids = asyncio.run(train_twice(cfg))
+    single = make_trainer(dataclasses.replace(cfg.trainer, world_size=1))  # the run's trainer config, one process
+    one = [single.train_step(make_trajectories(3, 4, seed=s)) for s in (10, 11)]
+    assert len(set(pids)) == 2 and os.getpid() not in pids  # two rank processes
+    for step in range(2):
+        for key in LOSSES:  # all-reduce sums in another order: equal up to float32 rounding
+            assert two[step][key] == pytest.approx(one[step][key], rel=1e-4, abs=1e-6), (step, key)
+        assert two[step]["charts/loss_tokens"] == one[step]["charts/loss_tokens"]
+    assert two[1]["charts/version"] == 2
+    assert where["published"]["version"] == 2 and where["published"]["address"] == where["address"]
+
+
+async def kill_rank_at_step(co: Coordinator, rank: int, step: int) -> int:
+    run = asyncio.create_task(co.run())
+    while getattr(co, "step", 0) < step and not run.done():
+        await asyncio.sleep(0.05)  # waiting for a state, not timing anything
+    pid = co.c.trainer.pids[rank]
+    os.kill(pid, signal.SIGKILL)
+    try:
+        co.result = await run
+    finally:
+        co.stopped_pids = co.c.trainer.pids
+    return pid
+
+
+@pytest.mark.slow
+def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(tmp_path, caplog):
+    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=4", "trainer.world_size=2"), [TASK])
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        pid = asyncio.run(kill_rank_at_step(co, 1, 2))
+    assert co.c.trainer.restarts == 1 and pid not in co.c.trainer.pids
+    assert "trainer group: rank trainer-1 died" in caplog.text
+    assert "is back from step_0000000" in caplog.text, caplog.text
+    assert co.result.version == 4 and [h["step"] for h in co.result.history] == [1, 2, 3, 4]
+
+
+def test_a_killed_rank_with_no_restart_left_ends_the_run_and_stops_every_rank(tmp_path):
+    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=1000", "trainer.world_size=2",
+                            "trainer_restarts=0"), [TASK])
+    with pytest.raises(ActorLostError) as e:
+        asyncio.run(kill_rank_at_step(co, 1, 1))
+    assert str(e.value).startswith("actor trainer-group died: rank trainer-1 died: process")
+    assert "\n" not in str(e.value)
+    for pid in co.stopped_pids:  # rank 0 was stopped with the group, not left waiting in a collective
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
