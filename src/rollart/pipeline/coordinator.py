@@ -123,6 +123,8 @@ class Coordinator:
         self.evals: list[tuple[int, dict]] = []
         self.timings: list[dict[str, float]] = []
         self.step = 0
+        self.replay: list[tuple[int, list[Trajectory]]] = []
+        """(step, batch) of each train step not yet covered by a checkpoint."""
         self.worker_stats: dict = {}
         self.elapsed_before = 0.0
         """Training seconds of the run(s) before the checkpoint this one resumed from."""
@@ -214,10 +216,10 @@ class Coordinator:
                     await self._maybe_evaluate(rollout)
                 if training is None:
                     return
-                finished = await self._trained(self._finish(training, rollout, extra, pull))
+                await self._trained(self._finish(training, rollout, extra, pull))
                 training = None
-                if finished and await self._trained(self._update_now()):
-                    return  # else the trainer went back to a checkpoint: train on from there
+                await self._trained(self._update_now())
+                return
         finally:
             rollout.cancel()
             if training is not None and not training.done():
@@ -248,19 +250,42 @@ class Coordinator:
             return {}
         return {**sync, "_pulled_at": pulled_at}
 
-    async def _trained(self, step: Awaitable[Any]) -> bool:
-        """Await ``step`` (a train step's accounting, or a weight update); False if the trainer died meanwhile
-        and the run went back to its newest checkpoint (``Recovery.trainer_back``)."""
+    async def _trained(self, step: Awaitable[Any]) -> None:
+        """Await ``step`` (a train step's accounting, or a weight update). If the trainer died meanwhile, the
+        run goes back to its newest checkpoint (``Recovery.trainer_back``) and trains the lost steps again
+        (``_replay``), ending where ``step`` would have: the caller goes on either way."""
         try:
             await step
-            return True
+            return
         except (ActorDeadError, RemoteError) as e:
             if not self.recovery.is_trainer_loss(e):
                 raise
             self.step, version = await self.recovery.trainer_back(e)
-        self.history = [h for h in self.history if h["step"] <= self.step]
+        await self._replay()
         self.logger.log({f"system/{k}": float(v) for k, v in self.recovery.counters.items()}, self.step)
-        return False
+
+    async def _replay(self) -> None:
+        """After the trainer went back to its newest checkpoint: train again, in order and at the versions they
+        were trained at first, the batches it lost (those since the checkpoint, and the one in flight), so no
+        accepted sample is lost. Tensorboard drops what was logged past the checkpoint (no step twice)."""
+        while True:
+            self.history = [h for h in self.history if h["step"] <= self.step]
+            self.logger.close()
+            self.logger = MetricsLogger(self.run_dir, purge_step=self.step + 1)
+            lost = [batch for step, batch in self.replay if step > self.step]
+            if lost:
+                log.warning("replaying %d train step(s) the trainer lost (%d trajectories)", len(lost),
+                            sum(len(b) for b in lost))
+            try:
+                for batch in lost:
+                    await self._train_and_finish(batch, {"system/replayed": 1.0})
+                await self._update_now()  # the workers take the version the replay ended at
+                self.recovery.counters["replayed_steps"] += len(lost)
+                return
+            except (ActorDeadError, RemoteError) as e:
+                if not self.recovery.is_trainer_loss(e):
+                    raise
+                self.step, _ = await self.recovery.trainer_back(e)
 
     async def _run_sync(self) -> None:
         """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits."""
@@ -268,8 +293,9 @@ class Coordinator:
             t0 = time.perf_counter()
             batch = _flatten(await self.scheduler.collect_batch(self.cfg.batch_groups))
             extra = {"system/rollout_s": time.perf_counter() - t0}
-            if await self._trained(self._train_and_finish(batch, extra)) and await self._trained(self._update_now()):
-                await self._maybe_evaluate()
+            await self._trained(self._train_and_finish(batch, extra))
+            await self._trained(self._update_now())
+            await self._maybe_evaluate()
 
     async def _train_and_finish(self, batch: list[Trajectory], extra: dict) -> None:
         await self._finish_train(await self._train(batch, extra))
@@ -281,21 +307,21 @@ class Coordinator:
             training = asyncio.create_task(self._train_and_finish(batch, {}))
             collecting = asyncio.create_task(self.scheduler.collect_batch(self.cfg.batch_groups))
             try:
-                trained = await self._trained(training)
+                await self._trained(training)
             except BaseException:
                 collecting.cancel()
                 raise
             t0 = time.perf_counter()
             batch = _flatten(await collecting)
-            if not trained:
-                continue
             self.logger.log({"system/get_batch_wait_s": time.perf_counter() - t0}, self.step)
-            if await self._trained(self._update_now()):
-                await self._maybe_evaluate()
+            await self._trained(self._update_now())
+            await self._maybe_evaluate()
 
     # ------------------------------------------------------------------ steps
     async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
         t0 = time.perf_counter()
+        # kept until a checkpoint covers it: a trainer that dies before then trains it again (_replay)
+        self.replay = [(s, b) for s, b in self.replay if s <= self.step] + [(self.step + 1, batch)]
         self.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
         metrics = await self.c.trainer.call("train_step", batch)
         metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
@@ -410,6 +436,7 @@ class Coordinator:
         path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra,
                                          self.cfg.keep_checkpoints)
         self.checkpointed_at = time.perf_counter()
+        self.replay = [(s, b) for s, b in self.replay if s > self.step]
         if self.history:
             self.history[-1]["checkpoint"] = path
 

@@ -73,7 +73,8 @@ class Recovery:
         self.alpha = alpha
         self.seen = {"trainer": restarts_of(trainer), "store": restarts_of(store)}
         """Restarts of each actor the run has already recovered from."""
-        self.counters = {"trainer_restarts": 0, "store_restarts": 0, "rewound_kept": 0, "rewound_dropped": 0}
+        self.counters = {"trainer_restarts": 0, "store_restarts": 0, "rewound_kept": 0, "rewound_dropped": 0,
+                         "replayed_steps": 0}
 
     # ------------------------------------------------------------------ what died
     def is_trainer_loss(self, error: BaseException) -> bool:
