@@ -276,11 +276,15 @@ class Coordinator:
         if cfg.time_limit_s and time.perf_counter() - self.train_started > cfg.time_limit_s:
             log.warning("time limit %.0f s reached after %d steps", cfg.time_limit_s, self.step)
             return True
-        if cfg.stop_at_success is not None and self.evals:
-            last = self.evals[-1][1]
-            if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
-                return True
-        return False
+        return self._target_held()
+
+    def _target_held(self) -> bool:
+        """stop_at_success met on every task by each of the last ``stop_consecutive`` evaluations."""
+        cfg = self.cfg
+        recent = self.evals[-cfg.stop_consecutive:]
+        if cfg.stop_at_success is None or len(recent) < cfg.stop_consecutive:
+            return False
+        return all(v >= cfg.stop_at_success for _, success in recent for k, v in success.items() if k != "mean")
 
     async def _worker_stats(self) -> dict:
         """Each inference worker's counters; with simulated hardware, warn if the real compute was not
