@@ -6,7 +6,7 @@
 
 A ~0.9M-parameter Qwen3-style model with a locally trained tokenizer (built on first run under
 runs/<run>/init_model) plays FrozenLake (non-slippery) as a multi-turn chat: each turn it sees the grid
-with its position marked P and answers one letter (L, D, R, U). Reward 1 at the goal, -0.1 per invalid
+with its position marked P and spelt out (`position r1c2`) and answers one letter (L, D, R, U). Reward 1 at the goal, -0.1 per invalid
 answer. Each episode starts on a random frozen cell of the map (S or F, 11 cells). The inference worker, the
 trainer and the weight store run as separate actor processes.
 
@@ -34,7 +34,8 @@ from recipes.launch import run
 import envs  # noqa: F401  (registers rollart/FrozenLake-v0)
 
 TASK = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0",
-                env_kwargs={"invalid_hint": False, "random_start": True}, max_new_tokens=1, max_turns=12)
+                env_kwargs={"invalid_hint": False, "random_start": True, "spell_position": True},
+                max_new_tokens=1, max_turns=12)
 START_CELLS = 11
 """Frozen cells of the 4x4 map: eval_episodes plays each of them once (consecutive seeds, see envs.frozenlake)."""
 
