@@ -224,6 +224,8 @@ class Coordinator:
     # ------------------------------------------------------------------ steps
     async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
         t0 = time.perf_counter()
+        # in a fixed order, not the order trajectories finished in: float sums then repeat from run to run
+        batch = sorted(batch, key=lambda t: (t.group_id, t.trajectory_id))
         metrics = await self.c.trainer.call("train_step", batch)
         metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
         return batch, metrics
