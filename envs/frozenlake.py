@@ -53,7 +53,8 @@ class FrozenLakeText(EnvDefaults, gym.Env):
     max_new_tokens = 4
 
     def __init__(self, is_slippery: bool = False, map_name: str = "4x4", desc: list[str] | None = None,
-                 random_map: bool = False, map_size: int = 4, spell_position: bool | None = None, random_start: bool = False,
+                 random_map: bool = False, map_size: int = 4, spell_position: bool | None = None,
+                 random_start: bool = False,
                  invalid_penalty: float = 0.1, invalid_hint: bool = True, render_mode: str | None = None):
         if desc is None and not random_map and map_name not in MAPS:
             raise ValueError(f"unknown map_name {map_name!r}; use one of {sorted(MAPS)} or pass desc=[...]")

@@ -6,9 +6,9 @@
 
 A ~0.9M-parameter Qwen3-style model with a locally trained tokenizer (built on first run under
 runs/<run>/init_model) plays FrozenLake (non-slippery) as a multi-turn chat: each turn it sees the grid
-with its position marked P and spelt out (`position r1c2`) and answers one letter (L, D, R, U). Reward 1 at the goal, -0.1 per invalid
-answer. Each episode starts on a random frozen cell of the map (S or F, 11 cells). The inference worker, the
-trainer and the weight store run as separate actor processes.
+with its position marked P and spelt out (`position r1c2`) and answers one letter (L, D, R, U). Reward 1 at
+the goal, -0.1 per invalid answer. Each episode starts on a random frozen cell of the map (S or F, 11 cells).
+The inference worker, the trainer and the weight store run as separate actor processes.
 
 The score: every 5 steps the policy plays greedily from each of the 11 start cells once, so greedy success is a
 fraction (k/11; the map is fixed, so the start cells are the ones training draws from, not held out). The run
