@@ -82,6 +82,7 @@ def test_same_seed_same_metrics(tmp_path, walk_env):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_readme_snippet_as_written_learns(tmp_path):
     """train_walk.py exactly as the README prints it (process actors, async, 60 steps)."""
     files = write_readme_example(tmp_path)
@@ -94,6 +95,7 @@ def test_readme_snippet_as_written_learns(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_quickstart_reaches_its_score(tmp_path):
     """README command 1: final_success >= 0.9 on the 11 start cells, with the weights the run ends with."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
