@@ -5,6 +5,10 @@ colour codes stripped); optionally a line spelling the position out (``position 
 maps need for a tiny model to learn (ENVIRONMENT.md, calibration). Action: one letter L/D/R/U or the
 words left/down/right/up, case-insensitive. Anything else is a no-op that costs ``invalid_penalty``:
 without that penalty every early group scores 0 and GRPO has no signal. Reward 1 at the goal.
+
+``random_start=True`` starts each episode on a frozen cell of the map (S or F) instead of S: the cell is
+``seed % (number of such cells)``, so any that many consecutive seeds play every start once, which is how an
+evaluation on a fixed map scores a fraction instead of one episode repeated (seed None: a random cell).
 Prefill-heavy: many short turns whose prompt is the whole history.
 """
 from __future__ import annotations
@@ -50,6 +54,7 @@ class FrozenLakeText(EnvDefaults, gym.Env):
 
     def __init__(self, is_slippery: bool = False, map_name: str = "4x4", desc: list[str] | None = None,
                  random_map: bool = False, map_size: int = 4, spell_position: bool | None = None,
+                 random_start: bool = False,
                  invalid_penalty: float = 0.1, invalid_hint: bool = True, render_mode: str | None = None):
         if desc is None and not random_map and map_name not in MAPS:
             raise ValueError(f"unknown map_name {map_name!r}; use one of {sorted(MAPS)} or pass desc=[...]")
@@ -58,6 +63,7 @@ class FrozenLakeText(EnvDefaults, gym.Env):
         self.is_slippery = is_slippery
         self.invalid_hint = invalid_hint
         self.random_map = random_map
+        self.random_start = random_start
         self.map_size = map_size
         self.spell_position = random_map if spell_position is None else spell_position
         self.invalid_penalty = invalid_penalty
@@ -77,6 +83,10 @@ class FrozenLakeText(EnvDefaults, gym.Env):
             map_seed = int(self.np_random.integers(2**31))
             self._lake = self._build(generate_random_map(self.map_size, seed=map_seed))
         self._lake.reset(seed=int(self.np_random.integers(2**31)))
+        if self.random_start:
+            starts = self.start_cells()
+            pick = seed % len(starts) if seed is not None else int(self.np_random.integers(len(starts)))
+            self._lake.s = starts[pick]
         return self._observation(), self._info(invalid=False)
 
     def step(self, action: str):
@@ -93,6 +103,11 @@ class FrozenLakeText(EnvDefaults, gym.Env):
         return self._observation()
 
     # --- helpers -------------------------------------------------------------------------------
+    def start_cells(self) -> list[int]:
+        """The states ``random_start`` may begin in: every S or F cell of the current map, row by row."""
+        flat = self._lake.desc.flatten()
+        return [i for i, cell in enumerate(flat) if cell in (b"S", b"F")]
+
     @property
     def position(self) -> tuple[int, int]:
         return divmod(int(self._lake.s), int(self._lake.ncol))

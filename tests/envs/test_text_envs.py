@@ -125,3 +125,13 @@ def test_play_cli_runs_an_env_and_prints_a_summary():
     unregistered = subprocess.run([sys.executable, "-m", "rollart.rollout.play", "rollart/GuessNumber-v0"],
                                   capture_output=True, text=True, timeout=60)
     assert unregistered.returncode == 2 and "--import envs" in unregistered.stderr
+
+
+def test_random_start_plays_every_frozen_cell_over_consecutive_seeds():
+    env = gym.make("rollart/FrozenLake-v0", random_start=True, invalid_hint=False)
+    cells = env.unwrapped.start_cells()
+    assert len(cells) == 11  # the 4x4 map: 16 cells less 4 holes and the goal
+    starts = [tuple(env.reset(seed=10_000 + i)[1]["position"]) for i in range(len(cells))]
+    assert sorted(r * 4 + c for r, c in starts) == cells
+    assert env.reset(seed=5)[1]["position"] == env.reset(seed=5)[1]["position"]
+    assert env.reset()[1]["position"] != [3, 3]  # seed None: still a frozen cell, never the goal

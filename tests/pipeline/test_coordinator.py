@@ -160,3 +160,12 @@ def test_strict_affinity_keeps_a_task_on_its_class(tmp_path, tiny_model):
     assert last["rollout/routing/spills"] == 0
     with pytest.raises(Exception, match="spill_ratio must be 0"):
         config(tmp_path, tiny_model, proxy=ProxyConfig(spill_ratio=0.5))
+
+
+@pytest.mark.parametrize("consecutive", [1, 2, 3])
+def test_stop_at_success_must_hold_on_consecutive_evaluations(tmp_path, tiny_model, consecutive):
+    # a target of 0 is met by every evaluation, so the run stops at the first step where `consecutive` are done
+    result = run(config(tmp_path, tiny_model, mode="sync", total_steps=10, eval_every=1, stop_at_success=0.0,
+                        stop_consecutive=consecutive))
+    assert result.steps == consecutive and [step for step, _ in result.evals] == list(range(1, consecutive + 1))
+    assert result.final_success == result.evals[-1][1]  # the run ends with the weights evaluated last

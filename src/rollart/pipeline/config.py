@@ -102,7 +102,10 @@ class PipelineConfig:
     eval_at_start: bool = False
     """Also evaluate the initial weights (a pretrained model's zero-shot success) before training."""
     stop_at_success: Optional[float] = None
-    """Stop early once greedy evaluation success reaches this value on every task."""
+    """Stop early once greedy evaluation success reaches this value on every task, on ``stop_consecutive``
+    evaluations in a row (the run's last step is then evaluated again: RunResult.final_success)."""
+    stop_consecutive: int = 2
+    """How many consecutive evaluations must meet ``stop_at_success`` (one alone can be a lucky draw)."""
     time_limit_s: float = 0.0
     """Stop after this many seconds of training (0: no limit); the final evaluation still runs."""
 
@@ -175,7 +178,8 @@ class PipelineConfig:
         check_dtype(self.dtype)
         if self.alpha < 0:
             raise ConfigError(f"alpha={self.alpha} must be >= 0")
-        for name in ("total_steps", "batch_groups", "num_inference_workers", "bucket_bytes", "eval_episodes"):
+        for name in ("total_steps", "batch_groups", "num_inference_workers", "bucket_bytes", "eval_episodes",
+                     "stop_consecutive"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         if self.weight_link_bytes_per_s < 0:

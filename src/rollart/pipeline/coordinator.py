@@ -320,6 +320,8 @@ class Coordinator:
     # ------------------------------------------------------------------ steps
     async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
         t0 = time.perf_counter()
+        # in a fixed order, not the order trajectories finished in: float sums then repeat from run to run
+        batch = sorted(batch, key=lambda t: (t.group_id, t.trajectory_id))
         # kept until a checkpoint covers it: a trainer that dies before then trains it again (_replay)
         self.replay = [(s, b) for s, b in self.replay if s <= self.step] + [(self.step + 1, batch)]
         self.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
@@ -379,11 +381,15 @@ class Coordinator:
         if cfg.time_limit_s and time.perf_counter() - self.train_started > cfg.time_limit_s:
             log.warning("time limit %.0f s reached after %d steps", cfg.time_limit_s, self.step)
             return True
-        if cfg.stop_at_success is not None and self.evals:
-            last = self.evals[-1][1]
-            if all(v >= cfg.stop_at_success for k, v in last.items() if k != "mean"):
-                return True
-        return False
+        return self._target_held()
+
+    def _target_held(self) -> bool:
+        """stop_at_success met on every task by each of the last ``stop_consecutive`` evaluations."""
+        cfg = self.cfg
+        recent = self.evals[-cfg.stop_consecutive:]
+        if cfg.stop_at_success is None or len(recent) < cfg.stop_consecutive:
+            return False
+        return all(v >= cfg.stop_at_success for _, success in recent for k, v in success.items() if k != "mean")
 
     async def _device_stats(self) -> dict:
         """Device and peak GPU memory of the trainer and of each worker that reports them (diagnostics)."""

@@ -7,11 +7,15 @@ versions; template and observation tokens get mask 0. Before each generation it 
 gate (the SampleBuffer) whether the trajectory may go on. Whatever happens — env error, hang, host
 death, bad generation, staleness — the trajectory comes back with a status and a reason; only
 cancellation (a redundant extra being dropped) propagates, after the env has been released.
+Each turn samples with a seed drawn from (reset seed, trajectory id, turn), so a trajectory's tokens do not
+depend on the order in which requests from many trajectories reach the engine.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -149,7 +153,9 @@ class EnvManager:
                 await barrier.wait()  # batched baseline: every env of the batch starts the turn together
             self._check_gate(traj, first_turn=(turn == 0))
             t0 = time.perf_counter()
-            out = await self.policy.generate(traj.trajectory_id, traj.token_ids, sampling, task.name)
+            params = sampling if seed is None else dataclasses.replace(
+                sampling, seed=zlib.crc32(f"{seed}/{traj.trajectory_id}/{turn}".encode()))  # not arrival order
+            out = await self.policy.generate(traj.trajectory_id, traj.token_ids, params, task.name)
             traj.timings["generate"] += time.perf_counter() - t0
             if out.finish_reason == "abort":
                 raise StaleTrajectory(self._abort_reason(traj))
