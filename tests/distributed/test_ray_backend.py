@@ -18,6 +18,7 @@ from rollart.distributed.cluster_config import ClusterConfig  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.pipeline.components import build  # noqa: E402
 from rollart.pipeline.coordinator import prepare_run  # noqa: E402
+from rollart.pipeline.weights import WeightSync  # noqa: E402
 from rollart.rollout.proxy_config import ProxyConfig  # noqa: E402
 from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
@@ -133,14 +134,27 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
         c = await build(resolved)
         try:
             version = await c.trainer.call("get_version")  # the trainer answers over the (CURVE) socket
-            return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version
+            # a weight version moves trainer -> store -> workers on the weight plane, bound where the actors are
+            sync = WeightSync(c.trainer, c.store, c.proxy, bucket_bytes=64 << 10)
+            stats = await sync.publish(1)
+            await sync.update_workers()
+            trainer = await c.trainer.call("weights_digest")
+            pulls = []
+            for _, _, handle in c.workers:
+                assert await handle.call("weights_digest") == trainer
+                pulls.append((await handle.call("stats"))["last_weight_pull"])
+            moved = (stats.bytes, sync.store_address, sync.trainer_info["address"], pulls)
+            return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version, moved
         finally:
             await c.close()
 
-    placements, curve_dir, endpoint, version = asyncio.run(start())
+    placements, curve_dir, endpoint, version, (model_bytes, store, trainer, pulls) = asyncio.run(start())
     assert version == 0
     if bind_host:
         assert curve_dir is not None and not is_loopback(endpoint)
+        assert store.startswith(f"tcp://{ip}:") and trainer.startswith(f"tcp://{ip}:")  # what other nodes reach
+    assert len(pulls) == gen_dp and all(p["version"] == 1 and p["bytes"] == model_bytes for p in pulls), pulls
+    assert all(not is_loopback(s) for p in pulls for s in p["sources"]) == bool(bind_host), pulls
     for i in range(gen_dp):
         assert placements[f"gen-{i}"][0]["node_id"] == nodes["H20"].node_id
     assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))

@@ -252,12 +252,16 @@ class RayBackend:
         import zmq.auth
 
         self.curve_dir = tempfile.mkdtemp(prefix="rollart-curve-")
-        zmq.auth.create_certificates(self.curve_dir, "server")
-        zmq.auth.create_certificates(self.curve_dir, "client")
+        from rollart.actors.curve import SERVER_PAIRS
+
+        for pair in (*SERVER_PAIRS, "client"):
+            zmq.auth.create_certificates(self.curve_dir, pair)
         os.makedirs(os.path.join(self.curve_dir, "authorized"))
         shutil.copy(os.path.join(self.curve_dir, "client.key"), os.path.join(self.curve_dir, "authorized"))
         self._client_keys = {}
-        for name in ("server.key", "client.key", "client.key_secret"):  # never the server's secret
+        # never the coordinator's secret; the weight plane's keypair, as every actor may serve weights
+        for name in ("server.key", "client.key", "client.key_secret", "weights.key", "weights.key_secret",
+                     "authorized/client.key"):
             with open(os.path.join(self.curve_dir, name)) as f:
                 self._client_keys[name] = f.read()
 
