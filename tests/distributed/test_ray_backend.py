@@ -160,3 +160,38 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
     assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))
     assert placements["trainer-0"][0]["node_id"] == nodes["H800"].node_id
     assert placements["weight-store-0"][0]["node_id"] == cluster.head_node.node_id
+
+
+def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny_model, ray_cluster, caplog):
+    """The trainer's process on its Ray node is SIGKILLed mid-run: it restarts in its bundle, reloads the newest
+    checkpoint, and the run finishes (weights moving over the weight plane on the node's IP, with CURVE)."""
+    import os
+    import signal
+
+    cluster, nodes = ray_cluster(head_cpus=2, h800=(1, 1), h20=(1, 1))
+    ip = ray.util.get_node_ip_address()
+    cfg = PipelineConfig(
+        model=tiny_model, total_steps=4, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+        trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=1, eval_at_end=False, checkpoint_every=1,
+        logdir=str(tmp_path), run_name="kill", quiet=True, heartbeat_timeout_s=60,
+        cluster=ClusterConfig(backend="ray", address=cluster.address,
+                              bind_host="" if is_loopback(f"tcp://{ip}:0") else ip))
+    co = Coordinator(cfg, [FROZEN])
+
+    async def drive():
+        run = asyncio.create_task(co.run())
+        while co.step < 2:
+            assert not run.done(), run.result()
+            await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+        first = co.c.backend.placements["trainer-0"][-1]
+        os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
+        return first, await run
+
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        first, result = asyncio.run(drive())
+    runs = co.c.backend.placements["trainer-0"]
+    assert len(runs) == 2 and runs[1]["pid"] != first["pid"] and runs[1]["node_id"] == first["node_id"]
+    assert co.recovery.counters["trainer_restarts"] == 1
+    assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
+    assert result.version == 4 and [h["step"] for h in result.history] == [1, 2, 3, 4]
+    assert (tmp_path / "kill" / "checkpoints" / "step_00000004").is_dir()

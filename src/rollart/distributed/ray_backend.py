@@ -66,6 +66,8 @@ class RayProcess:
         except ray.exceptions.RayError as e:  # its host died: the node was lost, or it was killed
             log.warning("%s: its Ray host is gone (%s)", self.where, type(e).__name__)
             rc = -9
+        else:  # the process died but its host lives on, holding the bundle the restart is placed in: free it
+            ray.kill(self.host, no_restart=True)
         self.returncode = rc
         return rc
 
