@@ -1,7 +1,8 @@
 """Covers rollart.distributed.ray_backend on a local multi-node Ray cluster (a head, an H800 node, an H20 node):
 a FrozenLake run with cluster.backend=ray places every actor on a node of its class, trains, and keeps going
 when the H20 node is removed mid-run (its worker restarts on a new H20 node); a plan places actors as planned on
-Ray, with CURVE when actors connect beyond loopback."""
+Ray, with CURVE when actors connect beyond loopback, and weights move over the weight plane on the node's IP; a
+trainer killed on its node resumes from its checkpoint."""
 import asyncio
 import dataclasses
 import json
