@@ -5,6 +5,7 @@
 
 Layout (what rollart.actors.curve reads):
     keys/server.key, keys/server.key_secret     coordinator keypair (keep server.key_secret there)
+    keys/weights.key, keys/weights.key_secret   weight-plane servers' keypair (give it to actor hosts)
     keys/client.key, keys/client.key_secret     default actor keypair
     keys/authorized/<name>.key                  public keys the coordinator accepts
 
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.path.exists(server_secret) and not args.force:
         print(f"keeping the existing server keypair in {args.outdir} (use --force to replace it)")
     else:
-        zmq.auth.create_certificates(args.outdir, "server")
+        for pair in ("server", "weights"):  # the coordinator's, and the weight plane's servers'
+            zmq.auth.create_certificates(args.outdir, pair)
     if args.client != "client" and not args.client.isidentifier():
         print(f"--client must be a simple name, got {args.client!r}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """Covers rollart.distributed.ray_backend on a local multi-node Ray cluster (a head, an H800 node, an H20 node):
 a FrozenLake run with cluster.backend=ray places every actor on a node of its class, trains, and keeps going
 when the H20 node is removed mid-run (its worker restarts on a new H20 node); a plan places actors as planned on
-Ray, with CURVE when actors connect beyond loopback."""
+Ray, with CURVE when actors connect beyond loopback, and weights move over the weight plane on the node's IP; a
+trainer killed on its node resumes from its checkpoint."""
 import asyncio
 import dataclasses
 import json
@@ -18,6 +19,7 @@ from rollart.distributed.cluster_config import ClusterConfig  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.pipeline.components import build  # noqa: E402
 from rollart.pipeline.coordinator import prepare_run  # noqa: E402
+from rollart.pipeline.weights import WeightSync  # noqa: E402
 from rollart.rollout.proxy_config import ProxyConfig  # noqa: E402
 from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
@@ -133,16 +135,64 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
         c = await build(resolved)
         try:
             version = await c.trainer.call("get_version")  # the trainer answers over the (CURVE) socket
-            return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version
+            # a weight version moves trainer -> store -> workers on the weight plane, bound where the actors are
+            sync = WeightSync(c.trainer, c.store, c.proxy, bucket_bytes=64 << 10)
+            stats = await sync.publish(1)
+            await sync.update_workers()
+            trainer = await c.trainer.call("weights_digest")
+            pulls = []
+            for _, _, handle in c.workers:
+                assert await handle.call("weights_digest") == trainer
+                pulls.append((await handle.call("stats"))["last_weight_pull"])
+            moved = (stats.bytes, sync.store_address, sync.trainer_info["address"], pulls)
+            return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version, moved
         finally:
             await c.close()
 
-    placements, curve_dir, endpoint, version = asyncio.run(start())
+    placements, curve_dir, endpoint, version, (model_bytes, store, trainer, pulls) = asyncio.run(start())
     assert version == 0
     if bind_host:
         assert curve_dir is not None and not is_loopback(endpoint)
+        assert store.startswith(f"tcp://{ip}:") and trainer.startswith(f"tcp://{ip}:")  # what other nodes reach
+    assert len(pulls) == gen_dp and all(p["version"] == 1 and p["bytes"] == model_bytes for p in pulls), pulls
+    assert all(not is_loopback(s) for p in pulls for s in p["sources"]) == bool(bind_host), pulls
     for i in range(gen_dp):
         assert placements[f"gen-{i}"][0]["node_id"] == nodes["H20"].node_id
     assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))
     assert placements["trainer-0"][0]["node_id"] == nodes["H800"].node_id
     assert placements["weight-store-0"][0]["node_id"] == cluster.head_node.node_id
+
+
+def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny_model, ray_cluster, caplog):
+    """The trainer's process on its Ray node is SIGKILLed mid-run: it restarts in its bundle, reloads the newest
+    checkpoint, and the run finishes (weights moving over the weight plane on the node's IP, with CURVE)."""
+    import os
+    import signal
+
+    cluster, nodes = ray_cluster(head_cpus=2, h800=(1, 1), h20=(1, 1))
+    ip = ray.util.get_node_ip_address()
+    cfg = PipelineConfig(
+        model=tiny_model, total_steps=4, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+        trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=1, eval_at_end=False, checkpoint_every=1,
+        logdir=str(tmp_path), run_name="kill", quiet=True, heartbeat_timeout_s=60,
+        cluster=ClusterConfig(backend="ray", address=cluster.address,
+                              bind_host="" if is_loopback(f"tcp://{ip}:0") else ip))
+    co = Coordinator(cfg, [FROZEN])
+
+    async def drive():
+        run = asyncio.create_task(co.run())
+        while co.step < 2:
+            assert not run.done(), run.result()
+            await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+        first = co.c.backend.placements["trainer-0"][-1]
+        os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
+        return first, await run
+
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        first, result = asyncio.run(drive())
+    runs = co.c.backend.placements["trainer-0"]
+    assert len(runs) == 2 and runs[1]["pid"] != first["pid"] and runs[1]["node_id"] == first["node_id"]
+    assert co.recovery.counters["trainer_restarts"] == 1
+    assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
+    assert result.version == 4 and [h["step"] for h in result.history] == [1, 2, 3, 4]
+    assert (tmp_path / "kill" / "checkpoints" / "step_00000004").is_dir()

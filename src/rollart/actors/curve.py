@@ -5,9 +5,12 @@ Key directory layout, made by ``python tools/curve_keys.py DIR``::
     DIR/server.key  DIR/server.key_secret     the coordinator's keypair
     DIR/client.key  DIR/client.key_secret     a keypair for actors (copy DIR minus server.key_secret to them)
     DIR/authorized/*.key                      public keys of actors the coordinator accepts
+    DIR/weights.key DIR/weights.key_secret    the keypair of every weight-plane server (rollart.weightplane)
 
 The coordinator runs a ZAP authenticator that accepts only clients whose public key is in
-``DIR/authorized``; the traffic is encrypted. Loopback endpoints need none of this.
+``DIR/authorized``; the traffic is encrypted. Loopback endpoints need none of this. An actor process
+started with ``--curve-dir`` finds its coordinator and key directory in ``COORDINATOR_VAR`` / ``CURVE_DIR_VAR``
+(so the sockets it opens itself, e.g. the weight plane's, use the same keys).
 """
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 _authenticators: dict[int, ThreadAuthenticator] = {}
+
+COORDINATOR_VAR = "ROLLART_COORDINATOR"
+"""Set in an actor process: the coordinator endpoint it serves."""
+CURVE_DIR_VAR = "ROLLART_CURVE_DIR"
+"""Set in an actor process started with CURVE keys: their directory."""
+SERVER_PAIRS = ("server", "weights")
+"""Server keypairs of a run: the coordinator's, and the one weight-plane servers share (actors never get the
+coordinator's secret)."""
 
 
 def is_loopback(endpoint: str) -> bool:
@@ -44,10 +55,10 @@ def _require(path: str, what: str) -> str:
     return path
 
 
-def configure_server(sock: zmq.Socket, keys_dir: str, ctx: zmq.Context) -> None:
-    """Make ``sock`` a CURVE server that accepts only the public keys in ``keys_dir/authorized``."""
-    public, secret = zmq.auth.load_certificate(_require(os.path.join(keys_dir, "server.key_secret"),
-                                                        "server secret key"))
+def configure_server(sock: zmq.Socket, keys_dir: str, ctx: zmq.Context, pair: str = "server") -> None:
+    """Make ``sock`` a CURVE server (keypair ``pair``) that accepts only the public keys in ``keys_dir/authorized``."""
+    public, secret = zmq.auth.load_certificate(_require(os.path.join(keys_dir, f"{pair}.key_secret"),
+                                                        f"{pair} secret key"))
     authorized = _require(os.path.join(keys_dir, "authorized"), "authorized-clients directory")
     auth = _authenticators.get(id(ctx))
     if auth is None:
@@ -66,10 +77,11 @@ def stop_authenticator(ctx: zmq.Context) -> None:
         auth.stop()
 
 
-def client_configurator(keys_dir: str) -> Callable[[zmq.Socket], None]:
-    """A function that makes a socket a CURVE client of the coordinator whose keys are in ``keys_dir``."""
-    server_public, _ = zmq.auth.load_certificate(_require(os.path.join(keys_dir, "server.key"),
-                                                          "server public key"))
+def client_configurator(keys_dir: str, server: str = "server") -> Callable[[zmq.Socket], None]:
+    """A function that makes a socket a CURVE client of the coordinator (or of the servers of keypair
+    ``server``) whose keys are in ``keys_dir``."""
+    server_public, _ = zmq.auth.load_certificate(_require(os.path.join(keys_dir, f"{server}.key"),
+                                                          f"{server} public key"))
     public, secret = zmq.auth.load_certificate(_require(os.path.join(keys_dir, "client.key_secret"),
                                                         "client secret key"))
 

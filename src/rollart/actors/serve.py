@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         print("--args must be a JSON list and --kwargs a JSON object", file=sys.stderr)
         return 2
     identity = (args.identity or f"{args.name}#{secrets.token_hex(4)}").encode()
+    from rollart.actors.curve import COORDINATOR_VAR, CURVE_DIR_VAR
+
+    os.environ[COORDINATOR_VAR] = args.connect  # for the sockets the actor opens itself (weight plane)
+    if args.curve_dir:
+        os.environ[CURVE_DIR_VAR] = os.path.abspath(args.curve_dir)
     ctx = zmq.Context()
     configure = None
     if args.curve_dir:

@@ -66,6 +66,8 @@ class RayProcess:
         except ray.exceptions.RayError as e:  # its host died: the node was lost, or it was killed
             log.warning("%s: its Ray host is gone (%s)", self.where, type(e).__name__)
             rc = -9
+        else:  # the process died but its host lives on, holding the bundle the restart is placed in: free it
+            ray.kill(self.host, no_restart=True)
         self.returncode = rc
         return rc
 
@@ -252,12 +254,16 @@ class RayBackend:
         import zmq.auth
 
         self.curve_dir = tempfile.mkdtemp(prefix="rollart-curve-")
-        zmq.auth.create_certificates(self.curve_dir, "server")
-        zmq.auth.create_certificates(self.curve_dir, "client")
+        from rollart.actors.curve import SERVER_PAIRS
+
+        for pair in (*SERVER_PAIRS, "client"):
+            zmq.auth.create_certificates(self.curve_dir, pair)
         os.makedirs(os.path.join(self.curve_dir, "authorized"))
         shutil.copy(os.path.join(self.curve_dir, "client.key"), os.path.join(self.curve_dir, "authorized"))
         self._client_keys = {}
-        for name in ("server.key", "client.key", "client.key_secret"):  # never the server's secret
+        # never the coordinator's secret; the weight plane's keypair, as every actor may serve weights
+        for name in ("server.key", "client.key", "client.key_secret", "weights.key", "weights.key_secret",
+                     "authorized/client.key"):
             with open(os.path.join(self.curve_dir, name)) as f:
                 self._client_keys[name] = f.read()
 

@@ -31,6 +31,7 @@ class ActorHost:
             self.keys_dir = tempfile.mkdtemp(prefix="rollart-curve-")  # mode 0700
             for name, text in keys.items():
                 path = os.path.join(self.keys_dir, name)
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)  # authorized/
                 with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
                     f.write(text)
             argv += ["--curve-dir", self.keys_dir]

@@ -94,9 +94,11 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     rollout_env = {ENV_VAR: format_cpus(cfg.rollout_cpus)} if cfg.rollout_cpus else {}
     common = dict(system=system, verbose=False)
     speed = (lambda hw: {"speed": cfg.speed_models.get(hw)}) if cfg.speed_models else None
-    # weight plane: the store's address is fixed up front, so a restarted store binds it again and a worker
-    # (restarted or not) pulls the store's newest version itself at start
-    store_address = fixed_address()
+    # weight plane: on one machine the store's address is fixed up front, so a restarted store binds it again
+    # and a worker (restarted or not) pulls the store's newest version itself at start; beyond loopback the
+    # store binds its node's IP (with the run's CURVE keys), known once it runs: it starts first
+    beyond = backend is not None and backend.curve_dir is not None
+    store_address = "" if beyond else fixed_address()
     gen = Cluster(InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
                   devices_per_worker=plan.devices_per_worker if plan else 1,
                   restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
@@ -104,7 +106,7 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
                   worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
                     restart=RestartPolicy(max_restarts=cfg.weight_store_restarts),
-                    worker_kwargs=dict(bind=store_address), **common)
+                    worker_kwargs=dict(bind=store_address) if store_address else {}, **common)
     clusters = [gen, store]
     envs = None
     if cfg.env_hosts:
@@ -128,7 +130,10 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
             toward = backend.bind.removeprefix("tcp://").rsplit(":", 1)[0] if backend else "127.0.0.1"
             clusters.append(TrainerGroup(trainer_cluster, world, cfg.trainer_restarts, toward=toward))
     try:
-        await asyncio.gather(*(c.start() for c in clusters))  # processes start in parallel
+        if beyond:
+            await store.start()
+            gen.worker_kwargs["weight_store"] = await store.handle().call("weight_address")
+        await asyncio.gather(*(c.start() for c in clusters if not (beyond and c is store)))  # in parallel
         proxy = LLMProxy.from_cluster(gen, cfg.proxy)
     except BaseException:
         await system.shutdown()

@@ -35,7 +35,7 @@ __all__ = ["WeightStore", "WeightSyncStats", "push_weights", "bucketize", "tenso
 class WeightStore:
     """CPU-resident store of published weight versions, served bucket by bucket (runs as an actor)."""
 
-    def __init__(self, keep_versions: int = 2, bind: str = "tcp://127.0.0.1:0", timeout_s: float = 30.0,
+    def __init__(self, keep_versions: int = 2, bind: str | None = None, timeout_s: float = 30.0,
                  retries: int = 3):
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")

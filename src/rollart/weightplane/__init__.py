@@ -16,6 +16,8 @@ Design (RollArt §6.3 data movement, made peer to peer)::
   CRC-32, retries a lost or corrupt bucket from the next source (parent, then the store) and raises
   ``WeightTransferError`` after ``retries``; a worker installs a version only once all of it arrived.
 * A worker restarted in place has no version: told the version and the store's address, it pulls it itself.
+* Every socket binds where the run's actor system does (``net.PlaneNet``): 127.0.0.1 on one machine, else this
+  node's routable IP with ZeroMQ CURVE and the run's keys.
 * The coordinator holds no weights: it sends versions, addresses, suspend and resume (``pipeline.weights``).
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 _EXPORTS = {"WeightTransferError": "buckets", "bucketize": "buckets", "tensor_bytes": "buckets",
             "BucketClient": "client", "PullStats": "client", "pull_version": "client", "WeightRelay": "relay",
-            "BucketServer": "server", "WeightSource": "source", "WeightPlaneConfig": "config"}
+            "BucketServer": "server", "WeightSource": "source", "WeightPlaneConfig": "config",
+            "PlaneNet": "net"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -22,6 +22,7 @@ import zmq
 import zmq.asyncio
 
 from rollart.weightplane.buckets import WeightTransferError, check_manifest, crc
+from rollart.weightplane.net import PlaneNet, plane_net
 from rollart.weightplane.server import PROTO
 
 log = logging.getLogger("rollart.weightplane")
@@ -30,11 +31,12 @@ log = logging.getLogger("rollart.weightplane")
 class BucketClient:
     """One DEALER connection to a BucketServer; concurrent requests matched to replies by id."""
 
-    def __init__(self, address: str, ctx: zmq.asyncio.Context | None = None):
+    def __init__(self, address: str, ctx: zmq.asyncio.Context | None = None, net: PlaneNet | None = None):
         self.address = address
         self.ctx = ctx or zmq.asyncio.Context.instance()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        (net or plane_net()).secure_client(self.sock, address)
         self.sock.connect(address)
         self._ids = itertools.count()
         self._waiting: dict[int, asyncio.Future] = {}
@@ -47,9 +49,14 @@ class BucketClient:
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._waiting[req_id] = fut
-        try:
+        async def exchange() -> tuple[Any, Any]:
+            # the send counts against the timeout too: with no peer connected (gone, or one that refused our
+            # CURVE keys) a DEALER's send waits for one
             await self.sock.send_multipart([PROTO, kind, msgpack.packb([req_id, *args], use_bin_type=True)])
-            return await asyncio.wait_for(fut, timeout)
+            return await fut
+
+        try:
+            return await asyncio.wait_for(exchange(), timeout)
         finally:
             self._waiting.pop(req_id, None)
 
@@ -77,9 +84,9 @@ class BucketClient:
         self.sock.close(linger=0)
 
 
-async def latest_version(address: str, timeout_s: float) -> int:
+async def latest_version(address: str, timeout_s: float, net: PlaneNet | None = None) -> int:
     """The newest complete version the server at ``address`` holds (-1: none); raises TimeoutError."""
-    client = BucketClient(address)
+    client = BucketClient(address, net=net)
     try:
         payload, _ = await client.request(b"L", timeout=timeout_s)
         return int(payload["version"])
@@ -105,7 +112,7 @@ OnBucket = Callable[[int, dict, Any, int], Awaitable[None]]
 async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
                        on_manifest: Callable[[dict], None] | None = None, window: int = 2, timeout_s: float = 30.0,
                        retries: int = 3, link_bytes_per_s: float = 0.0,
-                       ctx: zmq.asyncio.Context | None = None) -> tuple[dict, PullStats]:
+                       ctx: zmq.asyncio.Context | None = None, net: PlaneNet | None = None) -> tuple[dict, PullStats]:
     """Fetch every bucket of ``version`` (see module docstring); returns (manifest, stats).
 
     ``link_bytes_per_s`` > 0 *simulates* a slower link (sleeps bytes / rate per bucket; label it simulated)."""
@@ -119,7 +126,7 @@ async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
 
     def client(address: str) -> BucketClient:
         if address not in clients:
-            clients[address] = BucketClient(address, ctx)
+            clients[address] = BucketClient(address, ctx, net)
         return clients[address]
 
     def fail(what: str, attempt: int, e: BaseException) -> None:

@@ -23,16 +23,19 @@ import torch
 from rollart.types import WeightBucket
 from rollart.weightplane.buckets import WeightTransferError, views
 from rollart.weightplane.client import BucketClient, PullStats, pull_version
+from rollart.weightplane.net import PlaneNet
 from rollart.weightplane.server import BucketServer
 
 log = logging.getLogger("rollart.weightplane")
 
 
 class WeightRelay:
-    def __init__(self, *, bind: str = "tcp://127.0.0.1:0", keep_versions: int = 1, stage: bool = True,
+    def __init__(self, *, bind: str | None = None, keep_versions: int = 1, stage: bool = True,
                  device: torch.device | str | None = None, timeout_s: float = 30.0, retries: int = 3,
-                 window: int = 2, cuda_ipc: bool = True):
-        self.server = BucketServer(bind, keep_versions=keep_versions, wait_s=max(timeout_s, 1.0))
+                 window: int = 2, cuda_ipc: bool = True, net: PlaneNet | None = None):
+        """``bind``/``net``: see ``BucketServer`` (default: this actor process's host and keys, any port)."""
+        self.server = BucketServer(bind, keep_versions=keep_versions, wait_s=max(timeout_s, 1.0), net=net)
+        self.net = self.server.net
         self.stage = stage
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.timeout_s = timeout_s
@@ -143,7 +146,7 @@ class WeightRelay:
         try:
             manifest, stats = await pull_version(version, sources, on_bucket, on_manifest=on_manifest,
                                                  window=self.window, timeout_s=timeout_s, retries=retries,
-                                                 link_bytes_per_s=link_bytes_per_s)
+                                                 link_bytes_per_s=link_bytes_per_s, net=self.net)
             if stager is not None:
                 await asyncio.to_thread(stager.finish)
             self.server.complete(version)
@@ -159,7 +162,7 @@ class WeightRelay:
 
         from rollart.weightplane.cuda import import_ipc
         t0 = time.perf_counter()
-        client = BucketClient(address)
+        client = BucketClient(address, net=self.net)
         try:
             descriptors, _ = await client.request(b"I", version, timeout=timeout_s)
             manifest, _ = await client.request(b"M", version, timeout=timeout_s)

@@ -29,6 +29,9 @@ import msgpack
 import zmq
 import zmq.asyncio
 
+from rollart.actors.curve import is_loopback
+from rollart.weightplane.net import PlaneNet, plane_net
+
 log = logging.getLogger("rollart.weightplane")
 
 PROTO = b"rw1"
@@ -62,11 +65,16 @@ def fixed_address(host: str = "127.0.0.1") -> str:
 class BucketServer:
     """Serve the versions this process holds (see module docstring). Run it on the process's event loop."""
 
-    def __init__(self, bind: str = "tcp://127.0.0.1:0", keep_versions: int = 1, wait_s: float = 60.0,
-                 ctx: zmq.asyncio.Context | None = None):
+    def __init__(self, bind: str | None = None, keep_versions: int = 1, wait_s: float = 60.0,
+                 ctx: zmq.asyncio.Context | None = None, net: PlaneNet | None = None):
+        """``bind``: default ``net``'s host, any port; ``net``: default this actor process's (``plane_net``)."""
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")
-        self.bind = bind
+        self.net = net or plane_net()
+        self.bind = bind or self.net.bind
+        if self.net.curve_dir is None and not is_loopback(self.bind):
+            raise ValueError(f"a weight server on {self.bind} would serve beyond this host unencrypted: bind "
+                             "loopback, or give it a PlaneNet with the run's CURVE keys")
         self.keep_versions = keep_versions
         self.wait_s = wait_s
         self.ctx = ctx or zmq.asyncio.Context.instance()
@@ -83,6 +91,7 @@ class BucketServer:
             sock = self.ctx.socket(zmq.ROUTER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            self.net.secure_server(sock, self.ctx, self.bind)
             sock.bind(self.bind)
             self.address = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             self._sock = sock

@@ -15,12 +15,14 @@ from typing import Any
 import torch
 
 from rollart.weightplane.buckets import as_bytes_view, bucketize, crc, layout, manifest, pack
+from rollart.weightplane.net import PlaneNet
 from rollart.weightplane.server import BucketServer
 
 
 class WeightSource:
-    def __init__(self, bind: str = "tcp://127.0.0.1:0"):
-        self.server = BucketServer(bind, keep_versions=1)
+    def __init__(self, bind: str | None = None, net: PlaneNet | None = None):
+        """``bind``/``net``: see ``BucketServer`` (default: this actor process's host and keys, any port)."""
+        self.server = BucketServer(bind, keep_versions=1, net=net)
         self._device_copies: dict[int, list[torch.Tensor]] = {}
 
     @property
