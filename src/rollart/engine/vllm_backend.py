@@ -62,13 +62,14 @@ class VLLMEngine:
         from vllm import EngineArgs, LLMEngine
 
         self.config = config
-        args = dict(model=config.model, dtype=config.dtype, max_num_seqs=config.max_num_seqs,
+        on_cuda = _on_cuda(config.device)
+        args = dict(model=config.model, dtype=_dtype(config.dtype, on_cuda), max_num_seqs=config.max_num_seqs,
                     max_num_batched_tokens=config.max_num_batched_tokens,
                     enable_prefix_caching=config.enable_prefix_caching, seed=config.seed,
                     disable_log_stats=True)
         if config.max_model_len is not None:
             args["max_model_len"] = config.max_model_len
-        if _on_cuda(config.device):
+        if on_cuda:
             args["gpu_memory_utilization"] = config.gpu_memory_utilization
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self.max_model_len = int(self._engine.model_config.max_model_len)
@@ -189,6 +190,16 @@ def _on_cuda(device: str) -> bool:
         raise ConfigError(f"engine.device={device!r} with engine.backend=vllm: vLLM uses the first visible GPU; "
                           "choose it with CUDA_VISIBLE_DEVICES and set engine.device=cuda")
     return dev.type == "cuda"
+
+
+def _dtype(spec: str, on_cuda: bool) -> str:
+    """The dtype name vLLM gets: rollart's own decision (``rollart.devices``: auto is bfloat16 on a GPU, float32
+    on the CPU), not vLLM's "auto" (the checkpoint's dtype), so both engine backends compute alike."""
+    import torch
+
+    from rollart.devices import resolve_dtype
+
+    return str(resolve_dtype(spec, torch.device("cuda" if on_cuda else "cpu"), key="engine.dtype")).removeprefix("torch.")
 
 
 def _sampled_logprobs(token_ids: list[int], logprobs: Any) -> list[float]:
