@@ -322,8 +322,11 @@ class Coordinator:
         t0 = time.perf_counter()
         # in a fixed order, not the order trajectories finished in: float sums then repeat from run to run
         batch = sorted(batch, key=lambda t: (t.group_id, t.trajectory_id))
-        # kept until a checkpoint covers it: a trainer that dies before then trains it again (_replay)
-        self.replay = [(s, b) for s, b in self.replay if s <= self.step] + [(self.step + 1, batch)]
+        # kept until a checkpoint covers it: a trainer that dies before then trains it again (_replay); without
+        # periodic checkpoints only the batch in flight is kept (memory stays bounded; earlier steps are lost)
+        periodic = self.cfg.checkpoint_every or self.cfg.checkpoint_every_s
+        kept = [(s, b) for s, b in self.replay if s <= self.step] if periodic else []
+        self.replay = [*kept, (self.step + 1, batch)]
         self.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
         metrics = await self.c.trainer.call("train_step", batch)
         metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
