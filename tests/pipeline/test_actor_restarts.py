@@ -12,6 +12,7 @@ import crash_envs
 import pytest
 from recipes.grpo_frozenlake import TASK, default_config
 from rollart.config import apply_overrides
+from rollart.faults.procs import actor_processes
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
 
@@ -85,8 +86,9 @@ def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
         latest = tmp_path / "grpo_frozenlake" / "checkpoints" / "latest"
         while not latest.exists() and proc.poll() is None:
             subprocess.run(["sleep", "0.5"])  # wait for the first checkpoint (not a timing assertion)
-        trainer = actor_pid(proc.pid, "trainer-0")
-        os.kill(trainer, signal.SIGKILL)
+        trainer = [p.pid for p in actor_processes(proc.pid) if p.name == "trainer-0"]
+        assert trainer, f"no actor process trainer-0 under {proc.pid}"
+        os.kill(trainer[0], signal.SIGKILL)
         _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -100,17 +102,3 @@ def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
     assert "actor trainer-0 died: process" in line and "exited with code -9" in line
     expected = " ".join(["python -m recipes.grpo_frozenlake", *args, "--resume"])
     assert line.endswith(f"continue with: {expected}"), line
-
-
-def actor_pid(parent: int, name: str) -> int:
-    """Pid of the actor process ``name`` started by ``parent``."""
-    for entry in Path("/proc").iterdir():
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"rollart.actors.serve" in args and b"--parent-pid" in args and \
-                args[args.index(b"--parent-pid") + 1] == str(parent).encode() and \
-                args[args.index(b"--name") + 1] == name.encode():
-            return int(entry.name)
-    raise AssertionError(f"no actor process {name} under {parent}")

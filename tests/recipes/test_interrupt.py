@@ -9,6 +9,7 @@ from pathlib import Path
 from recipes.grpo_frozenlake import TASK, default_config
 from recipes.launch import interrupted_message
 from rollart.config import apply_overrides
+from rollart.faults.procs import actor_processes
 from rollart.pipeline import Coordinator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def test_ctrl_c_ends_with_the_checkpoint_to_resume(tmp_path):
         while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)  # wait for the first checkpoint (not a timing assertion)
         assert latest.exists(), "no checkpoint was written"
-        assert len(actors_of(proc.pid)) == 4  # trainer, weight store, inference worker, env host
+        assert len(actor_processes(proc.pid)) == 4  # trainer, weight store, inference worker, env host
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -44,20 +45,6 @@ def test_ctrl_c_ends_with_the_checkpoint_to_resume(tmp_path):
     assert last.startswith("interrupted: --resume continues from ") and "/checkpoints/step_" in last, err[-3000:]
     assert "Traceback" not in err
     deadline = time.monotonic() + 60
-    while actors_of(proc.pid) and time.monotonic() < deadline:
+    while actor_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.5)  # actor processes leave when their parent is gone
-    assert not actors_of(proc.pid)
-
-
-def actors_of(pid: int) -> list[str]:
-    """Command lines of live actor processes started by ``pid`` (they carry --parent-pid PID)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"rollart.actors.serve" in args and b"--parent-pid" in args and \
-                args[args.index(b"--parent-pid") + 1] == str(pid).encode():
-            found.append(b" ".join(args).decode(errors="replace"))
-    return found
+    assert not actor_processes(proc.pid)

@@ -1,5 +1,6 @@
 """The actor processes of this process's run, found the way an operator would: by reading /proc, not by asking
-the run. Each is a child running ``python -m rollart.actors.serve --cls module:Class --name NAME --connect ...``."""
+the run. Each runs ``python -m rollart.actors.serve --cls module:Class --name NAME --connect ... --parent-pid PID``,
+PID being the process that started it (it keeps that argument when it outlives its parent)."""
 from __future__ import annotations
 
 import os
@@ -17,17 +18,12 @@ class ActorProcess:
     """The coordinator socket the actor connected to (``tcp://host:port``)."""
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def _option(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else ""
 
 
 def actor_processes(parent: int | None = None) -> list[ActorProcess]:
-    """Live actor processes whose parent is ``parent`` (default: this process), oldest pid first."""
+    """Live actor processes started by ``parent`` (default: this process), oldest pid first."""
     parent = os.getpid() if parent is None else parent
     found = []
     for entry in os.listdir("/proc"):
@@ -35,13 +31,11 @@ def actor_processes(parent: int | None = None) -> list[ActorProcess]:
             continue
         pid = int(entry)
         try:
-            if _parent(pid) != parent:
-                continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue  # exited meanwhile
-        if "rollart.actors.serve" not in argv:
+        if "rollart.actors.serve" not in argv or _option(argv, "--parent-pid") != str(parent):
             continue
         found.append(ActorProcess(pid, _option(argv, "--name"), _option(argv, "--cls"), _option(argv, "--connect")))
     return sorted(found, key=lambda p: p.pid)
