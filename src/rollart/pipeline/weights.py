@@ -25,6 +25,7 @@ from typing import Any
 from rollart.trainer.weight_store import WeightSyncStats, push_weights
 from rollart.types import PullWeights, UpdateWeights
 from rollart.weightplane.config import WeightPlaneConfig
+from rollart.weightplane.relay import mark_retrieved
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -142,6 +143,7 @@ class WeightSync:
             log.warning("worker %s could not start pulling weight version %d: %s", slot.name, version, e)
             return ""
         self._pulls[slot.name] = asyncio.ensure_future(slot.handle.call("wait_weights", version))
+        self._pulls[slot.name].add_done_callback(mark_retrieved)  # update_workers reports its failure
         return address
 
     async def prefetch(self) -> None:

@@ -73,7 +73,7 @@ class WeightRelay:
             self._pull(version, list(sources), ipc_source, link_bytes_per_s,
                        self.timeout_s if timeout_s is None else timeout_s, self.retries if retries is None else retries),
             name=f"pull-weights-v{version}")
-        task.add_done_callback(_retrieve)
+        task.add_done_callback(mark_retrieved)
         self._tasks[version] = task
 
     def forget(self, first: int) -> list[int]:
@@ -180,7 +180,8 @@ class WeightRelay:
         return WeightBucket(version, tensors), stats
 
 
-def _retrieve(task: asyncio.Task) -> None:
-    """A background pull nobody awaits must not log 'exception never retrieved'; take() re-raises it."""
+def mark_retrieved(task: asyncio.Task) -> None:
+    """Done callback of a background pull whose failure is handled where it is awaited later (take(), or the
+    coordinator's update), or never if the run ends first: asyncio must not log 'exception never retrieved'."""
     if not task.cancelled():
         task.exception()
