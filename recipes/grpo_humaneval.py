@@ -51,7 +51,7 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
     return TaskSpec(name="HumanEval", env_id="rollart/HumanEval-v0",
                     env_kwargs={"max_attempts": cfg.max_attempts, "sandbox": dataclasses.asdict(cfg.sandbox)},
                     max_new_tokens=cfg.max_new_tokens, max_turns=cfg.max_attempts,
-                    max_total_tokens=cfg.max_total_tokens)
+                    max_total_tokens=cfg.max_total_tokens, step_action="envs.humaneval.env:step_action")
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def swe_task(cfg: SWEConfig) -> TaskSpec:
                     env_kwargs={"tasks": cfg.tasks, "repos_root": cfg.repos_root, "max_turns": cfg.env_max_turns,
                                 "observation_limit": cfg.observation_limit, "sandbox": dataclasses.asdict(cfg.sandbox)},
                     max_new_tokens=cfg.max_new_tokens, max_turns=cfg.env_max_turns,
-                    max_total_tokens=cfg.max_total_tokens)
+                    max_total_tokens=cfg.max_total_tokens, step_action="envs.swe.env:step_action")
 
 
 def env_latency_report(timings: list[dict]) -> str:

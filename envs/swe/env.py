@@ -21,7 +21,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from envs.swe.loader import load_swebench_jsonl
-from envs.swe.reward import EvalResult, evaluate
+from envs.swe.reward import EvalResult, evaluate, suite_files
 from envs.swe.task import SWETask, load_builtin_tasks
 from envs.swe.scripted import gold_patch_actions
 from envs.swe.toolcall import FORMAT_HINT, ToolCallError, format_tool_call, parse_tool_calls
@@ -147,7 +147,7 @@ class SWEEnv(EnvDefaults, gym.Env):
         self._last_obs = obs
         reset_s = time.monotonic() - start
         info = {"task_id": self.task.instance_id, "sandbox_mode": self.sandbox.mode,
-                "timings": {"env/reset_s": reset_s}}
+                "test_files": len(suite_files(self.task)), "timings": {"env/reset_s": reset_s}}
         return obs, info
 
     def step(self, action: str):
@@ -238,3 +238,17 @@ class SWEEnv(EnvDefaults, gym.Env):
         except Exception:
             pass
 
+
+def step_action(action: str, turn: int, max_turns: int, reset_info: dict) -> tuple[str, int]:
+    """What an env step with ``action`` runs, for the action scheduler (TaskSpec.step_action): the hidden
+    test run when the message submits (or the turn limit auto-submits), splittable over the suite's test
+    files; the visible test run for run_tests; else a sandbox command. Returns (kind, most cores)."""
+    try:
+        names = [c.name for c in parse_tool_calls(action)]
+    except ToolCallError:
+        names = []
+    if "submit" in names or turn + 1 >= max_turns:
+        return "test_run", max(1, int(reset_info.get("test_files", 1)))
+    if "run_tests" in names:
+        return "test_run", 1
+    return "sandbox_command", 1

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from envs.swe.patch import parse_patch, patched_files
 from envs.swe.task import SWETask
+from rollart.actions.placement import granted_cores
 from rollart.sandbox import Sandbox, SandboxConfig, UnsafePathError
 
 
@@ -69,10 +70,32 @@ def pytest_command(task: SWETask, harness: str, workspace: str, test_ids: list[s
     return "python3 -s -m pytest " + " ".join(shlex.quote(o) for o in opts + ["--", *test_ids])
 
 
+def suite_files(task: SWETask) -> list[str]:
+    """The hidden suite's test files, in order: the most processes a per-file split can use."""
+    return list(dict.fromkeys(tid.split("::")[0] for tid in task.fail_to_pass + task.pass_to_pass))
+
+
+def split_command(task: SWETask, harness: str, workspace: str, ids: list[str], workers: int) -> str:
+    """The hidden tests as ``workers`` pytest processes over disjoint groups of test files, run at once in
+    one sandbox command (the action scheduler's degree of parallelism for this test run); each reads the
+    nonce from the shell, which reads it once from stdin. One worker: the plain single-process command."""
+    files = suite_files(task)
+    workers = max(1, min(workers, len(files)))
+    if workers == 1:
+        return pytest_command(task, harness, workspace, ids)
+    groups = [[tid for tid in ids if tid.split("::")[0] in files[g::workers]] for g in range(workers)]
+    runs = " ".join(f"(printf '%s\\n' \"$n\" | {pytest_command(task, harness, workspace, g)}) &" for g in groups)
+    return f"read -r n; {runs} wait"
+
+
 def evaluate(task: SWETask, workspace: str | Path, sandbox_config: SandboxConfig | None = None,
-             timeout_s: float = 60.0) -> EvalResult:
-    """Run the hidden tests of ``task`` over a copy of ``workspace``; never raises for agent faults."""
+             timeout_s: float = 60.0, workers: int | None = None) -> EvalResult:
+    """Run the hidden tests of ``task`` over a copy of ``workspace``; never raises for agent faults.
+    ``workers``: pytest processes over disjoint test files (default: the cores granted to this thread's
+    action, 1 outside actions; capped at the suite's file count)."""
     start = time.monotonic()
+    if workers is None:
+        workers = len(granted_cores() or (0,))
     cfg = sandbox_config or SandboxConfig()
     # keep the whole pytest output: the outcome lines come last and must not be truncated away
     cfg = dataclasses.replace(cfg, output_limit_bytes=max(cfg.output_limit_bytes, 1 << 20))
@@ -97,7 +120,7 @@ def evaluate(task: SWETask, workspace: str | Path, sandbox_config: SandboxConfig
         # the workspace is not on PYTHONPATH: `python -m` adds it to sys.path only after site init, so an
         # agent's sitecustomize.py / usercustomize.py is never imported
         env = {"PYTHONPATH": f"{p.harness}:{p.site}"}
-        result = sb.run(pytest_command(task, p.harness, p.workspace, ids), timeout_s=timeout_s,
+        result = sb.run(split_command(task, p.harness, p.workspace, ids, workers), timeout_s=timeout_s,
                         stdin=(nonce + "\n").encode(), env=env)
     outcomes: dict[str, str] = {}
     for outcome, nodeid in re.findall(rf"^{nonce} (passed|failed|error|skipped) (.+)$", result.output, re.M):

@@ -102,3 +102,33 @@ def test_bad_actions_settings_name_the_setting():
         ActionsConfig(enabled=True, cores=(0,), step_cores=2)
     with pytest.raises(ConfigError, match="reward_calls_per_period"):
         ActionsConfig(reward_calls_per_period=-1)
+
+
+@pytest.mark.parametrize("speedup,expected", [((1.0, 1.8), 2), ((1.0, 0.9), 1)])
+async def test_a_test_run_gets_the_cores_its_profiled_curve_pays_for(speedup, expected):
+    if len(CORES) < 2:
+        pytest.skip("needs 2 cores")
+    actions = RunActions(ActionsConfig(enabled=True, cores=tuple(CORES[:2]), test_speedup=speedup))
+    try:
+        async def step(cores):
+            return cores
+        got = await actions.env_step(step, "t", kind="test_run", max_units=4)
+        assert len(got) == expected
+        assert len(await actions.env_step(step, "t", kind="sandbox_command", max_units=1)) == 1
+        assert actions.metrics()["system/actions/test_run/units_mean"] == expected
+    finally:
+        await actions.close()
+
+
+def test_granted_cores_are_capped_by_a_cgroup_cpu_quota_where_writable():
+    from rollart.actions.placement import cpu_limit, cpu_limit_line
+    line = cpu_limit_line()
+    assert line.startswith("actions: ")
+    if not cpu_limit().mode:
+        pytest.skip(line)
+    show = [sys.executable, "-c", "print(open('/proc/self/cgroup').read())"]
+    out = subprocess.run(show, capture_output=True, text=True, preexec_fn=pin_preexec((CORES[0],)), check=True)
+    group = os.path.dirname(cpu_limit().procs_file((CORES[0],)))
+    assert group.split("/sys/fs/cgroup/")[1].split("/", 1)[1] in out.stdout  # the child runs in the quota group
+    quota = "cpu.max" if cpu_limit().mode == "v2" else "cpu.cfs_quota_us"
+    assert open(os.path.join(group, quota)).read().split()[0] == "100000"

@@ -23,10 +23,25 @@ class ActionsConfig:
     concurrency cap of reward.max_concurrency)."""
     reward_period_s: float = 1.0
     """The quota's sliding window in seconds."""
+    test_speedup: tuple[float, ...] = (1.0, 1.35)
+    """Profiled speed-up of a test run on 1, 2, ... cores over one core (ARL-Tangram profiles each action
+    type in advance). A test run whose suite splits over several cores (TaskSpec.step_action) may get up to
+    min(its suite's cap, len(test_speedup), the cores) cores, the scheduler choosing how many. The default
+    is the hidden SWE suites split per test file on this project's 2-core machine
+    (tools/bench/actions_real.py --profile); (1.0,) pins every test run to one core."""
+    test_t_ori_s: float = 1.0
+    """A single-core test run's duration (s) assumed until the run has measured its own."""
 
     def __post_init__(self) -> None:
         if self.step_cores < 1:
             raise ConfigError(f"actions.step_cores={self.step_cores} must be >= 1")
+        self.test_speedup = tuple(float(x) for x in self.test_speedup)
+        if not self.test_speedup or self.test_speedup[0] != 1.0 or any(
+                not 0 < x <= m + 1 for m, x in enumerate(self.test_speedup)):
+            raise ConfigError(f"actions.test_speedup={self.test_speedup}: speed-ups on 1, 2, ... cores, the "
+                              "first 1.0 and the m-th in (0, m]")
+        if not self.test_t_ori_s > 0:
+            raise ConfigError(f"actions.test_t_ori_s={self.test_t_ori_s} must be > 0")
         if self.reward_calls_per_period < 0 or not self.reward_period_s > 0:
             raise ConfigError("actions.reward_calls_per_period must be >= 0 and actions.reward_period_s > 0")
         if self.enabled and self.step_cores > len(self.usable_cores()):

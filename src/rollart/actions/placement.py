@@ -2,16 +2,23 @@
 
 The action scheduler grants an env step (or a test run) a core set; the env host runs the step on a thread
 under :func:`on_cores`, and whatever that step starts as a child process (a sandbox command, a test run)
-is pinned to those cores by :func:`pin_preexec` before it executes (``os.sched_setaffinity``).
+is placed on those cores by :func:`pin_preexec` before it executes: pinned (``os.sched_setaffinity``) and,
+where this process may write a cgroup with a CPU controller, also held to a CPU quota of that many cores
+(:class:`CpuLimit`: cgroup v2 ``cpu.max``, else the v1 ``cpu`` controller's CFS quota). Where neither is
+writable, pinning alone applies and :func:`cpu_limit_line` says so.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
 from typing import Callable, Iterator, Optional, Sequence
 
 _local = threading.local()
+CGROUP_V2 = "/sys/fs/cgroup/unified"  # hybrid layout; "/sys/fs/cgroup" itself on a pure v2 host
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
+PERIOD_US = 100_000
 
 
 @contextlib.contextmanager
@@ -30,10 +37,113 @@ def granted_cores() -> Optional[tuple[int, ...]]:
     return getattr(_local, "cores", None)
 
 
+class CpuLimit:
+    """One cgroup per granted core set, its CPU quota = that many cores; children join it before exec.
+
+    Grants are exclusive, so two actions never hold the same core set at once and one group per set
+    suffices. ``mode`` is ``"v2"``, ``"v1"`` or ``""`` (no writable CPU controller: pinning only)."""
+
+    def __init__(self, base_name: Optional[str] = None):
+        self.base_name = base_name or f"rollart-actions-{os.getpid()}"
+        self.mode, self.base = self._probe()
+        self._groups: dict[tuple[int, ...], str] = {}
+        self._lock = threading.Lock()
+
+    def _probe(self) -> tuple[str, str]:
+        if os.geteuid() != 0:
+            return "", ""
+        for root in (CGROUP_V2, "/sys/fs/cgroup"):
+            try:
+                with open(os.path.join(root, "cgroup.controllers")) as f:
+                    if "cpu" not in f.read().split():
+                        continue
+                base = os.path.join(root, self.base_name)
+                os.makedirs(base, exist_ok=True)
+                with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+                    f.write("+cpu")
+                return "v2", base
+            except OSError:
+                continue
+        try:
+            base = os.path.join(CGROUP_V1_CPU, self.base_name)
+            os.makedirs(base, exist_ok=True)
+            with open(os.path.join(base, "cpu.cfs_quota_us"), "w") as f:
+                f.write("-1")
+            return "v1", base
+        except OSError:
+            return "", ""
+
+    def procs_file(self, cores: tuple[int, ...]) -> Optional[str]:
+        """The ``cgroup.procs`` of the group capped at ``len(cores)`` cores (created on first use)."""
+        if not self.mode:
+            return None
+        with self._lock:
+            path = self._groups.get(cores)
+            if path is None:
+                path = os.path.join(self.base, "c" + "-".join(map(str, cores)))
+                os.makedirs(path, exist_ok=True)
+                quota = PERIOD_US * len(cores)
+                if self.mode == "v2":
+                    with open(os.path.join(path, "cpu.max"), "w") as f:
+                        f.write(f"{quota} {PERIOD_US}")
+                else:
+                    with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+                        f.write(str(PERIOD_US))
+                    with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+                        f.write(str(quota))
+                self._groups[cores] = path
+        return os.path.join(path, "cgroup.procs")
+
+    def close(self) -> None:
+        """Remove the (empty) groups; a group still holding a process stays until it exits."""
+        for path in list(self._groups.values()) + ([self.base] if self.base else []):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        self._groups.clear()
+
+
+_limit: Optional[CpuLimit] = None
+_limit_lock = threading.Lock()
+
+
+def cpu_limit() -> CpuLimit:
+    """This process's :class:`CpuLimit` (probed once)."""
+    global _limit
+    with _limit_lock:
+        if _limit is None:
+            _limit = CpuLimit()
+            atexit.register(_limit.close)
+        return _limit
+
+
+def cpu_limit_line(limit: Optional[CpuLimit] = None) -> str:
+    """One line for the start of a run: how granted cores are enforced here."""
+    mode = (limit or cpu_limit()).mode
+    if mode == "v2":
+        return "actions: granted cores are pinned and capped by a cgroup v2 cpu.max quota"
+    if mode == "v1":
+        return ("actions: granted cores are pinned and capped by a CFS quota in the cgroup v1 cpu controller "
+                "(no cgroup v2 cpu controller is delegated here)")
+    return "actions: no writable cgroup CPU controller (v2 or v1) here: granted cores are enforced by pinning only"
+
+
 def pin_preexec(cores: Optional[tuple[int, ...]] = None) -> Optional[Callable[[], None]]:
-    """A preexec step that pins the child to ``cores`` (default: this thread's grant); None if unpinned."""
-    cores = granted_cores() if cores is None else cores
+    """A preexec step that pins the child to ``cores`` (default: this thread's grant) and puts it in the
+    core set's CPU-quota cgroup where one is writable; None if unpinned."""
+    cores = granted_cores() if cores is None else tuple(cores)
     if not cores:
         return None
     wanted = set(cores)
-    return lambda: os.sched_setaffinity(0, wanted)
+    try:
+        procs = cpu_limit().procs_file(tuple(sorted(wanted)))
+    except OSError:
+        procs = None
+
+    # runs in the forked child: C-level calls only
+    def preexec() -> None:
+        if procs is not None:
+            fd = os.open(procs, os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+        os.sched_setaffinity(0, wanted)
+    return preexec

@@ -3,6 +3,10 @@
 Env steps are actions on the ``cpu`` pool (:class:`rollart.actions.cpu.CorePool` of ``actions.cores``): an
 env step waits until the scheduler grants it ``actions.step_cores`` concrete cores, and the env host pins
 every process the step starts (sandbox commands, test runs) to them (:mod:`rollart.actions.placement`).
+A step that runs a test suite splittable over several cores (``TaskSpec.step_action`` says so: kind
+``test_run``, the suite's core cap) is elastic: it may take 1..cap cores, and Algorithm 1 chooses how many
+from the profiled speed-up curve ``actions.test_speedup`` and the run's measured single-core duration.
+Granted cores are also capped by a cgroup CPU quota where one is writable (:mod:`rollart.actions.placement`).
 Reward-endpoint calls are actions on the ``api:reward`` pool: a sliding-window quota
 (:class:`rollart.actions.basic.QuotaPool`) when ``actions.reward_calls_per_period`` is set, else a
 concurrency cap. :meth:`RunActions.metrics` reports the scheduler's decisions for tensorboard.
@@ -12,13 +16,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, TypeVar
 
-from rollart.actions.action import Action
+import logging
+import time
+
+from rollart.actions.action import Action, table
 from rollart.actions.basic import CountPool, QuotaPool
 from rollart.actions.config import ActionsConfig
 from rollart.actions.cpu import CorePool
+from rollart.actions.placement import cpu_limit, cpu_limit_line
 from rollart.actions.runtime import ActionScheduler
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class RunActions:
@@ -31,14 +40,39 @@ class RunActions:
         self.pools = {"cpu": CorePool("cpu", cfg.usable_cores()), "api:reward": quota}
         self.scheduler = ActionScheduler(self.pools)
         self._reported = 0
+        self.single_core_s: dict[str, tuple[float, int]] = {}  # kind -> (mean single-core-equivalent s, n)
+        print(cpu_limit_line(cpu_limit()), flush=True)
 
-    async def env_step(self, step: Callable[[tuple[int, ...]], Awaitable[T]], trajectory: Any = None) -> T:
-        """Run ``await step(cores)`` once the scheduler grants this env step its cores."""
+    def _shape(self, kind: str, max_units: int) -> dict:
+        """Units, elasticity and t_ori of a step of ``kind`` that may use up to ``max_units`` cores."""
+        if max_units <= 0:
+            return {"units": (self.cfg.step_cores,)}
+        cap = min(max_units, len(self.cfg.test_speedup), self.pools["cpu"].capacity)
+        if kind != "test_run" or cap <= 1:
+            return {"units": (1,)}
+        speedup = {m: self.cfg.test_speedup[m - 1] for m in range(1, cap + 1)}
+        t_ori = self.single_core_s.get(kind, (self.cfg.test_t_ori_s, 0))[0]
+        return {"units": tuple(speedup), "elasticity": table(speedup), "t_ori": t_ori}
+
+    def _measured(self, kind: str, units: int, seconds: float) -> None:
+        """Fold one step's duration, as single-core time through the profiled curve, into the kind's mean."""
+        speed = self.cfg.test_speedup[units - 1] if units <= len(self.cfg.test_speedup) else float(units)
+        mean, n = self.single_core_s.get(kind, (0.0, 0))
+        self.single_core_s[kind] = ((mean * n + seconds * speed) / (n + 1), n + 1)
+
+    async def env_step(self, step: Callable[[tuple[int, ...]], Awaitable[T]], trajectory: Any = None,
+                       kind: str = "env_step", max_units: int = 0) -> T:
+        """Run ``await step(cores)`` once the scheduler grants this env step its cores. ``kind`` labels the
+        step (``env_step``, ``sandbox_command``, ``test_run``); ``max_units`` > 0: it may use up to that many
+        cores (elastic for a test run), 0: ``actions.step_cores``."""
         async def payload(grant: dict) -> T:
-            return await step(grant["cpu"])
+            t0 = time.monotonic()
+            result = await step(grant["cpu"])
+            self._measured(kind, len(grant["cpu"]), time.monotonic() - t0)
+            return result
 
-        return await self.scheduler.submit(Action({}, key="cpu", units=(self.cfg.step_cores,), kind="env_step",
-                                                  trajectory=trajectory, payload=payload))
+        return await self.scheduler.submit(Action({}, key="cpu", kind=kind, trajectory=trajectory,
+                                                  payload=payload, **self._shape(kind, max_units)))
 
     async def reward_call(self, call: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await call(*args)`` (a reward-endpoint call) once the endpoint's quota admits it."""
@@ -69,3 +103,4 @@ class RunActions:
 
     async def close(self) -> None:
         await self.scheduler.close()
+        cpu_limit().close()

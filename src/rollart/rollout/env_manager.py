@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -53,6 +54,10 @@ class TaskSpec:
     """If set, wrap each env in rollart.rollout.env_faults.InjectFaults(**faults) (benchmarks, fault tests)."""
     weight: float = 1.0
     """Relative share of groups drawn from this task."""
+    step_action: str = ""
+    """With actions on: ``"module:function"`` telling the action scheduler what a step runs,
+    ``fn(action_text, turn, max_turns, reset_info) -> (kind, most_cores)`` (e.g. ``("test_run", 2)`` for
+    a test run splittable over 2 cores); empty: every step is an ``env_step`` on ``actions.step_cores``."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:
@@ -145,6 +150,7 @@ class EnvManager:
                                   min_tokens=min(task.min_new_tokens, max_new), stop_token_ids=list(chat.stop_token_ids))
         t0 = time.perf_counter()
         obs, info = await session.reset(seed=seed)
+        reset_info = info
         traj.timings["env_reset"] += time.perf_counter() - t0
         self._append(traj, chat.first_prompt(_text(obs, task)))
         env_return = 0.0
@@ -170,7 +176,9 @@ class EnvManager:
             t0 = time.perf_counter()
             text = chat.action_text(out.token_ids)
             if self.actions is not None:  # an ARL-Tangram action: runs on the cores the scheduler grants
-                step = await self.actions.env_step(lambda cores: session.step(text, cores), traj.trajectory_id)
+                kind, most = _step_action(task, text, turn, reset_info)
+                step = await self.actions.env_step(lambda cores: session.step(text, cores), traj.trajectory_id,
+                                                   kind=kind, max_units=most)
             else:
                 step = await session.step(text)
             obs, reward, terminated, truncated, info = step
@@ -236,3 +244,16 @@ def _text(observation: Any, task: TaskSpec) -> str:
         return observation
     raise TypeError(f"env {task.env_id!r} returned a {type(observation).__name__} observation; rollout envs "
                     "speak text: return a string (e.g. render the state) from reset() and step()")
+
+
+def _step_action(task: TaskSpec, text: str, turn: int, reset_info: dict) -> tuple[str, int]:
+    if not task.step_action:
+        return "env_step", 0
+    module, _, name = task.step_action.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"task {task.name}: step_action={task.step_action!r} does not name a function "
+                          f"('module:function'): {e}") from None
+    kind, most = fn(text, turn, task.max_turns, reset_info or {})
+    return str(kind), int(most)

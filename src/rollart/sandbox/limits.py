@@ -52,6 +52,8 @@ def make_preexec(cfg: SandboxConfig, uid: int | None, cgroup_procs: list[Path]):
             fd = os.open(procs, os.O_WRONLY)
             os.write(fd, pid)
             os.close(fd)
+        if pin is not None:  # before dropping to the uid: joining the CPU-quota cgroup needs root
+            pin()
         for which, value in limits:
             resource.setrlimit(which, value)
         if uid is not None:
@@ -59,8 +61,6 @@ def make_preexec(cfg: SandboxConfig, uid: int | None, cgroup_procs: list[Path]):
             os.setgid(uid)
             os.setuid(uid)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        if pin is not None:
-            pin()
 
     return preexec
 
