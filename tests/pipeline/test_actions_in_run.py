@@ -49,22 +49,32 @@ def test_env_steps_and_reward_calls_of_a_run_are_scheduled_actions(tmp_path):
     assert max_in_window(quota.history, 0.5) <= 8  # the endpoint's quota held over the whole run
 
 
-def run_recipe(module: str, tmp_path: Path, *overrides: str) -> dict:
+def run_recipe(module: str, tmp_path: Path, *overrides: str) -> tuple[dict, str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     proc = subprocess.run([sys.executable, "-m", module, f"logdir={tmp_path}", "total_steps=1", "batch_groups=1",
                            "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "actor_mode=inprocess",
                            "actions.enabled=true", *overrides], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return scalars(next(p for p in tmp_path.iterdir() if p.is_dir()))
+    return scalars(next(p for p in tmp_path.iterdir() if p.is_dir())), proc.stdout
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module,extra", [
-    ("recipes.grpo_swe", ["env_max_turns=2", "max_new_tokens=16"]),
-    ("recipes.grpo_humaneval", ["max_new_tokens=16"]),
-])
-def test_sandbox_recipes_run_with_actions_on(tmp_path, module, extra):
-    s = run_recipe(module, tmp_path, *extra)
-    assert sum(s["system/actions/env_step/count"]) >= 2
-    assert all(v == 1 for v in s["system/actions/env_step/units_mean"])
+def test_grpo_swe_runs_its_test_runs_as_elastic_actions(tmp_path):
+    s, out = run_recipe("recipes.grpo_swe", tmp_path, "env_max_turns=2", "max_new_tokens=16")
+    assert sum(line.startswith("actions: ") for line in out.splitlines()) == 1  # how cores are enforced, once
+    assert sum(s["system/actions/test_run/count"]) >= 2  # every episode ends in its hidden test run
+    assert all(1 <= v <= 2 for v in s["system/actions/test_run/units_mean"])  # within the suites' 2-file cap
+    assert all(v == 1 for v in s.get("system/actions/sandbox_command/units_mean", [1]))
+    assert "system/actions/test_run/queue_s_mean" in s and "system/actions/evictions" in s
+
+
+@pytest.mark.slow
+def test_grpo_humaneval_scores_with_judges_restored_and_evicted_by_the_service_manager(tmp_path):
+    # 3 judges of 1.8 / 3.5 / 5.8 MiB in a 6 MiB budget: each trajectory's scoring restores and evicts
+    s, _ = run_recipe("recipes.grpo_humaneval", tmp_path, "max_new_tokens=16", "reward.judges=3",
+                      "actions.service_memory_mb=6")
+    assert sum(s["system/actions/test_run/count"]) >= 2 and all(v == 1 for v in s["system/actions/test_run/units_mean"])
+    assert sum(s["system/actions/reward_model/count"]) >= 2 * 3
+    assert s["system/actions/service/restores"][-1] >= 3 and s["system/actions/service/evictions"][-1] >= 1
+    assert max(s["system/actions/service/resident_mb"]) <= 6

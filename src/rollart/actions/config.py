@@ -29,6 +29,10 @@ class ActionsConfig:
     min(its suite's cap, len(test_speedup), the cores) cores, the scheduler choosing how many. The default
     is the hidden SWE suites split per test file on this project's 2-core machine
     (tools/bench/actions_real.py --profile); (1.0,) pins every test run to one core."""
+    service_memory_mb: float = 0.0
+    """Device memory budget of the GPU-service manager (model-based rewards, reward.judges): services beyond
+    it are evicted least recently used first and restored from their disk copy when called again (0: room
+    for every service at once)."""
     test_t_ori_s: float = 1.0
     """A single-core test run's duration (s) assumed until the run has measured its own."""
 
@@ -40,6 +44,8 @@ class ActionsConfig:
                 not 0 < x <= m + 1 for m, x in enumerate(self.test_speedup)):
             raise ConfigError(f"actions.test_speedup={self.test_speedup}: speed-ups on 1, 2, ... cores, the "
                               "first 1.0 and the m-th in (0, m]")
+        if self.service_memory_mb < 0:
+            raise ConfigError(f"actions.service_memory_mb={self.service_memory_mb} must be >= 0 (0: no limit)")
         if not self.test_t_ori_s > 0:
             raise ConfigError(f"actions.test_t_ori_s={self.test_t_ori_s} must be > 0")
         if self.reward_calls_per_period < 0 or not self.reward_period_s > 0:

@@ -7,6 +7,9 @@ A step that runs a test suite splittable over several cores (``TaskSpec.step_act
 ``test_run``, the suite's core cap) is elastic: it may take 1..cap cores, and Algorithm 1 chooses how many
 from the profiled speed-up curve ``actions.test_speedup`` and the run's measured single-core duration.
 Granted cores are also capped by a cgroup CPU quota where one is writable (:mod:`rollart.actions.placement`).
+Model-based reward calls (``reward.judges``) are actions on the ``gpu`` pool of a
+:class:`rollart.actions.services.ServiceManager`: the judge is restored from its disk copy if it is not
+resident, evicting others to stay within ``actions.service_memory_mb``.
 Reward-endpoint calls are actions on the ``api:reward`` pool: a sliding-window quota
 (:class:`rollart.actions.basic.QuotaPool`) when ``actions.reward_calls_per_period`` is set, else a
 concurrency cap. :meth:`RunActions.metrics` reports the scheduler's decisions for tensorboard.
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, TypeVar
 
+import asyncio
 import logging
 import time
 
@@ -33,11 +37,15 @@ log = logging.getLogger(__name__)
 class RunActions:
     """One ActionScheduler over the run's CPU cores and the reward endpoint's quota."""
 
-    def __init__(self, cfg: ActionsConfig, reward_concurrency: int = 64):
+    def __init__(self, cfg: ActionsConfig, reward_concurrency: int = 64, services: Any = None):
+        """``services``: a :class:`rollart.actions.services.ServiceManager` of the run's model services."""
         self.cfg = cfg
         quota = (QuotaPool("api:reward", cfg.reward_calls_per_period, cfg.reward_period_s)
                  if cfg.reward_calls_per_period else CountPool("api:reward", reward_concurrency))
         self.pools = {"cpu": CorePool("cpu", cfg.usable_cores()), "api:reward": quota}
+        self.services = services
+        if services is not None:
+            self.pools["gpu"] = services.pool
         self.scheduler = ActionScheduler(self.pools)
         self._reported = 0
         self.single_core_s: dict[str, tuple[float, int]] = {}  # kind -> (mean single-core-equivalent s, n)
@@ -81,6 +89,17 @@ class RunActions:
 
         return await self.scheduler.submit(Action({"api:reward": 1}, kind="reward", payload=payload))
 
+    async def service_call(self, service: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(module, *args)`` on model service ``service`` (restored if evicted), run off the event loop."""
+        if self.services is None:
+            raise RuntimeError("service_call needs RunActions(..., services=ServiceManager(...))")
+
+        async def payload(grant: dict) -> T:
+            return await asyncio.to_thread(self.services.run, service, grant["gpu"], fn, *args)
+
+        return await self.scheduler.submit(Action({}, key="gpu", units=(1,), service=service,
+                                                  kind="reward_model", payload=payload))
+
     def metrics(self) -> dict[str, float]:
         """The decisions since the last call, per action kind: count, mean queueing time, mean execution time,
         mean units granted; and the totals: evictions, queued now, decision time."""
@@ -99,6 +118,14 @@ class RunActions:
         out["system/actions/evictions"] = float(core.evictions)
         out["system/actions/queued"] = float(len(core.queue))
         out["system/actions/decide_s_total"] = float(sum(core.decision_latency))
+        if self.services is not None:
+            cache, sv = self.services.cache, self.services
+            out["system/actions/service/restores"] = float(cache.restores)
+            out["system/actions/service/evictions"] = float(cache.evictions)
+            out["system/actions/service/hits"] = float(cache.hits)
+            out["system/actions/service/resident_mb"] = sv.resident_bytes() / 2**20
+            if sv.restore_seconds:
+                out["system/actions/service/restore_s_mean"] = sum(sv.restore_seconds) / len(sv.restore_seconds)
         return out
 
     async def close(self) -> None:

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rollart.actors import ActorDeadError, RemoteError
-from rollart.actions.run import RunActions
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
@@ -41,7 +40,7 @@ from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
 from rollart.pipeline.recovery import Recovery
 from rollart.pipeline.resume import counters_snapshot, restore_counters
-from rollart.pipeline.scoring import Scoring, check_scoring
+from rollart.pipeline.scoring import Scoring, check_scoring, run_actions
 from rollart.pipeline.weights import WeightSync
 from rollart.rollout.buffer import SampleBuffer
 from rollart.rollout.env_client import EnvPool
@@ -142,7 +141,7 @@ class Coordinator:
         self.c: Components = await build(cfg, self.trainer)
         self.scoring: Scoring | None = None
         try:
-            self.actions = RunActions(cfg.actions, cfg.reward.max_concurrency) if cfg.actions.enabled else None
+            self.actions = run_actions(cfg)
             self.scoring = await Scoring.start(cfg, tokenizer, self.reward_fn, self.actions)
             self.buffer = SampleBuffer(cfg.buffer)
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()

@@ -36,6 +36,45 @@ def check_scoring(cfg: PipelineConfig, reward_fn: Optional[RewardFn], tasks: lis
         raise ConfigError(f"reward.tasks names {unknown}, not tasks of this run ({[t.name for t in tasks]})")
 
 
+def run_actions(cfg: PipelineConfig) -> Optional[RunActions]:
+    """The run's action scheduler (actions.enabled), with the judges of reward.judges as model services."""
+    if not cfg.actions.enabled:
+        return None
+    services = None
+    if cfg.reward.judges:
+        from rollart.actions.services import ServiceManager
+        from rollart.rewards.judge_model import judge_models
+        services = ServiceManager(judge_models(cfg.reward.judges), cfg.actions.service_memory_mb * 2**20)
+    return RunActions(cfg.actions, cfg.reward.max_concurrency, services)
+
+
+def with_judges(cfg: PipelineConfig, fn: Optional[RewardFn], tokenizer: Any,
+                actions: Optional[RunActions]) -> Optional[RewardFn]:
+    """``fn`` (default: the env's return) plus reward.judge_weight x the judges' mean score of the last answer
+    (reward.judges); through the GPU-service manager when the run has actions, else on resident judges."""
+    r = cfg.reward
+    if not r.judges:
+        return fn
+    import asyncio
+
+    from rollart.rewards.judge_model import judge_models, score
+    from rollart.rollout.reward_dispatch import env_return_reward, last_answer, reference
+
+    base = fn or env_return_reward
+    names = [f"judge{i}" for i in range(r.judges)]
+    resident = {} if actions is not None else {k: make() for k, make in judge_models(r.judges).items()}
+
+    async def judged(traj: Trajectory) -> float:
+        text, ref = last_answer(traj, tokenizer), reference(traj, r.reference_key)
+        if actions is not None:
+            scores = [await actions.service_call(name, score, text, ref) for name in names]
+        else:
+            scores = [await asyncio.to_thread(score, resident[name], text, ref) for name in names]
+        return await base(traj) + r.judge_weight * sum(scores) / len(scores)
+
+    return judged
+
+
 class Scoring:
     """The run's RewardDispatcher and what it owns (an endpoint client, a local endpoint process)."""
 
@@ -49,13 +88,14 @@ class Scoring:
         """``actions``: the run's action scheduler; endpoint calls then wait for its API quota."""
         r = cfg.reward
         if not r.uses_endpoint:
-            return cls(RewardDispatcher(reward_fn))
+            return cls(RewardDispatcher(with_judges(cfg, reward_fn, tokenizer, actions)))
         local = LocalEndpoint(r) if r.serverless else None
         url = await local.start() if local is not None else r.endpoint
         client = RewardClient(url, token=r.token or None, seed=cfg.seed, config=ClientConfig(
             retries=r.retries, backoff=r.backoff_s, max_backoff=max(5.0, r.backoff_s), timeout=r.attempt_timeout_s))
         call = client.call if actions is None else functools.partial(actions.reward_call, client.call)
-        fn = endpoint_reward(call, r.function, tokenizer, r.reference_key, r.tasks)
+        fn = with_judges(cfg, endpoint_reward(call, r.function, tokenizer, r.reference_key, r.tasks), tokenizer,
+                         actions)
         log.info("rewards: %s on %s%s", r.function, url, " (started for this run)" if local else "")
         return cls(RewardDispatcher(fn, timeout_s=r.timeout_s, max_concurrency=r.max_concurrency), client, local)
 

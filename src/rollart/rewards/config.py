@@ -53,6 +53,13 @@ class RewardConfig:
     """Local endpoint, for tests: fraction of calls given an injected fault (raise, crash or hang)."""
     fault_seed: int = 0
     """Local endpoint: seed of the fault injector."""
+    judges: int = 0
+    """Model-based reward: add ``judge_weight`` x the mean score of an ensemble of this many judge models
+    (tiny rollart transformers, :mod:`rollart.rewards.judge_model`) to each trajectory's reward. With
+    actions.enabled=true the judges are services of the GPU-service manager (restored / evicted within
+    actions.service_memory_mb); else they stay loaded in the coordinator. 0: none."""
+    judge_weight: float = 0.1
+    """Weight of the judges' mean score in the reward."""
 
     def __post_init__(self) -> None:
         if self.endpoint and self.serverless:
@@ -68,7 +75,7 @@ class RewardConfig:
             if self.function not in names:
                 raise ConfigError(f"reward.function={self.function!r} is not served by reward.functions="
                                   f"{list(self.functions)}; name one of {names} or add its module:function")
-        for name in ("retries", "fault_seed"):
+        for name in ("retries", "fault_seed", "judges"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"reward.{name}={getattr(self, name)} must be >= 0")
         for name in ("max_concurrency", "max_workers"):
