@@ -239,10 +239,14 @@ class SWEEnv(EnvDefaults, gym.Env):
             pass
 
 
+FILE_TOOLS = {"view", "create", "edit"}
+
+
 def step_action(action: str, turn: int, max_turns: int, reset_info: dict) -> tuple[str, int]:
     """What an env step with ``action`` runs, for the action scheduler (TaskSpec.step_action): the hidden
     test run when the message submits (or the turn limit auto-submits), splittable over the suite's test
-    files; the visible test run for run_tests; else a sandbox command. Returns (kind, most cores)."""
+    files; the visible test run for run_tests; a file operation (view / create / edit: no process) holds no
+    core; else a sandbox command. Returns (kind, most cores)."""
     try:
         names = [c.name for c in parse_tool_calls(action)]
     except ToolCallError:
@@ -251,4 +255,6 @@ def step_action(action: str, turn: int, max_turns: int, reset_info: dict) -> tup
         return "test_run", max(1, int(reset_info.get("test_files", 1)))
     if "run_tests" in names:
         return "test_run", 1
+    if names and set(names) <= FILE_TOOLS:
+        return "file_op", 0  # the env host reads / writes the workspace itself: no process, no core
     return "sandbox_command", 1

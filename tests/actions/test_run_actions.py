@@ -115,6 +115,7 @@ async def test_a_test_run_gets_the_cores_its_profiled_curve_pays_for(speedup, ex
         got = await actions.env_step(step, "t", kind="test_run", max_units=4)
         assert len(got) == expected
         assert len(await actions.env_step(step, "t", kind="sandbox_command", max_units=1)) == 1
+        assert await actions.env_step(step, "t", kind="file_op", max_units=0) == ()  # holds no core
         assert actions.metrics()["system/actions/test_run/units_mean"] == expected
     finally:
         await actions.close()

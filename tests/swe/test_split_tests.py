@@ -38,6 +38,7 @@ def test_step_action_names_test_runs_and_their_core_cap():
     info = {"test_files": 2}
     assert step_action(format_tool_call("submit"), 0, 4, info) == ("test_run", 2)
     assert step_action(format_tool_call("view", path="a"), 3, 4, info) == ("test_run", 2)  # auto-submit
+    assert step_action(format_tool_call("edit", path="a", old_str="x", new_str="y"), 0, 4, info) == ("file_op", 0)
     assert step_action(format_tool_call("run_tests"), 0, 4, info) == ("test_run", 1)
     assert step_action(format_tool_call("bash", command="ls"), 0, 4, info) == ("sandbox_command", 1)
     assert step_action("no tool call", 0, 4, info) == ("sandbox_command", 1)

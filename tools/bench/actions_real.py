@@ -1,6 +1,17 @@
 """The REAL half of the ARL-Tangram actions benchmark (``actions.py``), run on this machine: generated
 pytest suites through the CPU manager vs static per-trajectory cores, torch-module services in the GPU
-pool, and the serverless reward endpoint vs a dedicated worker.
+pool, and the serverless reward endpoint vs a dedicated worker. Run alone, it benchmarks a real grpo_swe
+rollout with actions on against per-trajectory static cores:
+
+    python tools/bench/actions_real.py --quick     # < 60 s: 4 SWE trajectories per mode, one pass each
+    python tools/bench/actions_real.py             # 8 trajectories per mode, order static/actions/actions/static
+    python tools/bench/actions_real.py --profile   # speed-up of the SWE hidden suites on 1 and 2 cores
+
+The rollout (:func:`real_rollout`) plays the recipe's SWE episodes (real sandboxes, real tool calls, the
+hidden tests at submission, from ``recipes.grpo_swe``'s task spec and step_action) with the gold-patch agent
+standing in for the LLM: its messages are the tool calls a solving model would write, and each turn's
+generation is a seeded lognormal wait (SIMULATED: no model runs, so generation takes no CPU from the
+actions). Both modes play the same tasks, seeds and waits. Last line: key=value pairs.
 """
 from __future__ import annotations
 
@@ -12,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Optional
 
 from rollart.actions.action import table
 from rollart.actions.static import StaticSlotRunner
@@ -262,3 +274,204 @@ async def real_reward(quick: bool) -> dict:
             proc.terminate()
             proc.wait(timeout=10)
     return results
+
+
+# -- real: a grpo_swe rollout, actions on vs per-trajectory static cores ---------------------------
+KINDS = ("test_run", "sandbox_command", "file_op")
+
+
+def swe_episodes(n: int, seed: int) -> list[dict]:
+    """``n`` SWE episodes: task, gold-patch messages, and a generation wait per message (seeded)."""
+    from envs.swe.scripted import gold_patch_actions
+    from envs.swe.task import load_builtin_tasks
+
+    tasks = load_builtin_tasks()
+    rng = random.Random(seed)
+    picked = rng.sample(tasks, min(n, len(tasks)))
+    out = []
+    for t in picked:
+        msgs = gold_patch_actions(t, run_tests=True)
+        out.append({"task": t.instance_id, "messages": msgs,
+                    "gen": [rng.lognormvariate(math.log(0.3), 0.6) for _ in msgs]})
+    return out
+
+
+async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
+    """Play ``episodes`` at once on a real EnvHost; every env step is an action (``actions``) or runs on its
+    trajectory's fixed core (``static``: slots dealt round-robin, shared once trajectories outnumber cores).
+    Returns per-step action completion times (queue + execution) by kind, scheduler CPU and wall time."""
+    import recipes.grpo_swe as recipe
+    from rollart.actions.config import ActionsConfig
+    from rollart.actions.run import RunActions
+    from rollart.rollout.env_host import EnvHost
+    from rollart.rollout.env_manager import _step_action
+
+    cfg = recipe.default_config()
+    cfg.env_max_turns = max(len(e["messages"]) for e in episodes)
+    spec = recipe.swe_task(cfg)
+    host = EnvHost()
+    actions = RunActions(ActionsConfig(enabled=True, cores=tuple(cores))) if mode == "actions" else None
+    acts: dict[str, list[float]] = {"test_run": [], "sandbox_command": [], "file_op": []}
+    units: list[int] = []
+    success = []
+
+    async def one(i: int, ep: dict) -> None:
+        key = (await host.create(spec.env_id, spec.env_kwargs))["key"]
+        try:
+            reset = await host.reset(key, seed=i, options={"task_id": ep["task"]})
+            assert reset["ok"], reset
+            for turn, (msg, gen) in enumerate(zip(ep["messages"], ep["gen"])):
+                await asyncio.sleep(gen)  # the LLM's turn (simulated)
+                kind, most = _step_action(spec, msg, turn, reset["info"])
+                t0 = time.monotonic()
+                if actions is not None:
+                    async def step(granted, msg=msg):
+                        units.append(len(granted))
+                        return await host.step(key, msg, list(granted))
+                    result = await actions.env_step(step, i, kind=kind, max_units=most)
+                else:
+                    result = await host.step(key, msg, [cores[i % len(cores)]])
+                acts[kind].append(time.monotonic() - t0)
+                assert result["ok"], result
+                if result["terminated"] or result["truncated"]:
+                    success.append(result["info"].get("success", False))
+                    break
+        finally:
+            await host.close(key)
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one(i, ep) for i, ep in enumerate(episodes)))
+    wall = time.monotonic() - t0
+    cpu = decide = 0.0
+    if actions is not None:
+        cpu, decide = actions.scheduler.cpu_seconds, sum(actions.scheduler.decision_latency)
+        await actions.close()
+    await host.close_idle()
+    return {"acts": acts, "wall": wall, "sched_cpu": cpu, "decide_wall": decide, "units": units,
+            "success": sum(success) / max(1, len(success))}
+
+
+async def real_rollout(quick: bool) -> dict:
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    episodes = swe_episodes(4 if quick else 8, seed=0)
+    order = ["static", "actions"] if quick else ["static", "actions", "actions", "static"]
+    runs: dict[str, list[dict]] = {"static": [], "actions": []}
+    for mode in order:
+        r = await play_swe(episodes, mode, cores)
+        runs[mode].append(r)
+        n = sum(len(v) for v in r["acts"].values())
+        log(f"[real rollout] {mode}: {len(episodes)} SWE trajectories, {n} env-step actions, wall {r['wall']:.1f}s, "
+            f"mean ACT test_run {_mean(r['acts']['test_run']):.3f}s sandbox_command "
+            f"{_mean(r['acts']['sandbox_command']):.3f}s file_op {_mean(r['acts']['file_op']):.3f}s, "
+            f"hidden tests passed {r['success']:.2f}")
+
+    def per_traj(mode: str, kind: Optional[str] = None) -> float:
+        kinds = [kind] if kind else list(KINDS)
+        return sum(sum(r["acts"][k]) for r in runs[mode] for k in kinds) / (len(runs[mode]) * len(episodes))
+    act = runs["actions"]
+    out = {"static": per_traj("static"), "actions": per_traj("actions"),
+           "static_test": per_traj("static", "test_run"), "actions_test": per_traj("actions", "test_run"),
+           "static_cmd": per_traj("static") - per_traj("static", "test_run"),
+           "actions_cmd": per_traj("actions") - per_traj("actions", "test_run"),
+           "sched_cpu": sum(r["sched_cpu"] for r in act), "wall": sum(r["wall"] for r in act),
+           "exec": sum(sum(r["acts"][k]) for r in act for k in r["acts"]),
+           "units": [u for r in act for u in r["units"]], "cores": cores}
+    return out
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def profile_suites(repeats: int = 3) -> dict[int, float]:
+    """Wall time of every built-in SWE task's hidden test run (gold patch applied) with 1 and 2 pytest
+    processes (per-file split) on 1 and 2 pinned cores, one task at a time; median over ``repeats``."""
+    import statistics
+
+    from envs.swe.env import SWEEnv
+    from envs.swe.reward import evaluate, suite_files
+    from envs.swe.scripted import ScriptedAgent, gold_patch_actions
+    from envs.swe.task import load_builtin_tasks
+    from rollart.actions.placement import on_cores
+    from rollart.sandbox import SandboxConfig
+
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    times: dict[int, list[float]] = {1: [], 2: []}
+    for task in load_builtin_tasks():
+        env = SWEEnv(task_ids=(task.instance_id,), sandbox=SandboxConfig(timeout_s=30.0, disk_mb=32, memory_mb=512))
+        try:
+            env.reset(options={"task_id": task.instance_id})
+            agent = ScriptedAgent(gold_patch_actions(task)[:-1])  # apply the fix, do not submit
+            while agent.actions:
+                env.step(agent.act(""))
+            for dop in (1, 2):
+                with on_cores(cores[:dop]):
+                    ts = [evaluate(task, env.sandbox.workspace, env.config.sandbox).duration_s for _ in range(repeats)]
+                times[dop].append(statistics.median(ts))
+            log(f"[profile] {task.instance_id}: {len(suite_files(task))} test files, hidden run "
+                f"{times[1][-1]:.3f}s on 1 core, {times[2][-1]:.3f}s on 2 cores (split per file)")
+        finally:
+            env.close()
+    total = {d: sum(v) for d, v in times.items()}
+    return {"t1": total[1], "t2": total[2], "speedup2": total[1] / total[2],
+            "per_task": list(zip(times[1], times[2]))}
+
+
+def plot_rollout(res: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    names = ["static", "actions"]
+    cmd = [res["static_cmd"], res["actions_cmd"]]
+    test = [res["static_test"], res["actions_test"]]
+    ax[0].bar(names, cmd, label="sandbox commands and file operations")
+    ax[0].bar(names, test, bottom=cmd, label="test runs (hidden + visible)")
+    ax[0].set_ylabel("action completion time per trajectory (s)")
+    ax[0].set_title("REAL grpo_swe rollout on this machine (LLM turns simulated)", fontsize=10)
+    ax[0].legend()
+    us = res["units"]
+    ax[1].hist(us, bins=[0.5, 1.5, 2.5], rwidth=0.6)
+    ax[1].set_xticks([1, 2])
+    ax[1].set_xlabel("cores granted per env-step action (actions mode)")
+    ax[1].set_title(f"scheduler CPU {1e3 * res['sched_cpu']:.1f} ms over {res['wall']:.1f} s of rollout", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description="real grpo_swe rollout: actions on vs per-trajectory static cores")
+    p.add_argument("--quick", action="store_true", help="< 60 s")
+    p.add_argument("--profile", action="store_true", help="profile the SWE hidden suites on 1 and 2 cores")
+    a = p.parse_args()
+    from rollart.actions.placement import cpu_limit_line
+    log(cpu_limit_line())
+    log(f"cores: {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.2f}")
+    if a.profile:
+        r = profile_suites()
+        log(f"[profile] all {len(r['per_task'])} suites: {r['t1']:.2f}s on 1 core, {r['t2']:.2f}s on 2 cores")
+        print(f"suite_speedup_2cores={r['speedup2']:.4g}", flush=True)
+        return
+    t0 = time.monotonic()
+    res = asyncio.run(real_rollout(a.quick))
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actions_real.png")
+    plot_rollout(res, path)
+    share = {u: res["units"].count(u) / len(res["units"]) for u in sorted(set(res["units"]))}
+    log(f"[real rollout] per trajectory ACT static {res['static']:.2f}s vs actions {res['actions']:.2f}s "
+        f"(test runs {res['static_test']:.2f} / {res['actions_test']:.2f}, commands {res['static_cmd']:.2f} / "
+        f"{res['actions_cmd']:.2f}); cores granted {share}; scheduler CPU {1e3 * res['sched_cpu']:.1f} ms; "
+        f"plot {path}; wall {time.monotonic() - t0:.0f}s, load {os.getloadavg()[0]:.2f}")
+    pairs = {"real_act_speedup": res["static"] / res["actions"],
+             "real_overhead_pct": 100 * res["sched_cpu"] / res["wall"],
+             "real_overhead_exec_pct": 100 * res["sched_cpu"] / res["exec"],
+             "real_test_speedup": res["static_test"] / res["actions_test"],
+             "real_cmd_speedup": res["static_cmd"] / res["actions_cmd"]}
+    print(" ".join(f"{k}={v:.4g}" for k, v in pairs.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,7 @@ concurrency cap. :meth:`RunActions.metrics` reports the scheduler's decisions fo
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 import asyncio
 import logging
@@ -51,16 +51,19 @@ class RunActions:
         self.single_core_s: dict[str, tuple[float, int]] = {}  # kind -> (mean single-core-equivalent s, n)
         print(cpu_limit_line(cpu_limit()), flush=True)
 
-    def _shape(self, kind: str, max_units: int) -> dict:
-        """Units, elasticity and t_ori of a step of ``kind`` that may use up to ``max_units`` cores."""
-        if max_units <= 0:
-            return {"units": (self.cfg.step_cores,)}
+    def _shape(self, kind: str, max_units: Optional[int]) -> dict:
+        """Key resource, units, elasticity and t_ori of a step of ``kind`` that may use up to ``max_units``
+        cores (None: actions.step_cores; 0: it starts no process, so it holds no core)."""
+        if max_units is None:
+            return {"key": "cpu", "units": (self.cfg.step_cores,)}
+        if max_units == 0:
+            return {}
         cap = min(max_units, len(self.cfg.test_speedup), self.pools["cpu"].capacity)
         if kind != "test_run" or cap <= 1:
-            return {"units": (1,)}
+            return {"key": "cpu", "units": (1,)}
         speedup = {m: self.cfg.test_speedup[m - 1] for m in range(1, cap + 1)}
         t_ori = self.single_core_s.get(kind, (self.cfg.test_t_ori_s, 0))[0]
-        return {"units": tuple(speedup), "elasticity": table(speedup), "t_ori": t_ori}
+        return {"key": "cpu", "units": tuple(speedup), "elasticity": table(speedup), "t_ori": t_ori}
 
     def _measured(self, kind: str, units: int, seconds: float) -> None:
         """Fold one step's duration, as single-core time through the profiled curve, into the kind's mean."""
@@ -69,17 +72,20 @@ class RunActions:
         self.single_core_s[kind] = ((mean * n + seconds * speed) / (n + 1), n + 1)
 
     async def env_step(self, step: Callable[[tuple[int, ...]], Awaitable[T]], trajectory: Any = None,
-                       kind: str = "env_step", max_units: int = 0) -> T:
+                       kind: str = "env_step", max_units: Optional[int] = None) -> T:
         """Run ``await step(cores)`` once the scheduler grants this env step its cores. ``kind`` labels the
-        step (``env_step``, ``sandbox_command``, ``test_run``); ``max_units`` > 0: it may use up to that many
-        cores (elastic for a test run), 0: ``actions.step_cores``."""
+        step (``env_step``, ``sandbox_command``, ``test_run``, ``file_op``); ``max_units`` > 0: it may use up
+        to that many cores (elastic for a test run); 0: it starts no process and holds none (``cores`` is
+        empty); None: ``actions.step_cores``."""
         async def payload(grant: dict) -> T:
             t0 = time.monotonic()
-            result = await step(grant["cpu"])
-            self._measured(kind, len(grant["cpu"]), time.monotonic() - t0)
+            cores = grant.get("cpu", ())
+            result = await step(cores)
+            if cores:
+                self._measured(kind, len(cores), time.monotonic() - t0)
             return result
 
-        return await self.scheduler.submit(Action({}, key="cpu", kind=kind, trajectory=trajectory,
+        return await self.scheduler.submit(Action({}, kind=kind, trajectory=trajectory,
                                                   payload=payload, **self._shape(kind, max_units)))
 
     async def reward_call(self, call: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -26,6 +26,9 @@ class ActionScheduler:
         self._futures: dict[int, asyncio.Future] = {}
         self._tasks: dict[int, asyncio.Task] = {}
         self._timer: Optional[asyncio.TimerHandle] = None
+        self.cpu_seconds = 0.0
+        """CPU time (this thread's) the scheduler spent deciding, starting and finishing actions: the system
+        overhead of ARL-Tangram's Table 1, apart from the actions' own execution."""
 
     async def submit(self, action: Action) -> Any:
         """Queue ``action`` and wait for its result (exceptions of the payload propagate here)."""
@@ -48,6 +51,13 @@ class ActionScheduler:
             self._futures.pop(action.id, None)
 
     def _pump(self) -> None:
+        t0 = time.thread_time()
+        try:
+            self._decide_and_start()
+        finally:
+            self.cpu_seconds += time.thread_time() - t0
+
+    def _decide_and_start(self) -> None:
         # 1) decide and start  2) arm a timer if only time (quota windows) can unblock the queue
         for run in self.core.step():
             self._tasks[run.action.id] = asyncio.create_task(self._execute(run))
@@ -72,8 +82,10 @@ class ActionScheduler:
             if fut is not None and not fut.done():
                 fut.set_exception(e)
         finally:
+            t0 = time.thread_time()
             self._tasks.pop(run.action.id, None)
             self.core.finish(run.action)
+            self.cpu_seconds += time.thread_time() - t0
             self._pump()
 
     async def close(self) -> None:

@@ -57,7 +57,8 @@ class TaskSpec:
     step_action: str = ""
     """With actions on: ``"module:function"`` telling the action scheduler what a step runs,
     ``fn(action_text, turn, max_turns, reset_info) -> (kind, most_cores)`` (e.g. ``("test_run", 2)`` for
-    a test run splittable over 2 cores); empty: every step is an ``env_step`` on ``actions.step_cores``."""
+    a test run splittable over 2 cores, ``("file_op", 0)`` for a step that starts no process and so holds
+    no core); empty: every step is an ``env_step`` on ``actions.step_cores``."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:
@@ -246,9 +247,9 @@ def _text(observation: Any, task: TaskSpec) -> str:
                     "speak text: return a string (e.g. render the state) from reset() and step()")
 
 
-def _step_action(task: TaskSpec, text: str, turn: int, reset_info: dict) -> tuple[str, int]:
+def _step_action(task: TaskSpec, text: str, turn: int, reset_info: dict) -> tuple[str, int | None]:
     if not task.step_action:
-        return "env_step", 0
+        return "env_step", None
     module, _, name = task.step_action.partition(":")
     try:
         fn = getattr(importlib.import_module(module), name)
