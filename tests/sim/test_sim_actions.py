@@ -165,3 +165,12 @@ def test_replay_submits_at_trace_times_while_closed_loop_waits_for_completion():
     assert closed.traj_act == pytest.approx([10.0, 11.0])
     assert replay.traj_act == pytest.approx([10.0, 19.0])
     assert closed.makespan == pytest.approx(13.0) and replay.makespan == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize("curve,units,act", [((1.0, 0.5), 1, 64.0), ((1.0, 1.6), 2, 40.0)])
+def test_a_profiled_curve_and_core_cap_replace_amdahl(curve, units, act):
+    trace = [[Step(1.0, "reward_test", 64.0, 1.0, speedup=curve)]]  # parallel_fraction 1.0 is ignored
+    el = simulate_coding(trace, nodes=1, cores_per_node=8, charge_latency=False)
+    assert el.units["reward_test"] == [units] and el.traj_act == pytest.approx([act])  # never above the cap 2
+    fixed = simulate_coding(trace, nodes=1, cores_per_node=8, dop=16, charge_latency=False)
+    assert fixed.units["reward_test"] == [2] and fixed.traj_act == pytest.approx([64.0 / curve[1]])

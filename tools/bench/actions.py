@@ -16,8 +16,11 @@ the papers; each parameter's source is in its config docstring (rollart.sim.acti
      -> act_reward_gain, paper 2.8x; and vs a hard 0.5-CPU quota per pod: a pessimistic reading, NOT
      the paper's pod                                                          -> act_speedup_pod05)
   2. average ACT (over all actions: tools and test runs, the sum Algorithm 1 minimises, Eq. 2; the
-     same ratio as §6.3's total ACT per trajectory), elastic DoP 1..32 vs fixed DoP 4 (batch 256) and
-     16 (batch 1280), §6.4 / Fig. 9                                            -> elastic_vs_fixed
+     same ratio as §6.3's total ACT per trajectory), elastic vs fixed DoP with every test run's speed-up
+     curve and core cap PROFILED from a real suite on this machine (actions_real.py --profile; DoP 4 and
+     16 become the cap), worst over fixed DoP 1 and the cap                  -> elastic_vs_fixed
+     (vs the cap -> elastic_vs_dopcap; vs DoP 1 -> elastic_vs_dop1); and, as before, with Amdahl curves
+     over DoP 1..32 vs fixed DoP 4 (batch 256) and 16 (batch 1280), §6.4 / Fig. 9 -> elastic_vs_fixed_amdahl
      (the same over the reward test runs only                               -> elastic_vs_fixed_tests;
      share of elastic test runs started on <= 4 cores                        -> low_dop_test_frac;
      elastic queueing / execution time, paper Table 1: 1.5 %                 -> queue_pct)
@@ -48,9 +51,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling halves below
-from actions_real import real_cpu, real_gpu, real_reward  # noqa: E402
+from actions_real import PROFILE, real_cpu, real_gpu, real_reward  # noqa: E402
 from actions_simulated import (GPU_SEEDS, k8s_overhead_for, log, low_dop_share, queue_pct,  # noqa: E402
-                               sim_coding, sim_gpu, sim_offload)
+                               sim_coding, sim_gpu, sim_offload, sim_profiled)
 
 PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actions.png")
 
@@ -106,6 +109,10 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="< 60 s")
     a = p.parse_args()
     t0 = time.monotonic()
+    if not os.path.exists(PROFILE):
+        sys.exit(f"{PROFILE} is missing: run python tools/bench/actions_real.py --profile first (profiles the "
+                 "real suites' speed-up on 1 and 2 cores, ~5 min)")
+    profiled = sim_profiled(a.quick, PROFILE)
     coding = sim_coding(a.quick)
     gpu = sim_gpu(a.quick)
     offload = sim_offload()
@@ -135,7 +142,11 @@ def main() -> None:
         "act_env_gain": c["static"].mean("tool") / c["elastic"].mean("tool"),
         "act_reward_gain": c["static"].mean("reward_test") / c["elastic"].mean("reward_test"),
         "act_speedup_pod05": c["static_pod05"].mean() / c["elastic"].mean(),
-        "elastic_vs_fixed": min(vs4, vs16),
+        # profiled curves of the real suites with their core caps; every fixed DoP (1, and 4/16 = the cap)
+        "elastic_vs_fixed": min(profiled["vs_cap"], profiled["vs_dop1"]),
+        "elastic_vs_dopcap": profiled["vs_cap"],
+        "elastic_vs_dop1": profiled["vs_dop1"],
+        "elastic_vs_fixed_amdahl": min(vs4, vs16),
         "elastic_vs_dop4": vs4,
         "elastic_vs_dop16": vs16,
         "elastic_vs_fixed_tests": min(vs4_tests, vs16_tests),

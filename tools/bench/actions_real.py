@@ -417,6 +417,9 @@ def profile_suites(repeats: int = 3) -> dict[int, float]:
             "per_task": list(zip(times[1], times[2]))}
 
 
+PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "swe_suite_profile.json")
+
+
 def plot_rollout(res: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -452,8 +455,16 @@ def main() -> None:
     log(cpu_limit_line())
     log(f"cores: {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.2f}")
     if a.profile:
+        import json
+        load0 = os.getloadavg()[0]
         r = profile_suites()
-        log(f"[profile] all {len(r['per_task'])} suites: {r['t1']:.2f}s on 1 core, {r['t2']:.2f}s on 2 cores")
+        r.update(utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), load_start=load0,
+                 load_end=os.getloadavg()[0], cores=len(os.sched_getaffinity(0)))
+        os.makedirs(os.path.dirname(PROFILE), exist_ok=True)
+        with open(PROFILE, "w") as f:
+            json.dump(r, f, indent=1)
+        log(f"[profile] all {len(r['per_task'])} suites: {r['t1']:.2f}s on 1 core, {r['t2']:.2f}s on 2 cores; "
+            f"written to {PROFILE}")
         print(f"suite_speedup_2cores={r['speedup2']:.4g}", flush=True)
         return
     t0 = time.monotonic()

@@ -23,7 +23,7 @@ import math
 import random
 from typing import Any, Callable, Optional
 
-from rollart.actions.action import Action, amdahl
+from rollart.actions.action import Action, amdahl, table
 from rollart.actions.basic import CountPool
 from rollart.actions.gpu import DeviceCache, GpuPool
 from rollart.actions.scheduler import ElasticScheduler
@@ -63,6 +63,15 @@ class Step:
     kind: str  # "tool" or "reward_test"
     seconds: float  # true single-core duration
     parallel_fraction: float = 0.0
+    speedup: Optional[tuple[float, ...]] = None
+    """Profiled speed-ups on 1, 2, ... cores of a real suite (its length is the suite's core cap); when
+    set it replaces the Amdahl curve of ``parallel_fraction``."""
+
+    def speed(self, m: int) -> float:
+        """Speed-up over one core with ``m`` cores."""
+        if self.speedup is not None:
+            return self.speedup[m - 1]
+        return amdahl(self.parallel_fraction)(m) * m
 
 
 @dataclasses.dataclass
@@ -192,8 +201,11 @@ def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
     def make_action(ti: int, si: int, step: Step) -> Action:
         if step.kind == "tool":
             return Action({}, key="cpu", units=(1,), kind="tool", trajectory=ti)
-        units = tuple(range(1, max_dop + 1)) if dop is None else (dop,)
-        return Action({}, key="cpu", units=units, elasticity=amdahl(step.parallel_fraction),
+        cap = max_dop if step.speedup is None else min(max_dop, len(step.speedup))  # per-suite core cap
+        units = tuple(range(1, cap + 1)) if dop is None else (min(dop, cap),)
+        curve = (amdahl(step.parallel_fraction) if step.speedup is None
+                 else table({m: step.speedup[m - 1] for m in range(1, cap + 1)}))
+        return Action({}, key="cpu", units=units, elasticity=curve,
                       t_ori=step.seconds, kind="reward_test", trajectory=ti)
 
     def pump(node: int) -> None:
@@ -205,7 +217,7 @@ def simulate_coding(trace: list[list[Step]], nodes: int = 5, cores_per_node: int
         for run in runs:
             ti, si, step = truth[run.action.id]
             m = max(1, run.units)
-            seconds = step.seconds / (amdahl(step.parallel_fraction)(m) * m) if step.kind != "tool" else step.seconds
+            seconds = step.seconds / step.speed(m) if step.kind != "tool" else step.seconds
             loop.at(loop.now + latency + seconds, lambda r=run, s=seconds, n=node: done(n, r, s))
 
     def done(node: int, run, seconds: float) -> None:
