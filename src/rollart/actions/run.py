@@ -29,6 +29,7 @@ from rollart.actions.config import ActionsConfig
 from rollart.actions.cpu import CorePool
 from rollart.actions.placement import cpu_limit, cpu_limit_line
 from rollart.actions.runtime import ActionScheduler
+from rollart.actions.scheduler import Record
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -85,8 +86,14 @@ class RunActions:
                 self._measured(kind, len(cores), time.monotonic() - t0)
             return result
 
-        return await self.scheduler.submit(Action({}, kind=kind, trajectory=trajectory,
-                                                  payload=payload, **self._shape(kind, max_units)))
+        shape = self._shape(kind, max_units)
+        if not shape:  # an empty cost vector contends for nothing: admitted at once, not queued behind others
+            t0 = time.monotonic()
+            try:
+                return await step(())
+            finally:
+                self.scheduler.records.append(Record(kind, t0, t0, time.monotonic(), 0))
+        return await self.scheduler.submit(Action({}, kind=kind, trajectory=trajectory, payload=payload, **shape))
 
     async def reward_call(self, call: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await call(*args)`` (a reward-endpoint call) once the endpoint's quota admits it."""
