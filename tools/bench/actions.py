@@ -34,7 +34,8 @@ the papers; each parameter's source is in its config docstring (rollart.sim.acti
      (dedicated / pooled mean ACT on the same 40 GPUs, Fig. 8b left: 3.4x)  -> gpu_ded_vs_pool40
   5. rollart Fig. 12: reward-GPU utilisation and rollout time, dedicated vs serverless
 REAL (this machine): generated pytest suites through the CPU manager (cgroup-pinned processes,
-pytest -n DoP) vs static per-trajectory cores; and the serverless endpoint vs a dedicated worker.
+pytest -n DoP) vs static per-trajectory cores (-> real_suite_act_speedup, real_suite_overhead_pct); and the
+serverless endpoint vs a dedicated worker. A real grpo_swe rollout is benchmarked by actions_real.py alone.
 The last line holds the headline key=value pairs.
 """
 from __future__ import annotations
@@ -161,8 +162,9 @@ def main() -> None:
         "sim_reward_util_serverless": offload["serverless"]["reward_utilisation"],
         "sim_rollout_s_dedicated": offload["dedicated"]["rollout_seconds"],
         "sim_rollout_s_serverless": offload["serverless"]["rollout_seconds"],
-        "real_act_speedup": real_cpu_res["static"] / real_cpu_res["elastic"],
-        "real_overhead_pct": real_cpu_res["overhead_pct"],
+        # generated suites (actions_real.py alone gives real_act_speedup / real_overhead_pct of a grpo_swe rollout)
+        "real_suite_act_speedup": real_cpu_res["static"] / real_cpu_res["elastic"],
+        "real_suite_overhead_pct": real_cpu_res["overhead_pct"],
         "real_reward_util_dedicated": real_rw["dedicated"]["utilisation"],
         "real_reward_util_serverless": real_rw["serverless"]["utilisation"],
         "real_gpu_hit_rate": real_gpu_res["hits"] / real_gpu_res["requests"],

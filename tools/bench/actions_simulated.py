@@ -283,7 +283,7 @@ def sim_profiled(quick: bool, profile_path: str) -> dict:
         prof = json.load(f)
     curves = [(1.0, min(2.0, t1 / t2)) for t1, t2 in prof["per_task"]]
     nodes, cores = (1, 256) if quick else (5, 256)
-    batch = 256 if quick else 1280
+    batch = 128 if quick else 1280
     trace = coding_trace(CodingTraceConfig(batch=batch))
     rng = random.Random(0)
     for steps in trace:
