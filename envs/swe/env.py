@@ -255,6 +255,8 @@ def step_action(action: str, turn: int, max_turns: int, reset_info: dict) -> tup
         return "test_run", max(1, int(reset_info.get("test_files", 1)))
     if "run_tests" in names:
         return "test_run", 1
-    if names and set(names) <= FILE_TOOLS:
+    if not names:
+        return "no_tool_call", 0  # answered with the format hint: nothing runs
+    if set(names) <= FILE_TOOLS:
         return "file_op", 0  # the env host reads / writes the workspace itself: no process, no core
     return "sandbox_command", 1

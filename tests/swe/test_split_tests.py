@@ -41,4 +41,4 @@ def test_step_action_names_test_runs_and_their_core_cap():
     assert step_action(format_tool_call("edit", path="a", old_str="x", new_str="y"), 0, 4, info) == ("file_op", 0)
     assert step_action(format_tool_call("run_tests"), 0, 4, info) == ("test_run", 1)
     assert step_action(format_tool_call("bash", command="ls"), 0, 4, info) == ("sandbox_command", 1)
-    assert step_action("no tool call", 0, 4, info) == ("sandbox_command", 1)
+    assert step_action("no tool call", 0, 4, info) == ("no_tool_call", 0)
