@@ -435,9 +435,9 @@ def plot_rollout(res: dict, path: str) -> None:
     ax[0].set_title("REAL grpo_swe rollout on this machine (LLM turns simulated)", fontsize=10)
     ax[0].legend()
     us = res["units"]
-    ax[1].hist(us, bins=[0.5, 1.5, 2.5], rwidth=0.6)
-    ax[1].set_xticks([1, 2])
-    ax[1].set_xlabel("cores granted per env-step action (actions mode)")
+    ax[1].hist(us, bins=[-0.5, 0.5, 1.5, 2.5], rwidth=0.6)
+    ax[1].set_xticks([0, 1, 2])
+    ax[1].set_xlabel("cores granted per env-step action (actions mode; 0: a file operation)")
     ax[1].set_title(f"scheduler CPU {1e3 * res['sched_cpu']:.1f} ms over {res['wall']:.1f} s of rollout", fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
