@@ -139,7 +139,7 @@ def test_time_to_best_is_when_the_returned_plans_cost_was_first_reached():
 def test_cap_hit_says_the_wall_clock_cap_cut_the_search_short():
     topo = scenario("multi-country", MIX, gpus_per_node=2)
     ctx = PlanContext(topo, tiny_workflow(mode="async"))
-    plan = SHAEA(ctx, SearchConfig(budget=10**6, time_limit_s=0.2, seed=0)).run()
+    plan = SHAEA(ctx, SearchConfig(budget=10**6, time_limit_s=1.0, seed=0)).run()  # 1 s: room for a first plan under load
     assert plan.cap_hit and plan.best_found_s <= plan.search_s
     assert plan.to_json()["search_cap_hit"] is True
 
