@@ -51,8 +51,10 @@ def test_lru_evicts_least_recently_freed_and_tail_first():
     filler = _seq([9, 9, 9])                            # takes 2 blocks: the never-used one, then a's tail
     bm.allocate(filler, 100)
     assert len(bm.match_prefix(_seq([1, 2, 3, 4, 5]))) == 2     # a's two full blocks survived
+    assert bm.evictions == 0                            # a's tail was partial: nothing cached was lost
     bm.allocate(_seq([8, 8], "x"), 100)                 # next eviction: a's second block
     assert len(bm.match_prefix(_seq([1, 2, 3, 4, 5]))) == 1
+    assert bm.evictions == 1
 
 
 def test_reset_prefix_cache_forgets_everything():

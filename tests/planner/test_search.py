@@ -1,9 +1,11 @@
 """Covers SHA-EA levels, the ILP (same optimum as SHA-EA), baselines, memory feasibility (C3) and impossible inputs."""
+import time
+
 import numpy as np
 import pytest
 
 from rollart.planner import make_plan
-from rollart.planner.baselines import homogeneous_plan, two_group_plan
+from rollart.planner.baselines import homogeneous_plan, region_aware_homogeneous_plan, two_group_plan, zone_subsets
 from rollart.planner.ilp import ILPScheduler
 from rollart.planner.plan import PlanningError
 from rollart.planner.scenarios import scenario
@@ -105,3 +107,64 @@ def test_disconnected_devices_are_a_clear_error():
 def test_ilp_refuses_large_settings():
     with pytest.raises(PlanningError, match="use sha-ea"):
         ILPScheduler(PlanContext(scenario("single-region"), tiny_workflow()))
+
+
+class _Recording(SHAEA):
+    """SHA-EA that logs each evaluation: cost, clock before and after, and the time-to-best reading after it."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.log = []
+
+    def cost(self, arm, counts):
+        before = time.monotonic() - self.t0
+        c = super().cost(arm, counts)
+        self.log.append((c, before, time.monotonic() - self.t0, self.best_found_s))
+        return c
+
+
+def test_time_to_best_is_when_the_returned_plans_cost_was_first_reached():
+    topo = scenario("multi-country", MIX, gpus_per_node=2)
+    search = _Recording(PlanContext(topo, tiny_workflow(mode="async")), SearchConfig(budget=600, seed=2))
+    plan = search.run()
+    costs = [c for c, *_ in search.log]
+    first = costs.index(min(costs))
+    _, before, after, reading = search.log[first]
+    assert plan.step_time == pytest.approx(min(costs))
+    assert before <= plan.best_found_s <= after and plan.best_found_s == reading
+    assert search.log[-1][3] == reading  # later evaluations, ties included, leave it alone
+    assert plan.best_found_s <= plan.search_s and not plan.cap_hit  # the budget, not the 55 s cap, ended it
+
+
+def test_cap_hit_says_the_wall_clock_cap_cut_the_search_short():
+    topo = scenario("multi-country", MIX, gpus_per_node=2)
+    ctx = PlanContext(topo, tiny_workflow(mode="async"))
+    plan = SHAEA(ctx, SearchConfig(budget=10**6, time_limit_s=1.0, seed=0)).run()  # 1 s: room for a first plan under load
+    assert plan.cap_hit and plan.best_found_s <= plan.search_s
+    assert plan.to_json()["search_cap_hit"] is True
+
+
+def test_zone_subsets_grow_nearest_first_and_cut_to_the_fastest_types():
+    topo = scenario("multi-country", MIX, gpus_per_node=2)  # three regions, one node (one GPU type) each
+    subsets = zone_subsets(topo)
+    regions: dict[str, list[int]] = {}
+    for d in topo.devices:
+        regions.setdefault(d.region, []).append(d.index)
+    assert len(regions) == 3
+    assert list(range(len(topo.devices))) in subsets  # everything is a candidate
+    for ids in regions.values():
+        assert ids in subsets  # each region alone
+    assert len(subsets) == len({tuple(s) for s in subsets})
+    fastest = [d.index for d in topo.devices if d.spec.name == "A100"]
+    assert fastest in subsets
+
+
+def test_region_aware_homogeneous_is_never_slower_than_the_all_gpu_one():
+    topo = scenario("multi-continent", MIX, gpus_per_node=2)
+    for mode in ("sync", "async"):
+        ctx = PlanContext(topo, tiny_workflow(mode=mode))
+        everything = homogeneous_plan(ctx, gpus_per_node=2)
+        best = region_aware_homogeneous_plan(ctx, gpus_per_node=2)
+        assert_memory_ok(best)
+        assert best.step_time <= everything.step_time * (1 + 1e-9)
+        assert best.planner == "homogeneous-region-aware"

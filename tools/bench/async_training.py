@@ -39,8 +39,16 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
-RollArt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls from the store cross a
-SIMULATED slower link (``weight_link_bytes_per_s``), standing in for the cross-cluster hop of Table 4.
+RollArt Table 2, ×sim_time_scale); env latency is injected sleep. Weight pulls are REAL: the bench model's
+own bytes through the real weight plane (store -> workers) at its real speed, against the real train steps.
+
+``exposed_pull_frac`` (ROLLART, steady-state steps) = the part of each pull that outlasted the train step
+running beside it / the whole pull. Pull and train step are of the same model on the same machine, so their
+ratio (``pull_vs_train``: pull seconds / train seconds per step, printed beside it) does not depend on the
+parameter count (pull ~ 2·P / link rate, train ~ 6·P·tokens / FLOP rate): a larger model with the same
+tokens per step and the same link-to-FLOP ratio has the same one. The key fails (> 0.2) when pulls are not overlapped with training (a pull
+that starts only after the step it should hide behind, or an update point that waits for it), or when the
+plane's throughput falls below model bytes / train-step time (``pull_vs_train`` > 1).
 
 Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= … samehw_vs_*= …`` —
 step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster); in the full run also
@@ -73,9 +81,9 @@ from rollart.trainer import TrainerConfig  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_core import cross_core_slowdown  # noqa: E402
 
-LINK_BYTES_PER_S = 12e6
-"""SIMULATED store -> inference link (12 MB/s: the 0.56 MB small model takes ~0.05 s to pull, the 3.6 MB
-tiny one ~0.3 s)."""
+LINK_BYTES_PER_S = 0.0
+"""Store -> inference link for weight pulls: 0 = the weight plane's real speed, pulling the model's real bytes
+(a rate > 0 would add a SIMULATED slower link)."""
 
 
 @dataclasses.dataclass
@@ -180,6 +188,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     pulls = hist[skip:-1] if cfg.mode in ("async", "areal") and len(hist) > skip + 1 else hist[skip:]
     accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
     exposed = sum(h.get("system/weight_pull_exposed_s", 0.0) for h in pulls)
+    pull_bytes = max((h.get("system/weight_bytes", 0.0) for h in pulls), default=0.0)
+    pull_train = sum(h.get("system/train_s", 0.0) for h in pulls)
     reached = None
     if cfg.stop_at_success is not None:
         for step, success in result.evals:
@@ -201,6 +211,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
+               pull_bytes=pull_bytes, pull_vs_train=accum / pull_train if pull_train else float("nan"),
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
@@ -209,7 +220,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                real_vs_sim=real_vs_sim, busy=busy)
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, of it "
           f"compute {out['train_compute_s']:.2f} s, "
-          f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s, "
+          f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s "
+          f"({pull_bytes / 1e6:.2f} MB per pull, {out['pull_vs_train']:.2f} of the train time), "
           f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall "
           f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
@@ -344,7 +356,7 @@ def main() -> None:
     if args.sweep_only:
         plot_sweep(sweep, Path(__file__).parent / "plots" / "async_training_alpha.png")
         best = min(sweep, key=lambda r: r["step_s"])
-        print("SIMULATED generation + env latency + pull link as in the mode comparison; REAL tiny-model training")
+        print("SIMULATED generation + env latency as in the mode comparison; REAL tiny-model training and pulls")
         print(" ".join(f"alpha{r['alpha']}_step_s={r['step_s']:.2f}" for r in sweep)
               + f" alpha_best={best['alpha']} alpha_best_vs_1={sweep[0]['step_s'] / best['step_s']:.2f}"
               + f" sweep_steps={args.sweep_steps}")
@@ -359,10 +371,11 @@ def main() -> None:
     frac = r["pull_exposed_s"] / r["pull_accum_s"] if r["pull_accum_s"] else float("nan")
     print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{work.gen_scale}), env latency (injected "
           f"sleep N({10 * work.env_scale:g}, {5 * work.env_scale:g}) s/turn + stragglers), "
-          f"weight-pull link ({LINK_BYTES_PER_S / 1e6:.0f} MB/s); REAL: tiny-model training, engine, envs, actors "
+          f"{'weight-pull link (%.0f MB/s); ' % (LINK_BYTES_PER_S / 1e6) if LINK_BYTES_PER_S else ''}REAL: "
+          f"tiny-model training, weight pulls (its bytes), engine, envs, actors "
           f"({args.actor_mode})")
     line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
-            f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} "
+            f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} pull_vs_train={r['pull_vs_train']:.3f} "
             f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
     same = results["rollart_samehw"]["step_s"]
     line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))

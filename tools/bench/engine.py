@@ -24,7 +24,15 @@ shared, oversubscribed machine the wall clock mostly measures what the other ten
 wall-clock ratio is printed as `engine_vs_hf_wall` but not used as the headline. `engine_vs_hf_raw`
 counts every token HF generated, kept or not (HF cannot stop one row early: its raw decode rate).
 `prefix_hit` = prompt tokens served from the prefix cache / reusable tokens, where a turn's reusable
-tokens are its whole previous context (previous prompt + previous output), summed over turns >= 2.
+tokens are its whole previous context (previous prompt + previous output), summed over turns >= 2. It is
+measured in further runs of our engine on the same workload whose KV cache holds only a fraction of the
+working set (every trajectory's final context, in blocks), so histories compete for the cache: running
+sequences are preempted and cached histories evicted (`kv_evictions` counts the cached blocks dropped,
+`kv_preemptions` the preemptions). The judged `prefix_hit` is at 0.5 of the working set; 0.4 and 0.3 are
+printed beside it (`prefix_hit_kv040`, `prefix_hit_kv030`) to show where it breaks. It fails (< 0.9) when
+the engine's eviction order drops the histories that the next turns need (e.g. evicting a waiting
+trajectory's head blocks before stale tails), or preempts too eagerly.
+`prefix_hit_unbounded` is the engine_vs_hf run's, with room for every context twice over.
 Without --quick, SmolLM2 runs 8 trajectories x 3 turns (its CPU cost).
 """
 from __future__ import annotations
@@ -88,10 +96,22 @@ def make_workload(tok, n_traj: int, n_turns: int, seed: int):
     return trajs, observations
 
 
-def run_engine(path, trajs, observations, seed: int) -> dict:
+KV_BUDGET_FRACS = (0.5, 0.4, 0.3)
+"""prefix_hit's KV caches, as fractions of the working set (every trajectory's final context, in blocks);
+the first is the judged one."""
+
+
+def working_set_blocks(trajs, observations, block_size: int = 16) -> int:
+    """KV blocks that would hold every trajectory's final context (prompt, every output, every observation)."""
+    return sum(-(-(len(t.prompt) + sum(t.gen_lens) + sum(map(len, o))) // block_size)
+               for t, o in zip(trajs, observations))
+
+
+def run_engine(path, trajs, observations, seed: int, kv_blocks: int | None = None) -> dict:
     # KV cache: room for every trajectory's final context twice over (running + prefix-cached history)
     final = sum(len(t.prompt) + sum(t.gen_lens) + sum(map(len, o)) for t, o in zip(trajs, observations))
-    engine = LLMEngine(EngineConfig(model=str(path), max_num_seqs=64, seed=seed, num_kv_blocks=2 * (final // 16 + len(trajs))))
+    kv_blocks = kv_blocks or 2 * (final // 16 + len(trajs))
+    engine = LLMEngine(EngineConfig(model=str(path), max_num_seqs=64, seed=seed, num_kv_blocks=kv_blocks))
     contexts = [list(t.prompt) for t in trajs]
     turns = [0] * len(trajs)
     kept = hit = reusable = 0
@@ -118,7 +138,8 @@ def run_engine(path, trajs, observations, seed: int) -> dict:
                 submit(i)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"tokens": kept, "seconds": dt, "tok_s": kept / dt, "cpu_s": cpu, "prefix_hit": hit / max(reusable, 1),
-            "preemptions": engine.stats().preemptions, "steps": engine.stats().steps}
+            "preemptions": engine.stats().preemptions, "steps": engine.stats().steps,
+            "kv_blocks": kv_blocks, "evictions": engine.scheduler.bm.evictions}
 
 
 def run_hf(path, trajs, observations, seed: int) -> dict:
@@ -173,7 +194,23 @@ def bench_model(name, path, n_traj, n_turns, seed) -> dict:
     return res
 
 
-def plot(results, out: Path) -> None:
+def bench_prefix_hit(path, n_traj: int, n_turns: int, seed: int) -> list[dict]:
+    """Our engine alone on the engine_vs_hf workload, once per KV budget in KV_BUDGET_FRACS."""
+    tok = load_tokenizer(path)
+    trajs, observations = make_workload(tok, n_traj, n_turns, seed)
+    need = working_set_blocks(trajs, observations)
+    out = []
+    for frac in KV_BUDGET_FRACS:
+        res = run_engine(path, trajs, observations, seed, kv_blocks=max(1, int(frac * need)))
+        res.update(working_set_blocks=need, frac=frac)
+        out.append(res)
+        print(f"  prefix cache under a KV budget of {res['kv_blocks']} blocks = {frac:.2f} x the working set "
+              f"({need} blocks): prefix_hit={res['prefix_hit']:.3f} evictions={res['evictions']} "
+              f"preemptions={res['preemptions']} ({res['cpu_s']:.2f} CPU s)", flush=True)
+    return out
+
+
+def plot(results, out: Path, budgets: list[dict] = ()) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -192,7 +229,11 @@ def plot(results, out: Path) -> None:
     axes[0].set_ylabel("rollart engine / HF generate (measured)")
     axes[0].set_title("multi-turn agent workload, same tokens")
     axes[0].legend(fontsize=8)
-    axes[1].bar(names, [r["ours"]["prefix_hit"] for r in results], color="tab:green")
+    hit_names = [f"{n}\nKV 2x contexts" for n in names]
+    axes[1].bar(hit_names, [r["ours"]["prefix_hit"] for r in results], color="tab:green")
+    for b in budgets:
+        axes[1].bar([f"KV {b['frac']:.1f}x\nworking set\n{b['evictions']} evict."], [b["prefix_hit"]],
+                    color="tab:olive" if b is budgets[0] else "tab:gray")
     axes[1].axhline(0.9, ls="--", color="gray", label="goal 0.9")
     axes[1].set_ylim(0, 1)
     axes[1].set_title("prefix-cache hit / reusable tokens (turns >= 2)")
@@ -219,18 +260,24 @@ def main() -> None:
         from rollart.tools.make_tiny_model import make_tiny_model
         tiny = make_tiny_model(Path(tmp) / "tiny", seed=a.seed)
         results.append(bench_model("tiny-0.9M", tiny, a.trajectories, turns, a.seed))
+        budgets = bench_prefix_hit(tiny, a.trajectories, turns, a.seed)
+        budget = budgets[0]
     if not a.quick:
         if (Path(a.smollm2) / "config.json").is_file():
             results.append(bench_model("SmolLM2-135M", a.smollm2, a.smollm2_trajectories, 3, a.seed))
         else:
             print(f"SmolLM2 not cached at {a.smollm2}: run `python -m rollart.tools.get_smollm2` to include it", file=sys.stderr)
-    plot(results, Path(__file__).parent / "plots" / "engine.png")
+    plot(results, Path(__file__).parent / "plots" / "engine.png", budgets)
     head = results[0]
     extra = "".join(f" engine_vs_hf_smollm2={r['ratio']:.2f} prefix_hit_smollm2={r['ours']['prefix_hit']:.3f}"
                     for r in results[1:])
     ours, hf = head["ours"], head["hf"]
     print(f"engine_vs_hf={head['ratio']:.2f} engine_vs_hf_raw={head['ratio_raw']:.2f} "
-          f"engine_vs_hf_wall={head['ratio_wall']:.2f} prefix_hit={ours['prefix_hit']:.3f} "
+          f"engine_vs_hf_wall={head['ratio_wall']:.2f} prefix_hit={budget['prefix_hit']:.3f} "
+          f"kv_budget_frac={budget['kv_blocks'] / budget['working_set_blocks']:.2f} "
+          f"kv_evictions={budget['evictions']} kv_preemptions={budget['preemptions']} "
+          + "".join(f"prefix_hit_kv{round(b['frac'] * 100):03d}={b['prefix_hit']:.3f} " for b in budgets[1:])
+          + f"prefix_hit_unbounded={ours['prefix_hit']:.3f} "
           f"engine_tok_per_cpu_s={ours['tokens'] / ours['cpu_s']:.0f} hf_tok_per_cpu_s={hf['tokens'] / hf['cpu_s']:.0f}" + extra)
 
 

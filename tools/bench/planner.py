@@ -1,16 +1,29 @@
-"""HetRL planner: SHA-EA vs the exact ILP, search time at 64 GPUs, and estimated throughput vs baselines.
+"""HetRL planner: SHA-EA vs the exact ILP, search time to the best plan at 64 GPUs, and estimated throughput
+vs baselines.
 
-    python tools/bench/planner.py            # full: 24-GPU ILP settings, 64-GPU searches of ~50 s (~25 min)
-    python tools/bench/planner.py --quick    # < 60 s: a 12-GPU ILP setting and ~1 s searches
+    python tools/bench/planner.py            # full: 24-GPU ILP settings, 64-GPU searches capped at 120 s (~40 min)
+    python tools/bench/planner.py --quick    # < 60 s: a 12-GPU ILP setting and searches capped at 1 s
 
 All step times are SIMULATED: they are the HetRL cost model's estimates (HetRL App. B), the same
-model for every planner — the homogeneous (verl-like) planner picks its plan assuming identical GPUs
+model for every planner — the homogeneous (verl-like) planners pick their plan assuming identical GPUs
 and links, then that plan is costed on the real topology, as the paper evaluates verl.
   1. ILP vs SHA-EA on <= 24 GPUs, same objective and search space      -> sha_ea_gap_pct, ilp_s
-  2. SHA-EA wall time on 64 GPUs (24 A100, 24 L40S, 16 L4)              -> search_s_64
+  2. SHA-EA on 64 GPUs (24 A100, 24 L40S, 16 L4): the wall time at which the plan it returns was first
+     found, the worst of the 16 searches, and whether any search was cut by its cap
+                                                    -> search_s_64, search_cap_hit
   3. 4 network scenarios x PPO/GRPO x sync/async, Qwen3-8B, 384 prompts x 8 responses, 1024+1024 tokens:
-     HetRL (SHA-EA) vs homogeneous (verl-like) vs two-group (StreamRL-like)
-                                                    -> mean_speedup_vs_homogeneous, mean_speedup_vs_two_group
+     HetRL (SHA-EA) vs a region-aware homogeneous (verl-like) planner that picks its best GPU subset (a set
+     of nearby zones, cut to its fastest GPU types) vs two-group (StreamRL-like)
+                                                    -> median_/mean_speedup_vs_homogeneous, ..._vs_two_group
+     (also mean_speedup_vs_homogeneous_all: verl-like forced onto all 64 GPUs, HetRL's own comparison)
+
+What makes the keys fail: `sha_ea_gap_pct` > 1 if SHA-EA's plan is > 1 % slower than the ILP optimum;
+`search_s_64` > 60 if a search first finds its final plan after 60 s (the full run's cap is 120 s, so this
+can be observed; `search_cap_hit=1` says the cap, not the budget, ended a search, so a better plan may lie
+later; in `--quick` the 1 s cap bounds the figure and says nothing about the target);
+`mean_speedup_vs_homogeneous` < 3 (the paper's figure is a mean over its settings: it is the judged key;
+the median is printed beside it) if HetRL's plans are not 3x faster on average than the best verl-like
+placement on a subset of the GPUs.
 The last line holds the headline key=value pairs.
 """
 from __future__ import annotations
@@ -25,7 +38,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rollart.planner.baselines import homogeneous_plan, two_group_plan  # noqa: E402
+from rollart.planner.baselines import homogeneous_plan, region_aware_homogeneous_plan, two_group_plan  # noqa: E402
 from rollart.planner.ilp import ILPScheduler  # noqa: E402
 from rollart.planner.plan import PlanningError  # noqa: E402
 from rollart.planner.scenarios import SCENARIOS, scenario  # noqa: E402
@@ -71,7 +84,7 @@ def ilp_vs_sha(quick: bool) -> list[dict]:
 
 
 def scenarios(quick: bool) -> list[dict]:
-    budget, limit = (400, 1.0) if quick else (6000, 50.0)
+    budget, limit = (400, 1.0) if quick else (6000, 120.0)
     rows = []
     for name in SCENARIOS:
         topo = scenario(name)
@@ -81,20 +94,25 @@ def scenarios(quick: bool) -> list[dict]:
             c0 = time.process_time()
             het = SHAEA(ctx, SearchConfig(budget=budget, time_limit_s=limit)).run()
             het_cpu = time.process_time() - c0
-            homo = homogeneous_plan(ctx)
+            homo_all = homogeneous_plan(ctx)
+            homo = region_aware_homogeneous_plan(ctx)
             try:
                 two, relaxed = two_group_plan(ctx), False
             except PlanningError:  # one-node regions are too small for StreamRL's single-region pools
                 two, relaxed = two_group_plan(ctx, strict=False), True
             row = {"scenario": name, "workload": f"{algo.upper()}-{mode}", "het": het.step_time,
-                   "homo": homo.step_time, "two": two.step_time, "two_relaxed": relaxed,
-                   "search_s": het.search_s, "search_cpu": het_cpu, "evals": het.evaluated,
+                   "homo": homo.step_time, "homo_all": homo_all.step_time, "two": two.step_time,
+                   "two_relaxed": relaxed, "homo_gpus": sum(len(g.devices) for g in homo.groups),
+                   "search_s": het.search_s, "best_s": het.best_found_s, "cap_hit": het.cap_hit,
+                   "search_cpu": het_cpu, "evals": het.evaluated,
                    "tok_het": het.tokens_per_s, "tok_homo": homo.tokens_per_s, "tok_two": two.tokens_per_s}
             rows.append(row)
-            print(f"[e2e] {name:20s} {row['workload']:11s} HetRL {het.step_time:7.1f} s  verl-like "
-                  f"{homo.step_time:7.1f} s (x{homo.step_time / het.step_time:.2f})  StreamRL-like"
-                  f"{'*' if relaxed else ''} {two.step_time:7.1f} s (x{two.step_time / het.step_time:.2f})  "
-                  f"search {het.search_s:.1f} s wall / {het_cpu:.1f} s CPU, {het.evaluated} plans", flush=True)
+            print(f"[e2e] {name:20s} {row['workload']:11s} HetRL {het.step_time:7.1f} s  verl-like on "
+                  f"{row['homo_gpus']} GPUs {homo.step_time:7.1f} s (x{homo.step_time / het.step_time:.2f}; on all "
+                  f"64 x{homo_all.step_time / het.step_time:.2f})  StreamRL-like{'*' if relaxed else ''} "
+                  f"{two.step_time:7.1f} s (x{two.step_time / het.step_time:.2f})  best plan at "
+                  f"{het.best_found_s:.2f} s of {het.search_s:.1f} s{' (cap hit)' if het.cap_hit else ''}, "
+                  f"{het_cpu:.1f} s CPU, {het.evaluated} plans", flush=True)
     return rows
 
 
@@ -106,7 +124,7 @@ def plot(ilp_rows: list[dict], rows: list[dict], path: str) -> None:
         w = 0.27
         ax.bar([x - w for x in xs], [r["tok_het"] / 1e3 for r in sub], w, label="HetRL (SHA-EA)")
         ax.bar(list(xs), [r["tok_two"] / 1e3 for r in sub], w, label="StreamRL-like two-group")
-        ax.bar([x + w for x in xs], [r["tok_homo"] / 1e3 for r in sub], w, label="verl-like homogeneous")
+        ax.bar([x + w for x in xs], [r["tok_homo"] / 1e3 for r in sub], w, label="verl-like, best GPU subset")
         ax.set_xticks(list(xs), [r["workload"] for r in sub], fontsize=8)
         ax.set_title(f"{name} (simulated)")
         ax.set_ylabel("k tokens/s (cost model)")
@@ -132,14 +150,18 @@ def main() -> None:
     rows = scenarios(args.quick)
     plot(ilp_rows, rows, os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "planner.png"))
     vs_homo = [r["homo"] / r["het"] for r in rows]
+    vs_homo_all = [r["homo_all"] / r["het"] for r in rows]
     vs_two = [r["two"] / r["het"] for r in rows]
     print(f"total {time.monotonic() - t0:.1f} s wall, {time.process_time():.1f} s CPU; "
           "* = StreamRL-like pools relaxed to span regions (one node per region is too small)")
     print(f"sha_ea_gap_pct={max(r['gap'] for r in ilp_rows):.3f} "
           f"ilp_s={max(r['ilp_s'] for r in ilp_rows):.1f} ilp_cpu_s={max(r['ilp_cpu'] for r in ilp_rows):.1f} "
-          f"search_s_64={max(r['search_s'] for r in rows):.1f} "
+          f"search_s_64={max(r['best_s'] for r in rows):.2f} "
+          f"search_cap_hit={int(any(r['cap_hit'] for r in rows))} "
+          f"median_speedup_vs_homogeneous={statistics.median(vs_homo):.2f} "
           f"mean_speedup_vs_homogeneous={statistics.mean(vs_homo):.2f} "
           f"max_speedup_vs_homogeneous={max(vs_homo):.2f} "
+          f"mean_speedup_vs_homogeneous_all={statistics.mean(vs_homo_all):.2f} "
           f"mean_speedup_vs_two_group={statistics.mean(vs_two):.2f} "
           f"min_speedup_vs_two_group={min(vs_two):.2f}")
 

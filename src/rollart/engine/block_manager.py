@@ -35,6 +35,8 @@ class BlockManager:
         self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         """Blocks with ref_count 0, least recently freed first (evicted first)."""
         self.hash_to_block: dict[int, int] = {}
+        self.evictions = 0
+        """Cached blocks whose content was dropped to make room (prefix-cache evictions)."""
 
     @property
     def num_free_blocks(self) -> int:
@@ -48,6 +50,7 @@ class BlockManager:
         block = self.blocks[block_id]
         if block.hash is not None and self.hash_to_block.get(block.hash) == block_id:
             del self.hash_to_block[block.hash]  # evict its cached content
+            self.evictions += 1
         block.hash, block.token_ids, block.ref_count = None, (), 1
         return block_id
 

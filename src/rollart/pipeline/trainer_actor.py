@@ -97,6 +97,8 @@ class TrainerActor:
             raise RuntimeError("reset serves one trainer process; a data-parallel group starts afresh instead")
         self.trainer.close()
         self.trainer = make_trainer(self.config)
+        if self.source is not None:  # the next run publishes from version 1 again: serve none of the last run's
+            self.source.server.forget(0)
         return self.trainer.version
 
     def get_version(self) -> int:

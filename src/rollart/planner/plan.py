@@ -37,6 +37,10 @@ class Plan:
     planner: str = "sha-ea"
     search_s: float = 0.0
     evaluated: int = 0
+    best_found_s: float = 0.0
+    """Seconds into the search at which the returned plan's cost was first reached (SHA-EA)."""
+    cap_hit: bool = False
+    """True when the search's wall-clock cap cut it short (its budget was not spent)."""
 
     @property
     def step_time(self) -> float:
@@ -71,6 +75,7 @@ class Plan:
             "per_device_memory_gb": {topo.devices[d].id: round(b / 1e9, 2)
                                      for g in self.groups for d, b in sorted(g.memory.items())},
             "search_s": round(self.search_s, 3), "plans_evaluated": self.evaluated,
+            "best_found_s": round(self.best_found_s, 3), "search_cap_hit": self.cap_hit,
         }
 
     def table(self) -> str:

@@ -132,6 +132,11 @@ class SHAEA:
         self.train_names = set(self.wf.training_tasks)
         self.evaluated = 0
         self.deadline = math.inf
+        self.t0 = time.monotonic()
+        self.best_cost = INF
+        self.best_found_s = 0.0
+        """Seconds from the start of :meth:`run` to the first evaluation reaching the lowest cost so far."""
+        self.cap_hit = False
 
     # cost of one individual
     def cost(self, arm: Arm, counts: np.ndarray) -> float:
@@ -141,6 +146,8 @@ class SHAEA:
         c = plan.step_time if plan is not None else INF
         if c < arm.best_cost:
             arm.best_cost, arm.best_counts = c, counts.copy()
+        if c < self.best_cost:  # strictly lower: a later tie does not move the time to the best plan
+            self.best_cost, self.best_found_s = c, time.monotonic() - self.t0
         return c
 
     def random_individual(self, arm: Arm, seeded: bool) -> np.ndarray:
@@ -208,6 +215,7 @@ class SHAEA:
     def ea_steps(self, arm: Arm, steps: int) -> None:
         for _ in range(steps):
             if time.monotonic() > self.deadline:
+                self.cap_hit = True
                 return
             if len(arm.population) < self.cfg.population:
                 o = self.random_individual(arm, seeded=not arm.population)
@@ -230,8 +238,9 @@ class SHAEA:
 
     # Algorithm 1
     def run(self, task_grouping_filter=None) -> Plan:
-        t0 = time.monotonic()
+        t0 = self.t0 = time.monotonic()
         self.deadline = t0 + self.cfg.time_limit_s
+        self.best_cost, self.best_found_s, self.cap_hit = INF, 0.0, False
         n = len(self.topo.devices)
         tgs = task_groupings([t.name for t in self.wf.tasks])
         if task_grouping_filter is not None:
@@ -258,7 +267,7 @@ class SHAEA:
             return max(1, min(self.cfg.population, int(affordable // (2 * n_arms))))
 
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
-        for _ in range(rounds1):
+        for r1 in range(rounds1):
             b_m = B // (len(live_tgs) * rounds1)
             # random order: if the time limit cuts a round short, the arms it reached are a fair sample
             for tg in self.rng.sample(live_tgs, len(live_tgs)):
@@ -273,12 +282,14 @@ class SHAEA:
             live_tgs = sorted(live_tgs, key=lambda t: min(a.best_cost for a in arms[t]))
             live_tgs = live_tgs[:max(1, math.ceil(len(live_tgs) / 2))]
             if time.monotonic() > self.deadline:
+                self.cap_hit = self.cap_hit or r1 < rounds1 - 1  # rounds were left undone
                 break
         best_arm = min((a for t in arms for a in arms[t]), key=lambda a: a.best_cost)
         if best_arm.best_counts is None:
             raise PlanningError(infeasible_reason(self.ctx))
         plan = evaluate_groups(best_arm.tg, devices_from_counts(self.topo, best_arm.best_counts), self.ctx)
         plan.planner, plan.search_s, plan.evaluated = "sha-ea", time.monotonic() - t0, self.evaluated
+        plan.best_found_s, plan.cap_hit = self.best_found_s, self.cap_hit
         return plan
 
 
