@@ -341,6 +341,8 @@ class PipelineConfig:
 
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity
+        if affinity == "auto":
+            return
         if not isinstance(affinity, dict):
             raise ConfigError(f"proxy.hw_affinity={affinity!r}: give a JSON object of task -> hardware class")
         present = sorted(set(self.worker_hw_classes()))
@@ -374,7 +376,7 @@ class PipelineConfig:
         """Fail fast on tasks this config cannot run: a task proxy.hw_affinity does not route (no 'default'),
         or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""
         names = [t.name for t in tasks]
-        affinity = self.proxy.hw_affinity
+        affinity = {} if self.proxy.hw_affinity == "auto" else self.proxy.hw_affinity
         if affinity and "default" not in affinity:
             missing = [n for n in dict.fromkeys(names) if n not in affinity]
             if missing:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -345,6 +346,7 @@ class Coordinator:
         counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
         metrics.update({f"rollout/routing/{k}": float(counters[k])
                         for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
+        self._log_hw_affinity(metrics)
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
@@ -365,6 +367,17 @@ class Coordinator:
         every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
         if (every and self.step % every == 0) or (every_s and time.perf_counter() - self.checkpointed_at >= every_s):
             await self._checkpoint()
+
+    def _log_hw_affinity(self, metrics: dict) -> None:
+        """The online profiler's costs as scalars; its mapping, when it changed, in one line and as text."""
+        profiler = self.c.proxy.profiler
+        metrics.update(profiler.metrics())
+        if profiler.changes != getattr(self, "hw_affinity_changes", 0):
+            self.hw_affinity_changes = profiler.changes
+            what = "hw_affinity=auto" if self.cfg.proxy.hw_affinity == "auto" else "hw_affinity proposal"
+            self.logger.log_text("rollout/hw_affinity", f"{what}: {profiler.describe()}", self.step)
+            if not self.cfg.quiet:
+                print(f"\r{what} (step {self.step}): {profiler.describe()}", file=sys.stderr, flush=True)
 
     def _elapsed(self) -> float:
         """Training seconds so far, across resumes."""
