@@ -17,8 +17,8 @@ Decision rule, in three steps:
    trajectory counts decayed over the last ``traj_window`` trajectories);
 3) **mapping**: (tag, class) pairs in order of saving, largest first, each tag to the first class that
    still has room for it, where a class's room is its share of the workers (give or take ``slack``, so
-   sampling noise in the shares does not decide) and a tag takes its share of the trajectories. A tag that fits nowhere goes to the class it overfills least (relative to that class's
-   share). So a tag goes where it gains most, as far as capacity allows: one class does not take every tag
+   sampling noise in the shares does not decide) and a tag takes its share of the trajectories. A tag that
+   fits nowhere goes to the class it overfills least (relative to that class's share). So a tag goes where it gains most, as far as capacity allows: one class does not take every tag
    it is fastest at while the other sits idle, and the longest trajectories - which set the step time -
    claim the class that shortens them first.
 
@@ -26,8 +26,13 @@ A proposal is made once every seen tag has ``min_samples`` observations on every
 current mapping (new ones, or all of them before the first proposal) go to any worker, which is how each
 tag gets measured on every class. **Hysteresis**: the mapping is revised every ``min_interval``
 observations, and a proposal that differs from the mapping in force replaces it only when the previous
-revision proposed the same (two in a row); so the mapping follows a change of the task mix but does not flap
-on noise. Costs of a (tag, class) pair no longer served keep their last value.
+revision proposed the same (two in a row; the first mapping is adopted at once); so the mapping follows a
+change of the task mix but does not flap on noise.
+
+Limits: a request's wall time includes whatever else its worker runs, so a tag measured while sharing a class
+with heavy work of another tag looks slower there than it would alone (a decode sharing steps with long
+prefills); costs of a (tag, class) pair no longer served keep their last value (nothing re-explores); task
+shares follow a change of the mix over about ``traj_window`` trajectories.
 """
 from __future__ import annotations
 
