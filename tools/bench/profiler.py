@@ -1,11 +1,11 @@
 """Online hardware profiler benchmark (SIMULATED): hw_affinity=auto vs the hand-written mapping vs none.
 
-    python tools/bench/profiler.py --quick    # Qwen3-8B, 8 steps per configuration (< 60 s)
-    python tools/bench/profiler.py            # 16 steps, Qwen3-8B/14B/32B
+    python tools/bench/profiler.py --quick    # Qwen3-8B on Fig. 11a's pool, 8 steps per configuration (< 60 s)
+    python tools/bench/profiler.py            # 16 steps, Qwen3-8B/14B/32B, both pools
 
 The workload and hardware are the affinity bench's (tools/bench/affinity.py, ``rollart.sim.hwsim``):
 each step rolls out one batch of 512 trajectories, tasks uniform over FrozenLake, WebShop, GEM-Math and
-GEM-game, on Fig. 11a's equal-cost pool (64 H800 + 24 H20) and on §7.1's (64 H800 + 32 H20). Three
+GEM-game, on Fig. 11a's equal-cost pool (64 H800 + 24 H20) and (full run) on §7.1's (64 H800 + 32 H20). Three
 configurations run the same steps with the same seeds (step i uses seed i; ``paired``: the same seed gives
 the same trajectories - turns and lengths - whatever the routing):
 
@@ -17,7 +17,7 @@ the same trajectories - turns and lengths - whatever the routing):
 
 Step time = the batch's rollout time (the last trajectory's end). ``auto`` counts its first, unmapped step.
 Last line: ``auto_vs_manual=`` (manual s/step ÷ auto s/step; target ≥ 1.0), ``auto_vs_none=`` (target ≥ 1.1),
-the same for §7.1's pool (``s71_*``), ``auto_steady_vs_manual=`` (steps after the first mapping), and
+the same for §7.1's pool (``s71_*``, full run), ``auto_steady_vs_manual=`` (steps after the first mapping), and
 ``learned=`` the mapping auto ended with. Every figure is simulated.
 """
 from __future__ import annotations
@@ -82,13 +82,14 @@ def plot(results: dict, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="Qwen3-8B, 8 steps (< 60 s)")
+    p.add_argument("--quick", action="store_true", help="Qwen3-8B on Fig. 11a's pool, 8 steps (< 60 s)")
     p.add_argument("--steps", type=int, default=0, help="steps per configuration (default 8 quick, 16 full)")
     args = p.parse_args(argv)
     t0 = time.time()
     steps = args.steps or (8 if args.quick else 16)
     models = ["Qwen3-8B"] if args.quick else ["Qwen3-8B", "Qwen3-14B", "Qwen3-32B"]
-    results = {(pool, m): run(pools, m, steps) for m in models for pool, pools in POOLS.items()}
+    pools = {"fig11a": POOLS["fig11a"]} if args.quick else POOLS
+    results = {(pool, m): run(sizes, m, steps) for m in models for pool, sizes in pools.items()}
     print(f"SIMULATED - {BATCH} trajectories per step (FrozenLake/WebShop/GEM-Math/GEM-game), {steps} steps, "
           f"seeds 0..{steps - 1} for every configuration")
     print(f"{'pool':<8}{'model':<11}{'none s':>8}{'manual s':>10}{'auto s':>8}{'auto/steady':>12}"
@@ -100,14 +101,18 @@ def main(argv: list[str] | None = None) -> None:
               f"{mean(r['none']) / mean(r['auto']):>14.3f}   {r['describe']}")
     plot({k: v for k, v in results.items() if k[1] == "Qwen3-8B"},
          os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "profiler.png"))
-    r, s = results[("fig11a", "Qwen3-8B")], results[("s71", "Qwen3-8B")]
+    r = results[("fig11a", "Qwen3-8B")]
     steady = [t for t, on in zip(r["auto"], r["mapped"]) if on]
     steady_manual = [t for t, on in zip(r["manual"], r["mapped"]) if on]
     figures = dict(auto_vs_manual=mean(r["manual"]) / mean(r["auto"]), auto_vs_none=mean(r["none"]) / mean(r["auto"]),
                    manual_vs_none=mean(r["none"]) / mean(r["manual"]),
                    auto_steady_vs_manual=mean(steady_manual) / mean(steady) if steady else float("nan"),
-                   s71_auto_vs_manual=mean(s["manual"]) / mean(s["auto"]), s71_auto_vs_none=mean(s["none"]) / mean(s["auto"]),
-                   auto_changes=r["changes"], seconds=time.time() - t0)
+                   auto_changes=r["changes"])
+    if ("s71", "Qwen3-8B") in results:
+        s = results[("s71", "Qwen3-8B")]
+        figures.update(s71_auto_vs_manual=mean(s["manual"]) / mean(s["auto"]),
+                       s71_auto_vs_none=mean(s["none"]) / mean(s["auto"]))
+    figures["seconds"] = time.time() - t0
     learned = ",".join(f"{t}:{hw}" for t, hw in sorted(r["learned"].items()))
     print(" ".join(f"{k}={v:.3f}" for k, v in figures.items()) + f" learned={learned}")
     sys.stdout.flush()
