@@ -115,7 +115,7 @@ class Coordinator:
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
-        self.heldout_tasks = list(heldout_tasks or [])
+        self.heldout_tasks = list(heldout_tasks or []) if cfg.heldout_episodes else []
         """Held-out tasks (cfg.heldout_episodes each, every eval_every steps, in the background): see heldout."""
         check_disjoint(tasks, self.heldout_tasks)
         cfg.preflight([*tasks, *self.eval_tasks, *self.heldout_tasks], registered_envs=env_pool is None)
