@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -101,6 +102,18 @@ class FrozenLakeText(EnvDefaults, gym.Env):
 
     def render(self) -> str:
         return self._observation()
+
+    @classmethod
+    def task_instances(cls, map_name: str = "4x4", desc: list[str] | None = None, random_map: bool = False,
+                       random_start: bool = False, is_slippery: bool = False, **_: Any) -> frozenset | None:
+        """Every (map, start cell, slippery) episode these kwargs can play (None with random_map: not finite);
+        held-out evaluation checks its tasks share none with training (rollart.pipeline.heldout)."""
+        if random_map:
+            return None
+        rows = tuple(desc) if desc is not None else tuple(MAPS[map_name])
+        flat = "".join(rows)
+        cells = [i for i, c in enumerate(flat) if c in "SF"] if random_start else [flat.index("S")]
+        return frozenset((rows, cell, is_slippery) for cell in cells)
 
     # --- helpers -------------------------------------------------------------------------------
     def start_cells(self) -> list[int]:

@@ -39,6 +39,9 @@ TASK = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0",
                 max_new_tokens=1, max_turns=12)
 START_CELLS = 11
 """Frozen cells of the 4x4 map: eval_episodes plays each of them once (consecutive seeds, see envs.frozenlake)."""
+HELDOUT_TASKS = [TaskSpec(name="FrozenLake-heldout", env_id=TASK.env_id, max_new_tokens=1, max_turns=12,
+                          env_kwargs={**TASK.env_kwargs, "desc": ["SFFF", "FFFH", "HFFF", "FHFG"]})]
+"""Held-out evaluation (heldout_episodes=N): another 4x4 map, which training never plays (checked at start)."""
 
 
 def default_config() -> PipelineConfig:
@@ -56,7 +59,7 @@ def main() -> None:
     cfg = parse_overrides(default_config(), doc=__doc__)
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"
-    result = run(cfg, [TASK])
+    result = run(cfg, [TASK], heldout_tasks=HELDOUT_TASKS)
     evals = ", ".join(f"{step}:{s['mean']:.2f}" for step, s in result.evals)
     print(f"greedy success by step: {evals}")
     print(f"steps={result.steps} version={result.version} wall_s={result.wall_s:.0f} run_dir={result.run_dir}")

@@ -66,15 +66,15 @@ def test_the_readme_env_learns(tmp_path, walk_env):
 
 def test_same_seed_same_metrics(tmp_path, walk_env):
     """Two runs with one seed sample the same tokens: equal rewards, successes, token counts and evaluations.
-    Losses agree to float rounding only: the engine batches requests as they arrive and a batched forward's
-    last bits depend on the batch, which reaches the log-probs the loss uses."""
+    Losses and the train/inference mismatch agree to float rounding only: the engine batches requests as they
+    arrive and a batched forward's last bits depend on the batch, which reaches the log-probs the loss uses."""
     runs = [small_run(tmp_path, f"repro{i}", total_steps=3, eval_every=1, stop_at_success=None) for i in range(2)]
     assert runs[0].evals == runs[1].evals
     for a, b in zip(runs[0].history, runs[1].history, strict=True):
         for key in a:
             if key.startswith("system/") or key == "checkpoint":
                 continue
-            if key.startswith("losses/"):
+            if key.startswith(("losses/", "mismatch/")):
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (a["step"], key)
             else:
                 assert b[key] == a[key], (a["step"], key)

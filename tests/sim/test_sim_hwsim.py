@@ -38,3 +38,22 @@ def test_prefix_cache_makes_later_turns_cheaper_than_recomputing():
 def test_routing_to_a_missing_class_is_an_error():
     with pytest.raises(ValueError, match="no engines"):
         RolloutSim({"H800": 1}, "Qwen3-8B", 1, {"default": "H20"}).run(batch([PREFILL_HEAVY], 1))
+
+
+def test_observer_sees_every_request_and_paired_runs_roll_out_the_same_trajectories():
+    seen = []
+    task = TaskProfile("one", 100, (3, 3), 20, (5, 5), env_latency_s=0.0)
+    RolloutSim({"H800": 1, "H20": 1}, "Qwen3-8B", 1, {}, observer=lambda *a: seen.append(a)).run(batch([task], 2))
+    assert len(seen) == 6 and {s[1] for s in seen} == {"H800", "H20"}  # no affinity: both classes serve
+    first = [s for s in seen if s[5] == seen[0][5]]
+    assert [s[2] for s in first] == [100, 20, 20]  # later turns prefill only the observation (prefix cache)
+    assert all(s[3] == 5 and s[4] > 0 for s in seen)
+    # paired: the same seed gives the same trajectories whatever the routing (here: identical turn counts)
+    mix = [PREFILL_HEAVY, TaskProfile("var", 100, (1, 9), 10, (5, 500))]
+    tokens = {}
+    for routing in ({}, {"default": "H20"}):
+        obs = []
+        RolloutSim({"H800": 1, "H20": 1}, "Qwen3-8B", 1, routing, seed=3, observer=lambda *a: obs.append(a),
+                   paired=True).run(batch(mix, 8))
+        tokens[str(routing)] = sorted((o[5], o[3]) for o in obs)
+    assert tokens["{}"] == tokens[str({"default": "H20"})]

@@ -3,7 +3,8 @@
 Namespaces: ``charts/`` (headline curves: success, reward, version, tokens/s), ``losses/`` (loss terms,
 grad norm, clip fraction, KL), ``rollout/`` (per-task reward/success, staleness, aborted/evicted
 trajectories with reasons), ``system/`` (step-time breakdown: rollout, reward, get_batch wait, train,
-weight push/pull), ``eval/`` (held-out evaluation).
+weight push/pull), ``eval/`` (held-out evaluation), ``mismatch/`` (train/inference log-prob mismatch on
+tokens of the trainer's own version: rollart.trainer.mismatch).
 
 A resumed run passes ``purge_step`` = the first step it will log: tensorboard then drops what the interrupted
 run logged from that step on (it was lost with the process), so no step appears twice.
@@ -17,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-NAMESPACES = ("charts", "losses", "rollout", "system", "eval")
+NAMESPACES = ("charts", "losses", "rollout", "system", "eval", "mismatch")
 
 
 class MetricsLogger:

@@ -97,6 +97,9 @@ class PipelineConfig:
     """Greedy evaluation every this many steps (0 disables; a final evaluation always runs)."""
     eval_episodes: int = 8
     """Evaluation episodes per task (greedy decoding)."""
+    heldout_episodes: int = 0
+    """Greedy episodes per held-out task (the run's heldout_tasks, disjoint from training) every eval_every
+    steps, played in the background without stalling training and logged as eval/...; 0: none."""
     eval_at_end: bool = True
     """Evaluate the final weights (RunResult.final_success); benchmarks timing only the steps turn it off."""
     eval_at_start: bool = False
@@ -202,7 +205,7 @@ class PipelineConfig:
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
                               f"{r.group_size + r.extra_envs_per_group} envs; raise rollout.max_concurrency")
-        for name in ("eval_every", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",
+        for name in ("eval_every", "heldout_episodes", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",
                      "trainer_restarts", "weight_store_restarts", "env_hosts", "env_host_restarts"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
@@ -341,6 +344,8 @@ class PipelineConfig:
 
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity
+        if affinity == "auto":
+            return
         if not isinstance(affinity, dict):
             raise ConfigError(f"proxy.hw_affinity={affinity!r}: give a JSON object of task -> hardware class")
         present = sorted(set(self.worker_hw_classes()))
@@ -374,7 +379,7 @@ class PipelineConfig:
         """Fail fast on tasks this config cannot run: a task proxy.hw_affinity does not route (no 'default'),
         or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""
         names = [t.name for t in tasks]
-        affinity = self.proxy.hw_affinity
+        affinity = {} if self.proxy.hw_affinity == "auto" else self.proxy.hw_affinity
         if affinity and "default" not in affinity:
             missing = [n for n in dict.fromkeys(names) if n not in affinity]
             if missing:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
+from rollart.pipeline.heldout import HeldOutEval, check_disjoint
 from rollart.pipeline.recovery import Recovery
 from rollart.pipeline.resume import counters_snapshot, restore_counters
 from rollart.pipeline.scoring import Scoring, check_scoring, run_actions
@@ -107,11 +109,15 @@ def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
 
 class Coordinator:
     def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
-                 reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None):
+                 reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None,
+                 heldout_tasks: list[TaskSpec] | None = None):
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
-        cfg.preflight([*tasks, *self.eval_tasks], registered_envs=env_pool is None)  # fail before any process starts
+        self.heldout_tasks = list(heldout_tasks or []) if cfg.heldout_episodes else []
+        """Held-out tasks (cfg.heldout_episodes each, every eval_every steps, in the background): see heldout."""
+        check_disjoint(tasks, self.heldout_tasks)
+        cfg.preflight([*tasks, *self.eval_tasks, *self.heldout_tasks], registered_envs=env_pool is None)
         check_scoring(cfg, reward_fn, tasks)
         self.reward_fn = reward_fn
         self.env_pool = env_pool
@@ -147,6 +153,8 @@ class Coordinator:
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
+            self.heldout = HeldOutEval(self.eval_manager, self.heldout_tasks, cfg.heldout_episodes, cfg.eval_every,
+                                       lambda: self.c.proxy.version, self._log_eval)
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
@@ -164,6 +172,7 @@ class Coordinator:
                     "sync": self._run_sync, "oneoff": self._run_oneoff}[cfg.mode]
             try:
                 await loop()
+                await self.heldout.drain()
                 self.worker_stats = await self._worker_stats()
                 self.device_stats = await self._device_stats()
                 await self._checkpoint(final=True)
@@ -175,6 +184,8 @@ class Coordinator:
             fresh = self.evals and self.evals[-1][0] == self.step
             final = self.evals[-1][1] if fresh else await self._evaluate() if cfg.eval_at_end else {}
         finally:
+            if getattr(self, "heldout", None) is not None:
+                await self.heldout.cancel()
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
             if self.logger is not None:
@@ -344,6 +355,8 @@ class Coordinator:
         counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
         metrics.update({f"rollout/routing/{k}": float(counters[k])
                         for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
+        self._log_hw_affinity(metrics)
+        self.heldout.maybe_start(self.step)  # in the background: nothing waits for it
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
@@ -364,6 +377,24 @@ class Coordinator:
         every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
         if (every and self.step % every == 0) or (every_s and time.perf_counter() - self.checkpointed_at >= every_s):
             await self._checkpoint()
+
+    def _log_hw_affinity(self, metrics: dict) -> None:
+        """The online profiler's costs as scalars; its mapping, when it changed, in one line and as text."""
+        profiler = self.c.proxy.profiler
+        if len(profiler.workers) < 2:
+            return  # one hardware class: nothing to choose
+        metrics.update(profiler.metrics())
+        if profiler.changes != getattr(self, "hw_affinity_changes", 0):
+            self.hw_affinity_changes = profiler.changes
+            what = "hw_affinity=auto" if self.cfg.proxy.hw_affinity == "auto" else "hw_affinity proposal"
+            self.logger.log_text("rollout/hw_affinity", f"{what}: {profiler.describe()}", self.step)
+            if not self.cfg.quiet:
+                print(f"\r{what} (step {self.step}): {profiler.describe()}", file=sys.stderr, flush=True)
+
+    def _log_eval(self, metrics: dict, step: int) -> None:
+        if self.logger is not None:
+            self.logger.log(metrics, step)
+            self.logger.flush()
 
     def _elapsed(self) -> float:
         """Training seconds so far, across resumes."""

@@ -4,8 +4,11 @@
 that request's ``GenerationResult``:
 
 - **hardware affinity**: ``task`` (the task's name) maps to a hardware class through ``hw_affinity``
-  (the dict given to ``@hw_mapping``; ``"default"`` catches other tasks). When that class has no live
-  worker, the request falls back to a compatible class (``fallback``; by default any other class);
+  (the dict given to ``@hw_mapping``; ``"default"`` catches other tasks), or with ``hw_affinity="auto"``
+  through the mapping the online profiler (``rollart.rollout.profiler``) learns from every request's
+  tokens and time per class; the profiler measures in any case, so ``proxy.profiler`` always proposes one.
+  When that class has no live worker, the request falls back to a compatible class (``fallback``; by
+  default any other class);
 - **sticky routing**: a trajectory's next turn goes to the worker that served its last one, whose
   prefix cache holds the history;
 - **balancing**: otherwise the live worker of the group with the fewest outstanding tokens
@@ -40,11 +43,13 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import time
 from typing import Any
 
 from rollart.inference.pd import generate_disaggregated
 from rollart.rollout.admission import AdmissionGate
-from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTaskError
+from rollart.rollout.profiler import HardwareProfiler
+from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
@@ -71,14 +76,17 @@ class LLMProxy:
         if not self.workers:
             raise ValueError("LLMProxy needs at least one inference worker")
         classes = {w.hw_class for w in self.workers.values()}
-        for task, cls in self.cfg.hw_affinity.items():
+        self.profiler = HardwareProfiler(_class_counts(self.workers.values()))
+        """Measures every request; with hw_affinity='auto' its mapping routes (else it only proposes one)."""
+        for task, cls in ({} if self.cfg.hw_affinity == AUTO else self.cfg.hw_affinity).items():
             if cls not in classes:
                 log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
                             task, cls, sorted(classes))
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
                              pd_reprefill_tokens=0)
         self._dead_errors = dead_error_types()
-        self.router = Router(self.workers, self.cfg, self.counters)
+        self.router = Router(self.workers, self.cfg, self.counters,
+                             self.profiler if self.cfg.hw_affinity == AUTO else None)
         self.gate = AdmissionGate()
         self.health = WorkerHealth(self.cfg, self.counters, self._dead_errors)
         self._inflight: dict[str, dict[str, WorkerSlot]] = {}
@@ -134,7 +142,13 @@ class LLMProxy:
                     prompt, params)
                 self.counters["pd_reprefill_tokens"] += reprefilled
                 return result
-            return await self.run_request(trajectory_id, key, prompt, params, hw_class)
+            t0 = time.perf_counter()
+            result = await self.run_request(trajectory_id, key, prompt, params, hw_class)
+            slot = self.workers.get(result.worker)
+            if slot is not None and result.finish_reason not in ("abort", "error"):
+                self.profiler.record(task, slot.hw_class, result.num_prompt_tokens - result.num_cached_tokens,
+                                     len(result.token_ids), time.perf_counter() - t0, trajectory_id)
+            return result
         finally:
             self._active[trajectory_id] -= 1
             if not self._active[trajectory_id]:
@@ -257,6 +271,13 @@ class LLMProxy:
             await slot.handle.send(AbortRequest(rid))
         except Exception:  # noqa: BLE001 - best effort: the cancel already reached the worker
             pass
+
+
+def _class_counts(slots) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for w in slots:
+        counts[w.hw_class] = counts.get(w.hw_class, 0) + 1
+    return counts
 
 
 def _abort_result(num_prompt_tokens: int) -> GenerationResult:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+AUTO = "auto"
+"""hw_affinity value that hands the mapping to the online profiler."""
+
 from rollart.config import ConfigError
 from rollart.types import InvalidRequestError
 
@@ -18,9 +21,11 @@ class NoWorkerError(RuntimeError):
 @dataclass
 class ProxyConfig:
     """LLMProxy settings."""
-    hw_affinity: dict = field(default_factory=dict)
+    hw_affinity: dict | str = field(default_factory=dict)
     """task -> hardware class (as in @hw_mapping), e.g. {"FrozenLake": "H800", "default": "H20"}; 'default'
-    serves other tasks. Empty: every task, any worker."""
+    serves other tasks. Empty: every task, any worker. "auto": the online profiler
+    (rollart.rollout.profiler) measures each task on each class and applies the mapping it proposes, revising
+    it as the task mix changes (tasks it has not mapped yet go to any worker)."""
     fallback: dict = field(default_factory=dict)
     """class -> ordered list of compatible classes used when it has no live worker. A class missing here
     uses rollart.distributed.hardware.fallbacks (GPU classes of the same strength first; unknown classes:
@@ -51,6 +56,12 @@ class ProxyConfig:
     """PD disaggregation: hardware class that runs decode."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.hw_affinity, str) and self.hw_affinity != AUTO:
+            raise ConfigError(f"proxy.hw_affinity={self.hw_affinity!r}: give 'auto' (the online profiler picks the "
+                              "mapping) or a JSON object of task -> hardware class, e.g. '{\"FrozenLake\": \"H800\"}'")
+        if not isinstance(self.hw_affinity, (dict, str)):
+            raise ConfigError(f"proxy.hw_affinity={self.hw_affinity!r}: give 'auto' or a JSON object of task -> "
+                              "hardware class")
         if self.max_worker_failures < 1 or self.max_attempts < 1 or self.restart_timeout_s <= 0 or self.max_sticky < 1:
             raise ConfigError("max_worker_failures, max_attempts and max_sticky must be >= 1, restart_timeout_s > 0")
         if bool(self.pd_prefill_class) != bool(self.pd_decode_class):

@@ -2,7 +2,8 @@
 
 Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMProxy`` applies it:
 
-1) ``resolve_task``: the task -> a hardware class through ``hw_affinity`` ('default' catches others);
+1) ``resolve_task``: the task -> a hardware class through ``hw_affinity`` ('default' catches others), or
+   through the online profiler's mapping in force with ``hw_affinity='auto'``;
 2) ``group``: the live workers of that class, else of the first compatible class that has any;
 3) ``pick``: the trajectory's sticky worker if it is in that group (its prefix cache holds the history),
    else the healthy one with the fewest outstanding tokens -- or, with ``spill_ratio``, the least-loaded
@@ -11,6 +12,7 @@ Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMPr
 """
 from __future__ import annotations
 
+from rollart.rollout.profiler import HardwareProfiler
 from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.worker_slot import WorkerSlot
 
@@ -18,15 +20,20 @@ from rollart.rollout.worker_slot import WorkerSlot
 class Router:
     """Routing decisions for one proxy; ``workers`` and ``counters`` are the proxy's own (shared) dicts."""
 
-    def __init__(self, workers: dict[str, WorkerSlot], cfg: ProxyConfig, counters: dict) -> None:
+    def __init__(self, workers: dict[str, WorkerSlot], cfg: ProxyConfig, counters: dict,
+                 profiler: HardwareProfiler | None = None) -> None:
         self.workers = workers
         self.cfg = cfg
         self.counters = counters
+        self.profiler = profiler
+        """Set with hw_affinity='auto': its mapping in force replaces cfg.hw_affinity."""
         self.sticky: dict[tuple[str, str], str] = {}
         """(trajectory id, PD phase) -> worker name, least recently served first."""
 
     def resolve_task(self, task: str) -> str | None:
         """The hardware class a task maps to (None: any class). Unknown task -> UnknownTaskError."""
+        if self.profiler is not None:
+            return self.profiler.mapping.get(task)  # not mapped yet: any worker (that is how it gets measured)
         aff = self.cfg.hw_affinity
         if not aff:
             return None

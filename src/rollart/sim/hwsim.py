@@ -47,6 +47,9 @@ class _Request:
     decode_left: int
     context: int
     """Tokens in KV now (grows as prefill chunks and decode tokens are computed)."""
+    submitted: float = 0.0
+    prefill: int = 0
+    """Tokens this request prefills (the part of the history not cached)."""
 
 
 @dataclass
@@ -55,6 +58,7 @@ class _Traj:
     task: TaskProfile
     turns_left: int
     history: int
+    rng: random.Random
     engine: "_Engine | None" = None
     done_at: float = 0.0
 
@@ -84,8 +88,14 @@ class RolloutSim:
     """One rollout batch: trajectories of several tasks on pools of engines, routed by task -> class."""
 
     def __init__(self, pools: dict[str, int], model: str, tp: int, routing: dict[str, str],
-                 max_batched_tokens: int = 8192, max_num_seqs: int = 256, seed: int = 0) -> None:
-        """``pools``: hardware class -> number of GPUs; ``routing``: task name -> hardware class."""
+                 max_batched_tokens: int = 8192, max_num_seqs: int = 256, seed: int = 0,
+                 observer=None, paired: bool = False) -> None:
+        """``pools``: hardware class -> number of GPUs; ``routing``: task name -> hardware class (empty: no
+        affinity, every task on the least-loaded engine of any class). ``observer(task, hw_class,
+        prefill_tokens, decode_tokens, seconds, trajectory_id)`` is called for every finished request (one turn), as the
+        proxy feeds ``rollart.rollout.profiler.HardwareProfiler``. ``paired``: each trajectory draws its turns
+        and response lengths from its own generator (seeded by ``seed`` and its index), so runs with the same
+        seed and different routings roll out exactly the same trajectories."""
         self.engines: dict[str, list[_Engine]] = {}
         for hw, gpus in pools.items():
             n = gpus // tp
@@ -95,7 +105,10 @@ class RolloutSim:
             self.engines[hw] = [_Engine(f"{hw}-{i}", speed, speed.kv_capacity_tokens, max_batched_tokens,
                                         max_num_seqs) for i in range(n)]
         self.routing = routing
+        self.observer = observer
+        self.seed = seed
         self.rng = random.Random(seed)
+        self.paired = paired
         self.now = 0.0
         self._events: list = []
         self._seq = 0
@@ -106,12 +119,17 @@ class RolloutSim:
         """Simulate one batch (one trajectory per entry of ``tasks``); returns the rollout time in s."""
         trajs = []
         for i, task in enumerate(tasks):
-            turns = self.rng.randint(*task.turns)
-            traj = _Traj(i, task, turns, history=0)
-            hw = self.routing.get(task.name, self.routing.get("default"))
-            if hw not in self.engines:
-                raise ValueError(f"task {task.name!r} routed to {hw!r}, which has no engines")
-            traj.engine = min(self.engines[hw], key=lambda e: e.assigned)
+            rng = random.Random(self.seed * 1_000_003 + i) if self.paired else self.rng
+            turns = rng.randint(*task.turns)
+            traj = _Traj(i, task, turns, history=0, rng=rng)
+            if self.routing:
+                hw = self.routing.get(task.name, self.routing.get("default"))
+                if hw not in self.engines:
+                    raise ValueError(f"task {task.name!r} routed to {hw!r}, which has no engines")
+                group = self.engines[hw]
+            else:
+                group = [e for es in self.engines.values() for e in es]
+            traj.engine = min(group, key=lambda e: e.assigned)
             traj.engine.assigned += 1
             trajs.append(traj)
             self._submit(traj, new_tokens=task.prompt_tokens)
@@ -136,10 +154,11 @@ class RolloutSim:
     def _submit(self, traj: _Traj, new_tokens: int) -> None:
         eng = traj.engine
         traj.history += new_tokens
-        response = self.rng.randint(*traj.task.response_tokens)
+        response = traj.rng.randint(*traj.task.response_tokens)
         response = max(1, min(response, traj.task.max_context - traj.history))
         cached = eng.cached.pop(traj.tid, 0)
-        req = _Request(traj, prefill_left=traj.history - cached, decode_left=response, context=cached)
+        req = _Request(traj, prefill_left=traj.history - cached, decode_left=response, context=cached,
+                       submitted=self.now, prefill=traj.history - cached)
         eng.waiting.append(req)
         if not eng.busy:
             self._start_step(eng)
@@ -204,6 +223,9 @@ class RolloutSim:
         for r in eng.running:
             if r.prefill_left == 0 and r.decode_left <= 0:
                 traj = r.traj
+                if self.observer is not None:
+                    self.observer(traj.task.name, eng.speed.cfg.hw_class, r.prefill,
+                                  r.context - traj.history, self.now - r.submitted, f"{self.seed}:{traj.tid}")
                 traj.history = r.context
                 traj.turns_left -= 1
                 if traj.turns_left > 0 and traj.history + traj.task.obs_tokens < traj.task.max_context:

@@ -36,6 +36,7 @@ from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batch
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.losses import LossTerms
 from rollart.trainer.placement import autocast, to_device, trainer_placement
+from rollart.trainer.mismatch import mismatch_metrics, mismatch_sums
 from rollart.versions import staleness
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Trainer:
         self.version = 0
         """The policy being trained; the optimizer_step that ends a train step advances it by one."""
         self._accumulated = 0  # forward_backward calls since the last optimizer_step
+        self.mismatch: torch.Tensor | None = None  # train/inference mismatch sums of the step in progress (mismatch.py)
         torch.set_num_threads(cfg.num_threads)
         self.placement = trainer_placement(cfg)
         self.device = self.placement.device
@@ -204,6 +206,12 @@ class Trainer:
         my_rows = shard_rows(n_rows, cfg.rank, cfg.world_size)
         local = select_rows(batch, my_rows)
         self._precompute(local)
+        # train/inference mismatch on the tokens of this version: prox log-probs are the current weights' when
+        # several updates need them, else the single update's own forward (before its optimizer step) is
+        self.mismatch = torch.zeros(3, dtype=torch.float64)
+        if self._multi_update():
+            self.mismatch = mismatch_sums(local["prox_logprobs"], local["behav_logprobs"], local["loss_mask"],
+                                          local["versions"], self.version)
 
         # 2) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
         bounds = sorted(set(torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()))  # no empty ones
@@ -218,6 +226,8 @@ class Trainer:
                 grad_norms.append(self.optimizer_step(end_of_step=len(grad_norms) + 1 == updates))
         terms = LossTerms.from_tensor(self._all_reduce_sum(terms.to_tensor()))
         metrics.update(terms.metrics(updates))
+        metrics.update(mismatch_metrics(self._all_reduce_sum(self.mismatch), float(total_tokens)))
+        self.mismatch = None
         metrics["losses/grad_norm"] = float(sum(grad_norms) / len(grad_norms))
         metrics["charts/version"] = float(self.version)
         metrics["system/train_step_s"] = time.perf_counter() - t0
@@ -327,6 +337,8 @@ class Trainer:
         ids, mask = mb["input_ids"], mb["loss_mask"]
         logits = self._forward(self.policy, ids)  # (B, T, V), compute dtype
         logp = L.token_logprobs(logits, ids)  # (B, T)
+        if self.mismatch is not None and not self._multi_update():
+            self.mismatch += mismatch_sums(logp, mb["behav_logprobs"], mask, mb["versions"], self.version)
         is_w = None
         if cfg.off_policy == "decoupled":
             prox = mb["prox_logprobs"] if self._multi_update() else logp.detach()
