@@ -56,6 +56,8 @@ class ModelRunner:
         self.kv_cache: torch.Tensor | None = None
         self.graphs = None
         self.max_model_len = 0
+        self.forward_tokens = 0
+        """Tokens that went through a forward (prefill chunks and decode tokens alike)."""
 
     def allocate(self, num_blocks: int, max_model_len: int) -> None:
         """The KV cache (one block more than the scheduler's: padding rows of a CUDA graph write there) and,
@@ -132,17 +134,40 @@ class ModelRunner:
         layout = VarlenLayout(query_start, context_lens, block_tables, max(q_lens))
         return parts[0], PagedBatch(parts[1], parts[2], varlen=layout, num_positions=max(positions) + 1), logits_index
 
+    # ---- K/V hand-over (PD disaggregation) ------------------------------------------------------------
+    def _slots(self, block_table: list[int], num_tokens: int) -> torch.Tensor:
+        bs = self.block_size
+        return torch.tensor([block_table[p // bs] * bs + p % bs for p in range(num_tokens)], device=self.device)
+
+    def _token_view(self) -> torch.Tensor:
+        L, _, nb, bs, hkv, d = self.kv_cache.shape
+        return self.kv_cache.view(L, 2, nb * bs, hkv, d)                    # (L, 2, slots, Hkv, D)
+
+    @torch.inference_mode()
+    def export_kv(self, block_table: list[int], num_tokens: int) -> torch.Tensor:
+        """The K/V of a sequence's first num_tokens tokens, token-major and contiguous: (L, 2, T, Hkv, D)."""
+        return self._token_view().index_select(2, self._slots(block_table, num_tokens))
+
+    @torch.inference_mode()
+    def install_kv(self, block_table: list[int], kv: torch.Tensor) -> None:
+        """Write (L, 2, T, Hkv, D) K/V into a sequence's blocks (its first T tokens)."""
+        kv = kv.to(device=self.device, dtype=self.kv_cache.dtype, non_blocking=True)
+        self._token_view().index_copy_(2, self._slots(block_table, kv.shape[2]), kv)
+
     # ---- forward and sampling ----------------------------------------------------------------------
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, rows: list[int]) -> torch.Tensor:
         """Forward the batch (K/V written to the cache); logits (len(rows), V) at the last token of each row."""
         if not self.kernels:
             ids, paged, last = self.prepare(batch)
+            self.forward_tokens += ids.numel()
             index = torch.tensor([last[r] for r in rows], dtype=torch.long, device=self.device)
             return self.model.forward_paged(ids, paged, self.kv_cache, index)
         if self.graphs is not None and self.graphs.fits(batch, rows):
+            self.forward_tokens += sum(batch.num_new_tokens)
             return self.graphs.run(batch)
         ids, paged, index = self.prepare_varlen(batch, rows)
+        self.forward_tokens += ids.numel()
         return self.model.forward_paged(ids, paged, self.kv_cache, index)
 
     @torch.inference_mode()

@@ -373,7 +373,14 @@ class InferenceWorker:
                     return  # aborted or cancelled before it reached the engine
                 request: GenerateRequest = cmd.payload
                 try:
-                    self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling)
+                    if request.kv is not None or request.export_kv:  # PD disaggregation: K/V handed over
+                        if not getattr(self.engine, "supports_kv_transfer", False):
+                            raise InvalidRequestError(f"{self.name}: engine {type(self.engine).__name__} cannot hand "
+                                                      "over K/V; PD disaggregation needs engine.backend=torch")
+                        self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling,
+                                                kv=request.kv, export_kv=request.export_kv)
+                    else:
+                        self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling)
                 except InvalidRequestError as e:
                     self._inflight.pop(cmd.request_id, None)
                     self._counters["failed"] += 1

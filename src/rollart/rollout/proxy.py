@@ -48,7 +48,7 @@ from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTask
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
-from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, KVBlocks, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
 __all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTaskError"]
@@ -76,7 +76,7 @@ class LLMProxy:
                 log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
                             task, cls, sorted(classes))
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
-                             pd_reprefill_tokens=0)
+                             pd_reprefill_tokens=0, pd_kv_tokens=0, pd_kv_bytes=0)
         self._dead_errors = dead_error_types()
         self.router = Router(self.workers, self.cfg, self.counters)
         self.gate = AdmissionGate()
@@ -129,10 +129,13 @@ class LLMProxy:
             key = f"{trajectory_id}#{seq}"
             if self.cfg.pd_prefill_class:
                 classes = {"p": self.cfg.pd_prefill_class, "d": self.cfg.pd_decode_class}
-                result, reprefilled = await generate_disaggregated(
-                    lambda p, sp, phase: self.run_request(trajectory_id, key, p, sp, classes[phase], phase),
-                    prompt, params)
-                self.counters["pd_reprefill_tokens"] += reprefilled
+                result, moved = await generate_disaggregated(
+                    lambda p, sp, phase, export_kv, kv: self.run_request(trajectory_id, key, p, sp, classes[phase],
+                                                                         phase, export_kv, kv),
+                    prompt, params, self.cfg.pd_kv_transport)
+                self.counters["pd_reprefill_tokens"] += moved.reprefill_tokens
+                self.counters["pd_kv_tokens"] += moved.kv_tokens
+                self.counters["pd_kv_bytes"] += moved.kv_bytes
                 return result
             return await self.run_request(trajectory_id, key, prompt, params, hw_class)
         finally:
@@ -211,7 +214,8 @@ class LLMProxy:
     # ---------------------------------------------------------------- one request, with retries
 
     async def run_request(self, trajectory_id: str, request_key: str, prompt: list[int],
-                          params: SamplingParams, hw_class: str | None, phase: str = "") -> GenerationResult:
+                          params: SamplingParams, hw_class: str | None, phase: str = "", export_kv: str = "",
+                          kv: KVBlocks | None = None) -> GenerationResult:
         """Issue one request on a worker of ``hw_class`` (or a fallback), re-issuing it after worker deaths."""
         cost = len(prompt) + params.max_tokens
         for attempt in range(self.cfg.max_attempts):
@@ -223,7 +227,7 @@ class LLMProxy:
             slot.routed += 1
             self._inflight.setdefault(trajectory_id, {})[rid] = slot
             try:
-                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id))
+                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id, export_kv, kv))
             except self._dead_errors as e:
                 self.health.record_death(slot, e)
                 if trajectory_id in self._aborted:
