@@ -344,7 +344,8 @@ class Coordinator:
         metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
         counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
         metrics.update({f"rollout/routing/{k}": float(counters[k])
-                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
+                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")
+                        + (("pd_kv_tokens", "pd_kv_bytes", "pd_reprefill_tokens") if self.cfg.pd else ())})
         self.timings.extend(dict(t.timings) for t in batch)
         for key in ("env_reset", "env_step"):
             self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
