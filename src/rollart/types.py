@@ -107,8 +107,8 @@ def token_ids(prompt: Any, what: str) -> list[int]:
 class KVBlocks:
     """A prompt's K/V handed from a prefill worker to a decode worker (PD disaggregation).
 
-    ``data`` (L, 2, T, Hkv, D), token-major so the two caches may page differently, crosses the actor wire
-    as one zero-copy frame; or, where both workers share a GPU, ``ipc`` describes a device buffer
+    ``data`` (L, 2, blocks, block_size, Hkv, D), the prompt's blocks gathered contiguous, crosses the actor
+    wire as one zero-copy frame; or, where both workers share a GPU, ``ipc`` describes a device buffer
     (``rollart.weightplane.cuda.export_ipc``) the decode worker copies from, with ``node`` naming the machine."""
     num_tokens: int
     dtype: str

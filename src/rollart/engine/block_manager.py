@@ -72,7 +72,7 @@ class BlockManager:
         hits = [] if seq.imported_kv is not None else self.match_prefix(seq)
         num_cached = len(hits) * self.block_size
         if seq.imported_kv is not None:  # its K/V arrived with it (PD): fresh blocks, filled by the engine
-            num_cached = seq.imported_kv.shape[2]
+            num_cached = seq.imported_kv_tokens
         num_new = min(seq.num_tokens - num_cached, token_budget)
         fresh = self.blocks_needed(num_cached + num_new) - len(hits)
         hits_in_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)

@@ -2,8 +2,9 @@
 engine unpacks it into its own paged cache.
 
 Two transports, chosen by the prefill side (``GenerateRequest.export_kv``):
-* ``frames``: the K/V as one contiguous host tensor (L, 2, T, Hkv, D) inside ``KVBlocks.data``; the actor
-  codec sends it as a zero-copy frame and the receiver gets a view of the received buffer.
+* ``frames``: the prompt's blocks gathered into one contiguous host tensor (L, 2, blocks, block_size, Hkv, D)
+  inside ``KVBlocks.data``; the actor codec sends it as a zero-copy frame and the receiver gets a view of the
+  received buffer, which it copies into its own blocks (whole blocks when both caches page alike).
 * ``ipc``: the K/V stays in a device buffer of the prefill engine and ``KVBlocks.ipc`` carries its CUDA IPC
   handle (``rollart.weightplane.cuda``); a decode engine on the same node copies device to device. The
   prefill engine keeps its last ``IPC_KEEP`` exported buffers alive so the handle stays valid while the
@@ -35,8 +36,8 @@ class KVExporter:
         self.device = device
         self._alive: deque[torch.Tensor] = deque(maxlen=IPC_KEEP)
 
-    def pack(self, kv: torch.Tensor, transport: str, version: int) -> KVBlocks:
-        """kv (L, 2, T, Hkv, D) on the engine's device -> KVBlocks for ``transport``."""
+    def pack(self, kv: torch.Tensor, num_tokens: int, transport: str, version: int) -> KVBlocks:
+        """kv (L, 2, blocks, block_size, Hkv, D) on the engine's device -> KVBlocks for ``transport``."""
         if transport == "auto":
             transport = "ipc" if self.device.type == "cuda" else "frames"
         dtype = str(kv.dtype).removeprefix("torch.")
@@ -45,12 +46,13 @@ class KVExporter:
             kv = kv.contiguous()
             self._alive.append(kv)
             desc = export_ipc(kv)
-            return KVBlocks(num_tokens=kv.shape[2], dtype=dtype, version=version, ipc=desc, node=node_id())
-        return KVBlocks(num_tokens=kv.shape[2], dtype=dtype, version=version, data=kv.cpu().contiguous())
+            return KVBlocks(num_tokens=num_tokens, dtype=dtype, version=version, ipc=desc, node=node_id())
+        return KVBlocks(num_tokens=num_tokens, dtype=dtype, version=version,
+                        data=kv.cpu().contiguous())
 
 
 def unpack(kv: KVBlocks, mc: ModelConfig, num_tokens: int, request_id: str, version: int) -> torch.Tensor | None:
-    """The (L, 2, T, Hkv, D) tensor a KVBlocks carries (a view of the received frame, or the IPC buffer);
+    """The (L, 2, blocks, block_size, Hkv, D) tensor a KVBlocks carries (a view of the received frame, or the IPC buffer);
     None when it came from other weights than ``version`` or an IPC handle cannot be opened here (the tokens
     are then computed). Bad shapes raise InvalidRequestError."""
     if kv.version != version:
@@ -72,10 +74,12 @@ def unpack(kv: KVBlocks, mc: ModelConfig, num_tokens: int, request_id: str, vers
             return None
     else:
         raise InvalidRequestError(f"request {request_id!r}: KVBlocks carries neither data nor an IPC handle")
-    want = (mc.num_hidden_layers, 2, kv.num_tokens, mc.num_key_value_heads, mc.head_dim)
-    if tuple(data.shape) != want:
-        raise InvalidRequestError(f"request {request_id!r}: K/V of shape {tuple(data.shape)} does not fit this "
-                                  f"model (expects {want}): prefill and decode workers must serve the same model")
+    want = (mc.num_hidden_layers, 2, mc.num_key_value_heads, mc.head_dim)
+    shape = tuple(data.shape)
+    if len(shape) != 6 or shape[:2] + shape[4:] != want or shape[2] * shape[3] < kv.num_tokens:
+        raise InvalidRequestError(f"request {request_id!r}: K/V of shape {shape} does not fit this model (expects "
+                                  f"(L, 2, blocks, block_size, Hkv, D) with {want} and room for {kv.num_tokens} "
+                                  "tokens): prefill and decode workers must serve the same model")
     if not 0 < kv.num_tokens < num_tokens:
         raise InvalidRequestError(f"request {request_id!r}: K/V for {kv.num_tokens} tokens, but the request has "
                                   f"{num_tokens} (at least one token must be left to decode)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import torch
@@ -72,6 +73,8 @@ class LLMEngine:
         self._stats = EngineStats()
         self._rng = random.Random(config.seed)
         self._kv_exporter = KVExporter(pl.device)
+        self.kv_seconds = {"export": 0.0, "install": 0.0}
+        """Time spent gathering K/V for export and installing received K/V (PD disaggregation)."""
 
     def _eos_ids(self) -> set[int]:
         ids = set(self.model.config.eos_token_ids)
@@ -112,6 +115,7 @@ class LLMEngine:
         imported = unpack(kv, self.model.config, len(prompt), request_id, self.version) if kv is not None else None
         seq = Sequence(request_id, prompt, sampling, torch.Generator().manual_seed(seed), seed=seed)
         seq.imported_kv, seq.export_kv = imported, export_kv
+        seq.imported_kv_tokens = kv.num_tokens if imported is not None else 0
         if sampling.stop:
             if self.tokenizer is None:
                 raise InvalidRequestError(f"request {request_id!r}: stop strings need a tokenizer; use stop_token_ids")
@@ -145,7 +149,9 @@ class LLMEngine:
             return []
         for seq in batch.seqs:
             if seq.imported_kv is not None:                                  # admitted now: fill its blocks
-                self.runner.install_kv(seq.block_table, seq.imported_kv)
+                t0 = time.perf_counter()
+                self.runner.install_kv(seq.block_table, seq.imported_kv, seq.imported_kv_tokens)
+                self.kv_seconds["install"] += time.perf_counter() - t0
                 seq.imported_kv = None
         self._stats.steps += 1
         rows = [r for r, (seq, n) in enumerate(zip(batch.seqs, batch.num_new_tokens))
@@ -186,8 +192,10 @@ class LLMEngine:
         error = seq.finish_reason if reason == "error" else ""
         kv = None
         if seq.export_kv and not error and seq.num_computed_tokens >= seq.num_prompt_tokens:  # before its blocks go
-            kv = self._kv_exporter.pack(self.runner.export_kv(seq.block_table, seq.num_prompt_tokens), seq.export_kv,
-                                        self.version)
+            t0 = time.perf_counter()
+            kv = self._kv_exporter.pack(self.runner.export_kv(seq.block_table, seq.num_prompt_tokens),
+                                        seq.num_prompt_tokens, seq.export_kv, self.version)
+            self.kv_seconds["export"] += time.perf_counter() - t0
         self.scheduler.finish(seq, reason)
         del self.requests[seq.request_id]
         out = seq.output_token_ids
@@ -247,6 +255,7 @@ class LLMEngine:
         s.computed_prompt_tokens = self.scheduler.stats.computed_prompt_tokens
         s.preemptions = self.scheduler.stats.preemptions
         s.extra = {"imported_kv_tokens": self.scheduler.stats.imported_kv_tokens,
-                   "forward_tokens": self.runner.forward_tokens, "num_kv_blocks": self.num_blocks, "free_kv_blocks": self.block_manager.num_free_blocks,
+                   "forward_tokens": self.runner.forward_tokens, "kv_export_s": self.kv_seconds["export"],
+                   "kv_install_s": self.kv_seconds["install"], "num_kv_blocks": self.num_blocks, "free_kv_blocks": self.block_manager.num_free_blocks,
                    "running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting)}
         return s

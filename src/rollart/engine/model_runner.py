@@ -135,24 +135,26 @@ class ModelRunner:
         return parts[0], PagedBatch(parts[1], parts[2], varlen=layout, num_positions=max(positions) + 1), logits_index
 
     # ---- K/V hand-over (PD disaggregation) ------------------------------------------------------------
-    def _slots(self, block_table: list[int], num_tokens: int) -> torch.Tensor:
-        bs = self.block_size
-        return torch.tensor([block_table[p // bs] * bs + p % bs for p in range(num_tokens)], device=self.device)
-
-    def _token_view(self) -> torch.Tensor:
-        L, _, nb, bs, hkv, d = self.kv_cache.shape
-        return self.kv_cache.view(L, 2, nb * bs, hkv, d)                    # (L, 2, slots, Hkv, D)
-
     @torch.inference_mode()
     def export_kv(self, block_table: list[int], num_tokens: int) -> torch.Tensor:
-        """The K/V of a sequence's first num_tokens tokens, token-major and contiguous: (L, 2, T, Hkv, D)."""
-        return self._token_view().index_select(2, self._slots(block_table, num_tokens))
+        """The blocks holding a sequence's first num_tokens tokens, gathered contiguous: (L, 2, nb, bs, Hkv, D)
+        (slots past num_tokens in the last block are whatever the cache held)."""
+        nb = -(-num_tokens // self.block_size)
+        return self.kv_cache.index_select(2, torch.tensor(block_table[:nb], device=self.device))
 
     @torch.inference_mode()
-    def install_kv(self, block_table: list[int], kv: torch.Tensor) -> None:
-        """Write (L, 2, T, Hkv, D) K/V into a sequence's blocks (its first T tokens)."""
+    def install_kv(self, block_table: list[int], kv: torch.Tensor, num_tokens: int) -> None:
+        """Write exported blocks (L, 2, nb, bs', Hkv, D) into a sequence's blocks: whole blocks when both caches
+        page alike, else token by token for its first num_tokens tokens."""
         kv = kv.to(device=self.device, dtype=self.kv_cache.dtype, non_blocking=True)
-        self._token_view().index_copy_(2, self._slots(block_table, kv.shape[2]), kv)
+        L, _, nb, bs, hkv, d = kv.shape
+        if bs == self.block_size:
+            self.kv_cache.index_copy_(2, torch.tensor(block_table[:nb], device=self.device), kv)
+            return
+        mine = self.block_size
+        slots = torch.tensor([block_table[p // mine] * mine + p % mine for p in range(num_tokens)], device=self.device)
+        flat = self.kv_cache.view(L, 2, -1, hkv, d)                          # (L, 2, slots, Hkv, D)
+        flat.index_copy_(2, slots, kv.reshape(L, 2, nb * bs, hkv, d)[:, :, :num_tokens])
 
     # ---- forward and sampling ----------------------------------------------------------------------
     @torch.inference_mode()

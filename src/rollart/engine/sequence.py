@@ -38,8 +38,9 @@ class Sequence:
         self.stop_checker = None
         """Incremental detokenizer, created only when the request has stop strings."""
         self.imported_kv = None
-        """PD decode side: (L, 2, T, Hkv, D) K/V of the first T tokens, installed at admission instead of a
-        prefill (then dropped: a preempted sequence recomputes like any other)."""
+        """PD decode side: (L, 2, blocks, block_size, Hkv, D) K/V of the first ``imported_kv_tokens`` tokens,
+        installed at admission instead of a prefill (then dropped: a preempted sequence recomputes)."""
+        self.imported_kv_tokens = 0
         self.export_kv = ""
         """PD prefill side: how to hand the prompt's K/V back when it finishes ('' = not at all)."""
 
