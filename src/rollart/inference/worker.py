@@ -272,6 +272,11 @@ class InferenceWorker:
     async def get_stats(self) -> dict:
         return self.stats()
 
+    async def engine_stats(self) -> dict:
+        """The engine's own counters (``EngineStats``, its ``extra`` gauges merged in)."""
+        stats = self.engine.stats()
+        return {**{k: v for k, v in vars(stats).items() if k != "extra"}, **stats.extra}
+
     async def ping(self) -> str:
         return self.name
 
