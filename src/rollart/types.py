@@ -122,7 +122,7 @@ class KVBlocks:
     def nbytes(self) -> int:
         if self.data is not None:
             return int(self.data.numel() * self.data.element_size())
-        return int(self.ipc["size_bytes"]) if self.ipc else 0
+        return int(self.ipc.get("nbytes", 0)) if self.ipc else 0
 
 
 @dataclass

@@ -85,24 +85,30 @@ def test_kv_from_other_weights_is_recomputed_and_bad_kv_is_refused(tiny_model):
 
 
 @pytest.mark.cuda
-def test_pd_over_cuda_ipc_equals_colocated(tiny_model):
+def test_pd_over_cuda_ipc_between_worker_processes_equals_colocated(tiny_model):
+    """Two worker processes on one GPU: the K/V crosses as a CUDA IPC handle (no frame), output as colocated."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU (CUDA IPC hand-over of the K/V)")
+    import asyncio
+
+    from rollart.actors import ActorSystem
+    from rollart.rollout.proxy import LLMProxy
+    from rollart.rollout.proxy_config import ProxyConfig
+
     prompts = random_prompts([12, 50])
-    cfg = dict(model=tiny_model, num_kv_blocks=64, device="cuda", dtype="float32", kernels="torch")
-    ref = [o.token_ids for o in LLMEngine(EngineConfig(**cfg)).generate(prompts, GREEDY)]
-    prefill, decode = LLMEngine(EngineConfig(**cfg)), LLMEngine(EngineConfig(**cfg))
-    out = []
-    for i, p in enumerate(prompts):
-        prefill.add_request(f"p{i}", p, FIRST, export_kv="auto")
-        first = prefill.step()[0]
-        assert first.kv.ipc is not None and first.kv.data is None          # a handle, no host copy
-        data, frames = pack_value(GenerateRequest("d", p, REST, kv=first.kv))
-        assert frames == []
-        kv = unpack_value(data, frames).kv
-        decode.add_request(f"d{i}", p + first.token_ids, REST, kv=kv)
-        rest = []
-        while decode.has_unfinished_requests():
-            rest += decode.step()
-        out.append(first.token_ids + rest[0].token_ids)
-    assert out == ref and decode.stats().computed_prompt_tokens == 0
+    engine = dict(model=str(tiny_model), num_kv_blocks=64, device="cuda", dtype="float32")
+    ref = [o.token_ids for o in LLMEngine(EngineConfig(**engine)).generate(prompts, GREEDY)]
+
+    async def main():
+        async with ActorSystem() as system:
+            workers = [await system.spawn("rollart.inference.worker:InferenceWorker", engine, name=c, hw_class=c)
+                       for c in ("H800", "H20")]
+            proxy = LLMProxy([(c, c, h) for c, h in zip(("H800", "H20"), workers)],
+                             ProxyConfig(pd_prefill_class="H800", pd_decode_class="H20", pd_kv_transport="ipc"))
+            outs = [await proxy.generate(f"t{i}", p, GREEDY) for i, p in enumerate(prompts)]
+            return [o.token_ids for o in outs], proxy.counters, await workers[1].call("engine_stats")
+
+    out, counters, decode = asyncio.run(main())
+    assert out == ref
+    assert counters["pd_kv_tokens"] == sum(map(len, prompts)) and counters["pd_reprefill_tokens"] == 0
+    assert decode["computed_prompt_tokens"] == 0 and decode["imported_kv_tokens"] == sum(map(len, prompts))

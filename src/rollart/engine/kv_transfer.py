@@ -45,7 +45,7 @@ class KVExporter:
             from rollart.weightplane.cuda import export_ipc, node_id
             kv = kv.contiguous()
             self._alive.append(kv)
-            desc = export_ipc(kv)
+            desc = dict(export_ipc(kv), nbytes=kv.numel() * kv.element_size())
             return KVBlocks(num_tokens=num_tokens, dtype=dtype, version=version, ipc=desc, node=node_id())
         return KVBlocks(num_tokens=num_tokens, dtype=dtype, version=version,
                         data=kv.cpu().contiguous())
