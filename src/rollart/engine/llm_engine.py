@@ -242,6 +242,7 @@ class LLMEngine:
         with torch.no_grad():
             for p, t in items:
                 p.copy_(t)
+        self.runner.repack()
         self.version = weights.version
         self._stats.weight_updates += 1
         self._stats.recomputed_tokens += self.scheduler.reset_all()

@@ -19,7 +19,7 @@ from rollart.devices import Placement
 from rollart.engine.config import EngineConfig
 from rollart.engine.scheduler import ScheduledBatch
 from rollart.engine.sequence import Sequence
-from rollart.models import CausalLM, ModelConfig
+from rollart.models import CausalLM, ModelConfig, cpu_linear
 from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
 
 
@@ -56,8 +56,25 @@ class ModelRunner:
         self.kv_cache: torch.Tensor | None = None
         self.graphs = None
         self.max_model_len = 0
+        self.packed = None
+        if config.onednn_linears and cpu_linear.available(placement.device):
+            self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
+            self.model.paged_linear = self.packed
+            self.repack()
         self.forward_tokens = 0
         """Tokens that went through a forward (prefill chunks and decode tokens alike)."""
+
+    def repack(self) -> None:
+        """Refresh the prepacked CPU weights (after the weights changed in place)."""
+        if self.packed is None:
+            return
+        m = self.model
+        weights = [m.lm_head.weight]
+        for layer in m.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            weights += [attn.o_proj.weight, mlp.down_proj.weight]
+            weights += [w for w in (getattr(attn, "qkv_weight", None), getattr(mlp, "gate_up_weight", None)) if w is not None]
+        self.packed.pack(weights)
 
     def allocate(self, num_blocks: int, max_model_len: int) -> None:
         """The KV cache (one block more than the scheduler's: padding rows of a CUDA graph write there) and,
