@@ -104,6 +104,28 @@ def token_ids(prompt: Any, what: str) -> list[int]:
 
 
 @dataclass
+class KVBlocks:
+    """A prompt's K/V handed from a prefill worker to a decode worker (PD disaggregation).
+
+    ``data`` (L, 2, blocks, block_size, Hkv, D), the prompt's blocks gathered contiguous, crosses the actor
+    wire as one zero-copy frame; or, where both workers share a GPU, ``ipc`` describes a device buffer
+    (``rollart.weightplane.cuda.export_ipc``) the decode worker copies from, with ``node`` naming the machine."""
+    num_tokens: int
+    dtype: str
+    version: int = 0
+    """Policy version of the weights that computed it (a decode engine on other weights recomputes)."""
+    data: Any = None
+    ipc: dict | None = None
+    node: str = ""
+
+    @property
+    def nbytes(self) -> int:
+        if self.data is not None:
+            return int(self.data.numel() * self.data.element_size())
+        return int(self.ipc.get("nbytes", 0)) if self.ipc else 0
+
+
+@dataclass
 class GenerateRequest:
     """One generation, as the proxy sends it to an inference worker (already validated)."""
     request_id: str
@@ -111,6 +133,10 @@ class GenerateRequest:
     sampling: SamplingParams
     trajectory_id: str = ""
     """The trajectory it serves (for the worker's speed model and logs)."""
+    export_kv: str = ""
+    """PD prefill side: hand back the prompt's K/V in the result ("frames" | "ipc" | "auto"; "" = no)."""
+    kv: KVBlocks | None = None
+    """PD decode side: the K/V of the first ``kv.num_tokens`` prompt tokens, installed instead of computed."""
 
 
 @dataclass
@@ -141,6 +167,8 @@ class GenerationResult:
     request_id: str = ""
     error: str = ""
     """Why the request failed (finish_reason 'error'); the worker raises it as InvalidRequestError."""
+    kv: KVBlocks | None = None
+    """The prompt's K/V, when the request asked for it (``GenerateRequest.export_kv``)."""
 
 
 @dataclass

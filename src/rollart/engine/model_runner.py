@@ -19,7 +19,7 @@ from rollart.devices import Placement
 from rollart.engine.config import EngineConfig
 from rollart.engine.scheduler import ScheduledBatch
 from rollart.engine.sequence import Sequence
-from rollart.models import CausalLM, ModelConfig
+from rollart.models import CausalLM, ModelConfig, cpu_linear
 from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
 
 
@@ -56,6 +56,25 @@ class ModelRunner:
         self.kv_cache: torch.Tensor | None = None
         self.graphs = None
         self.max_model_len = 0
+        self.packed = None
+        if config.onednn_linears and cpu_linear.available(placement.device):
+            self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
+            self.model.paged_linear = self.packed
+            self.repack()
+        self.forward_tokens = 0
+        """Tokens that went through a forward (prefill chunks and decode tokens alike)."""
+
+    def repack(self) -> None:
+        """Refresh the prepacked CPU weights (after the weights changed in place)."""
+        if self.packed is None:
+            return
+        m = self.model
+        weights = [m.lm_head.weight]
+        for layer in m.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            weights += [attn.o_proj.weight, mlp.down_proj.weight]
+            weights += [w for w in (getattr(attn, "qkv_weight", None), getattr(mlp, "gate_up_weight", None)) if w is not None]
+        self.packed.pack(weights)
 
     def allocate(self, num_blocks: int, max_model_len: int) -> None:
         """The KV cache (one block more than the scheduler's: padding rows of a CUDA graph write there) and,
@@ -132,17 +151,46 @@ class ModelRunner:
         layout = VarlenLayout(query_start, context_lens, block_tables, max(q_lens))
         return parts[0], PagedBatch(parts[1], parts[2], varlen=layout, num_positions=max(positions) + 1), logits_index
 
+    # ---- K/V hand-over (PD disaggregation) ------------------------------------------------------------
+    @torch.inference_mode()
+    def export_kv(self, block_table: list[int], num_tokens: int) -> torch.Tensor:
+        """The blocks holding a sequence's first num_tokens tokens, gathered contiguous: (L, 2, nb, bs, Hkv, D)
+        (slots past num_tokens in the last block are whatever the cache held)."""
+        nb = -(-num_tokens // self.block_size)
+        runs = _runs(block_table[:nb])
+        if len(runs) == 1:
+            return self.kv_cache[:, :, runs[0][0]:runs[0][0] + nb].clone()
+        return torch.cat([self.kv_cache[:, :, first:first + n] for first, _, n in runs], dim=2)
+
+    @torch.inference_mode()
+    def install_kv(self, block_table: list[int], kv: torch.Tensor, num_tokens: int) -> None:
+        """Write exported blocks (L, 2, nb, bs', Hkv, D) into a sequence's blocks: whole blocks when both caches
+        page alike, else token by token for its first num_tokens tokens."""
+        kv = kv.to(device=self.device, dtype=self.kv_cache.dtype, non_blocking=True)
+        L, _, nb, bs, hkv, d = kv.shape
+        if bs == self.block_size:
+            for first, at, n in _runs(block_table[:nb]):                    # consecutive blocks: one slice copy
+                self.kv_cache[:, :, first:first + n].copy_(kv[:, :, at:at + n])
+            return
+        mine = self.block_size
+        slots = torch.tensor([block_table[p // mine] * mine + p % mine for p in range(num_tokens)], device=self.device)
+        flat = self.kv_cache.view(L, 2, -1, hkv, d)                          # (L, 2, slots, Hkv, D)
+        flat.index_copy_(2, slots, kv.reshape(L, 2, nb * bs, hkv, d)[:, :, :num_tokens])
+
     # ---- forward and sampling ----------------------------------------------------------------------
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, rows: list[int]) -> torch.Tensor:
         """Forward the batch (K/V written to the cache); logits (len(rows), V) at the last token of each row."""
         if not self.kernels:
             ids, paged, last = self.prepare(batch)
+            self.forward_tokens += ids.numel()
             index = torch.tensor([last[r] for r in rows], dtype=torch.long, device=self.device)
             return self.model.forward_paged(ids, paged, self.kv_cache, index)
         if self.graphs is not None and self.graphs.fits(batch, rows):
+            self.forward_tokens += sum(batch.num_new_tokens)
             return self.graphs.run(batch)
         ids, paged, index = self.prepare_varlen(batch, rows)
+        self.forward_tokens += ids.numel()
         return self.model.forward_paged(ids, paged, self.kv_cache, index)
 
     @torch.inference_mode()
@@ -156,6 +204,19 @@ class ModelRunner:
                                    logits.shape[-1], self.device)
         pairs = sample_on_device(logits, st).tolist()                      # the step's one device-to-host copy
         return [int(t) for t, _ in pairs], [lp for _, lp in pairs]
+
+
+def _runs(blocks: list[int]) -> list[tuple[int, int, int]]:
+    """Maximal runs of consecutive block ids: (first block, index in ``blocks``, length). Fresh blocks mostly
+    come off the free list in order, so a prompt's blocks are usually one or a few runs: slice copies, which
+    run at memcpy speed, where a gather by index does not."""
+    runs: list[tuple[int, int, int]] = []
+    for i, b in enumerate(blocks):
+        if runs and runs[-1][0] + runs[-1][2] == b:
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((b, i, 1))
+    return runs
 
 
 def _paged_to(paged: PagedBatch, device: torch.device) -> PagedBatch:

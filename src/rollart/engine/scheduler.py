@@ -23,6 +23,8 @@ class SchedulerStats:
     """Tokens whose K/V came from the prefix cache at admission (incl. re-admissions)."""
     computed_prompt_tokens: int = 0
     """Tokens prefilled (computed, not taken from the cache), incl. recomputation."""
+    imported_kv_tokens: int = 0
+    """Tokens whose K/V arrived with the request (PD decode side) and were installed, not computed."""
 
 
 @dataclass
@@ -82,7 +84,10 @@ class Scheduler:
             self.waiting.popleft()
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = seq.num_computed_tokens
-            self.stats.prefix_hit_tokens += seq.num_computed_tokens
+            if seq.imported_kv is not None:
+                self.stats.imported_kv_tokens += seq.num_computed_tokens
+            else:
+                self.stats.prefix_hit_tokens += seq.num_computed_tokens
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             batch.seqs.append(seq)
@@ -110,5 +115,7 @@ class Scheduler:
             tokens += seq.num_computed_tokens
             self.preempt(seq)
         self.running.clear()
+        for seq in self.waiting:
+            seq.imported_kv = None  # K/V from the old weights: computed under the new ones instead
         self.bm.reset_prefix_cache()
         return tokens

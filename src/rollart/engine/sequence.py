@@ -37,6 +37,12 @@ class Sequence:
         self.finish_reason: str | None = None
         self.stop_checker = None
         """Incremental detokenizer, created only when the request has stop strings."""
+        self.imported_kv = None
+        """PD decode side: (L, 2, blocks, block_size, Hkv, D) K/V of the first ``imported_kv_tokens`` tokens,
+        installed at admission instead of a prefill (then dropped: a preempted sequence recomputes)."""
+        self.imported_kv_tokens = 0
+        self.export_kv = ""
+        """PD prefill side: how to hand the prompt's K/V back when it finishes ('' = not at all)."""
 
     @property
     def num_tokens(self) -> int:
@@ -55,4 +61,5 @@ class Sequence:
         self.num_computed_tokens = 0
         self.block_table = []
         self.block_hashes = []
+        self.imported_kv = None
         self.status = SequenceStatus.WAITING

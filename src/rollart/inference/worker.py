@@ -272,6 +272,11 @@ class InferenceWorker:
     async def get_stats(self) -> dict:
         return self.stats()
 
+    async def engine_stats(self) -> dict:
+        """The engine's own counters (``EngineStats``, its ``extra`` gauges merged in)."""
+        stats = self.engine.stats()
+        return {**{k: v for k, v in vars(stats).items() if k != "extra"}, **stats.extra}
+
     async def ping(self) -> str:
         return self.name
 
@@ -373,7 +378,14 @@ class InferenceWorker:
                     return  # aborted or cancelled before it reached the engine
                 request: GenerateRequest = cmd.payload
                 try:
-                    self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling)
+                    if request.kv is not None or request.export_kv:  # PD disaggregation: K/V handed over
+                        if not getattr(self.engine, "supports_kv_transfer", False):
+                            raise InvalidRequestError(f"{self.name}: engine {type(self.engine).__name__} cannot hand "
+                                                      "over K/V; PD disaggregation needs engine.backend=torch")
+                        self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling,
+                                                kv=request.kv, export_kv=request.export_kv)
+                    else:
+                        self.engine.add_request(request.request_id, request.prompt_token_ids, request.sampling)
                 except InvalidRequestError as e:
                     self._inflight.pop(cmd.request_id, None)
                     self._counters["failed"] += 1

@@ -57,6 +57,10 @@ class PipelineConfig:
     """Inference worker actors."""
     hw_classes: tuple[str, ...] = ("H20",)
     """Hardware class of each inference worker (cycled): the classes proxy.hw_affinity routes tasks to."""
+    pd: bool = False
+    """PD disaggregation (RollArt §6.3): the workers of hw_classes' first class prefill, those of its second decode,
+    and each prompt's K/V moves from one to the other (``rollart.inference.pd``). Needs two hardware classes
+    (e.g. hw_classes=H800,H20 with num_inference_workers=2) and engine.backend=torch."""
     simulate_hardware: bool = False
     """Apply each worker's hardware class's simulated speed model (benchmarks; figures are labelled simulated)."""
     sim_time_scale: float = 1.0
@@ -225,6 +229,7 @@ class PipelineConfig:
                 raise ConfigError(f"trainer.backend={self.trainer.backend!r}: choose one of {sorted(TRAINERS)} "
                                   "or give a 'module:Class' string")
         self._check_hw_affinity()
+        self._check_pd()
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -261,7 +266,31 @@ class PipelineConfig:
             engine=dataclasses.replace(self.engine, model=model, seed=self.seed, **self._placement_for(self.engine)),
             trainer=dataclasses.replace(self.trainer, model_path=model, seed=self.seed, pad_id=pad_id,
                                         **self._placement_for(self.trainer)),
-            speed_models=speed)
+            speed_models=speed, proxy=self._pd_proxy())
+
+    def _pd_proxy(self) -> ProxyConfig:
+        """The proxy config, with pd=true's prefill and decode classes."""
+        if not self.pd:
+            return self.proxy
+        prefill, decode = dict.fromkeys(self.worker_hw_classes())
+        return dataclasses.replace(self.proxy, pd_prefill_class=prefill, pd_decode_class=decode)
+
+    def _check_pd(self) -> None:
+        if not self.pd:
+            return
+        classes = list(dict.fromkeys(self.worker_hw_classes()))
+        if len(classes) != 2:
+            raise ConfigError(f"pd=true needs a prefill and a decode worker group, got worker classes {classes}: set "
+                              "hw_classes=H800,H20 (the first prefills, the second decodes) and num_inference_workers>=2")
+        if self.engine.backend != "torch":
+            raise ConfigError(f"pd=true hands the K/V between torch engines; engine.backend={self.engine.backend!r} "
+                              "cannot: use engine.backend=torch")
+        if (self.proxy.pd_prefill_class, self.proxy.pd_decode_class) not in (("", ""), tuple(classes)):
+            raise ConfigError(f"pd=true sets proxy.pd_prefill_class/pd_decode_class to {classes}; drop the "
+                              f"proxy's own ({self.proxy.pd_prefill_class!r}, {self.proxy.pd_decode_class!r})")
+        if self.proxy.hw_affinity:
+            raise ConfigError("pd=true sends every request to the prefill class, then the decode class, so "
+                              f"proxy.hw_affinity={self.proxy.hw_affinity} would route nothing: drop one of them")
 
     def _placement_for(self, component: Any) -> dict[str, str]:
         """The run's device/dtype for each of ``component``'s device/dtype settings left at auto."""

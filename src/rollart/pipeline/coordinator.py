@@ -354,7 +354,8 @@ class Coordinator:
         metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
         counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
         metrics.update({f"rollout/routing/{k}": float(counters[k])
-                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")})
+                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")
+                        + (("pd_kv_tokens", "pd_kv_bytes", "pd_reprefill_tokens") if self.cfg.pd else ())})
         self._log_hw_affinity(metrics)
         self.heldout.maybe_start(self.step)  # in the background: nothing waits for it
         self.timings.extend(dict(t.timings) for t in batch)

@@ -53,7 +53,7 @@ from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, Unkno
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
-from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, KVBlocks, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
 __all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTaskError"]
@@ -83,7 +83,7 @@ class LLMProxy:
                 log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
                             task, cls, sorted(classes))
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
-                             pd_reprefill_tokens=0)
+                             pd_reprefill_tokens=0, pd_kv_tokens=0, pd_kv_bytes=0)
         self._dead_errors = dead_error_types()
         self.router = Router(self.workers, self.cfg, self.counters,
                              self.profiler if self.cfg.hw_affinity == AUTO else None)
@@ -137,10 +137,13 @@ class LLMProxy:
             key = f"{trajectory_id}#{seq}"
             if self.cfg.pd_prefill_class:
                 classes = {"p": self.cfg.pd_prefill_class, "d": self.cfg.pd_decode_class}
-                result, reprefilled = await generate_disaggregated(
-                    lambda p, sp, phase: self.run_request(trajectory_id, key, p, sp, classes[phase], phase),
-                    prompt, params)
-                self.counters["pd_reprefill_tokens"] += reprefilled
+                result, moved = await generate_disaggregated(
+                    lambda p, sp, phase, export_kv, kv: self.run_request(trajectory_id, key, p, sp, classes[phase],
+                                                                         phase, export_kv, kv),
+                    prompt, params, self.cfg.pd_kv_transport)
+                self.counters["pd_reprefill_tokens"] += moved.reprefill_tokens
+                self.counters["pd_kv_tokens"] += moved.kv_tokens
+                self.counters["pd_kv_bytes"] += moved.kv_bytes
                 return result
             t0 = time.perf_counter()
             result = await self.run_request(trajectory_id, key, prompt, params, hw_class)
@@ -225,7 +228,8 @@ class LLMProxy:
     # ---------------------------------------------------------------- one request, with retries
 
     async def run_request(self, trajectory_id: str, request_key: str, prompt: list[int],
-                          params: SamplingParams, hw_class: str | None, phase: str = "") -> GenerationResult:
+                          params: SamplingParams, hw_class: str | None, phase: str = "", export_kv: str = "",
+                          kv: KVBlocks | None = None) -> GenerationResult:
         """Issue one request on a worker of ``hw_class`` (or a fallback), re-issuing it after worker deaths."""
         cost = len(prompt) + params.max_tokens
         for attempt in range(self.cfg.max_attempts):
@@ -237,7 +241,7 @@ class LLMProxy:
             slot.routed += 1
             self._inflight.setdefault(trajectory_id, {})[rid] = slot
             try:
-                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id))
+                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id, export_kv, kv))
             except self._dead_errors as e:
                 self.health.record_death(slot, e)
                 if trajectory_id in self._aborted:

@@ -54,6 +54,9 @@ class ProxyConfig:
     """PD disaggregation: hardware class that runs prefill (with pd_decode_class; both empty = off)."""
     pd_decode_class: str = ""
     """PD disaggregation: hardware class that runs decode."""
+    pd_kv_transport: str = "auto"
+    """How the prompt's K/V reaches the decode worker: frames (zero-copy actor frames) | ipc (CUDA IPC handle,
+    same node) | auto (ipc where the prefill worker's cache is on a GPU, else frames)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.hw_affinity, str) and self.hw_affinity != AUTO:
@@ -67,6 +70,8 @@ class ProxyConfig:
         if bool(self.pd_prefill_class) != bool(self.pd_decode_class):
             raise ConfigError("PD disaggregation needs both pd_prefill_class and pd_decode_class "
                               f"(got {self.pd_prefill_class!r} / {self.pd_decode_class!r})")
+        if self.pd_kv_transport not in ("frames", "ipc", "auto"):
+            raise ConfigError(f"pd_kv_transport={self.pd_kv_transport!r}: choose frames, ipc or auto")
         if self.spill_ratio != 0 and self.spill_ratio < 1:
             raise ConfigError(f"spill_ratio must be 0 (strict hw_affinity) or >= 1, got {self.spill_ratio}")
         for cls, alts in self.fallback.items():
