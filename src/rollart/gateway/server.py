@@ -12,13 +12,16 @@ first one the gateway knows); an unknown key gets 401 with one line. Every respo
 
 Streaming sends Server-Sent Events in the OpenAI chunk format once the generation has finished (the proxy
 returns whole generations), one chunk per token. ``top_logprobs`` is refused: the engine records the sampled
-token's logprob only. The gateway also listens on a unix socket when ``unix_path`` is set (how a sandboxed
-agent reaches it: rollart.gateway.sandboxed).
+token's logprob only. The gateway also listens on a unix socket when ``unix_socket`` is true (in a fresh
+private folder, removed on close; ``unix_path``): how a sandboxed agent reaches it (rollart.gateway.sandboxed).
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 from typing import Any
 
@@ -37,9 +40,12 @@ class Gateway:
     """See module docstring."""
 
     def __init__(self, proxy: Any, tokenizer: Any, model_name: str = "rollart-policy", host: str = "127.0.0.1",
-                 port: int = 0, unix_path: str | None = None) -> None:
+                 port: int = 0, unix_socket: bool = False) -> None:
         self.proxy, self.tokenizer, self.model_name = proxy, tokenizer, model_name
-        self.host, self.port, self.unix_path = host, port, unix_path
+        self.host, self.port = host, port
+        self.unix_path: str | None = None
+        if unix_socket:  # a short path (unix socket paths are limited to ~107 bytes) only this user can enter
+            self.unix_path = os.path.join(tempfile.mkdtemp(prefix="rollart-gw-"), "gateway.sock")
         self.sessions: dict[str, AgentSession] = {}
         """API key -> open session."""
         self._formats: dict[str, ChatFormat] = {}
@@ -68,6 +74,8 @@ class Gateway:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.unix_path:
+            shutil.rmtree(os.path.dirname(self.unix_path), ignore_errors=True)
 
     @property
     def base_url(self) -> str:
@@ -266,4 +274,6 @@ def _finish(reason: str) -> str:
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+    # x-should-retry: the OpenAI client would otherwise retry 409/429 (a refusal here is final)
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status,
+                             headers={"x-should-retry": "false"})

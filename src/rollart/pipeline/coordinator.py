@@ -36,6 +36,7 @@ from rollart.actors import ActorDeadError, RemoteError
 from rollart.actions.run import RunActions
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
+from rollart.gateway.agent_task import AgentRunner, TaskRunner, start_gateway
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
@@ -148,6 +149,10 @@ class Coordinator:
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
+            self.gateway = await start_gateway(self.c.proxy, tokenizer, [*self.tasks, *self.eval_tasks])
+            if self.gateway is not None:  # agent tasks: run through the OpenAI-compatible gateway
+                manager = TaskRunner(manager, AgentRunner(self.gateway, gate=self.buffer))
+                self.eval_manager = TaskRunner(self.eval_manager, AgentRunner(self.gateway))
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
                                               rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
@@ -176,6 +181,8 @@ class Coordinator:
             fresh = self.evals and self.evals[-1][0] == self.step
             final = self.evals[-1][1] if fresh else await self._evaluate() if cfg.eval_at_end else {}
         finally:
+            if getattr(self, "gateway", None) is not None:
+                await self.gateway.close()
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
             if self.logger is not None:
