@@ -38,6 +38,8 @@ class AgentInstance:
     name: str
     seed: int | None
     data: Any = None
+    gateway_socket: str | None = None
+    """The gateway's unix socket (how a sandboxed agent reaches it: rollart.gateway.sandboxed)."""
 
 
 @dataclass
@@ -133,7 +135,8 @@ class AgentRunner:
         sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=task.max_new_tokens)
         session = self.gateway.open(trajectory_id, task.name, group_id, sampling=sampling, seed=seed, guard=guard)
         try:
-            instance = AgentInstance(task.name, seed, task.make_task(seed) if task.make_task else None)
+            instance = AgentInstance(task.name, seed, task.make_task(seed) if task.make_task else None,
+                                     self.gateway.unix_path)
             try:
                 async with asyncio.timeout(task.timeout_s):
                     returned = await task.agent(self.gateway.base_url, session.api_key, instance)
@@ -175,7 +178,7 @@ class AgentRunner:
 
     def _reward(self, task: AgentTask, session: AgentSession, instance: AgentInstance,
                 returned: Any) -> tuple[float, bool]:
-        if isinstance(returned, dict):
+        if isinstance(returned, dict) and "reward" in returned:
             reward = float(returned["reward"])
             return reward, bool(returned.get("success", reward > 0))
         if returned is None:

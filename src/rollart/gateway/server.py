@@ -66,6 +66,10 @@ class Gateway:
         self.port = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
         if self.unix_path:
             await web.UnixSite(self._runner, self.unix_path).start()
+            # a sandbox's own uid connects through a bind mount of the socket: it needs write on the socket and
+            # search on its folder (which it cannot list); only a trajectory's API key gets anything through it
+            os.chmod(self.unix_path, 0o666)
+            os.chmod(os.path.dirname(self.unix_path), 0o711)
         log.info("agent gateway listening on %s%s", self.base_url,
                  f" and {self.unix_path}" if self.unix_path else "")
         return self
