@@ -29,6 +29,7 @@ from rollart.config import ConfigError
 from rollart.gateway.record import Call
 from rollart.gateway.server import Gateway
 from rollart.gateway.session import AgentSession, CallRefused
+from rollart.gateway.tool_format import ToolSyntax
 from rollart.types import GenerationResult, SamplingParams, Trajectory
 
 
@@ -76,6 +77,8 @@ class AgentTask:
     """Seconds one trajectory may take (the agent is cancelled after it and the trajectory fails)."""
     weight: float = 1.0
     """Relative share of groups drawn from this task."""
+    tool_syntax: ToolSyntax = ToolSyntax()
+    """How the model writes a tool call (rollart.gateway.tool_format); the default ``<tool>NAME ARGS</tool>``."""
 
     def __post_init__(self) -> None:
         if not self.name or not callable(self.agent):
@@ -133,7 +136,8 @@ class AgentRunner:
         started = time.perf_counter()
         guard = _GateGuard(self.gate, traj, task, asyncio.current_task())
         sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=task.max_new_tokens)
-        session = self.gateway.open(trajectory_id, task.name, group_id, sampling=sampling, seed=seed, guard=guard)
+        session = self.gateway.open(trajectory_id, task.name, group_id, sampling=sampling, seed=seed, guard=guard,
+                                    tool_syntax=task.tool_syntax)
         try:
             instance = AgentInstance(task.name, seed, task.make_task(seed) if task.make_task else None,
                                      self.gateway.unix_path)

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollart.gateway.tool_format import message_text, tools_prompt
+from rollart.gateway.tool_format import ToolSyntax, message_text, tools_prompt
 from rollart.rollout.chat import ChatFormat
 
 
 class ChatPrompter:
     """Builds one trajectory's chat prompts (see module docstring)."""
 
-    def __init__(self, chat: ChatFormat) -> None:
-        self.chat = chat
+    def __init__(self, chat: ChatFormat, syntax: ToolSyntax = ToolSyntax()) -> None:
+        self.chat, self.syntax = chat, syntax
         self.tokenizer = chat.tokenizer
         self._prev: list[tuple[str, str]] | None = None
         """Messages of the previous call plus the assistant reply it returned, as (role, text)."""
@@ -29,9 +29,9 @@ class ChatPrompter:
         """That call's prompt + completion ids."""
 
     def messages(self, messages: list[dict], tools: list[dict] | None) -> list[tuple[str, str]]:
-        msgs = [message_text(m, i) for i, m in enumerate(messages)]
+        msgs = [message_text(m, i, self.syntax) for i, m in enumerate(messages)]
         if tools:
-            msgs.insert(1 if msgs and msgs[0][0] == "system" else 0, ("system", tools_prompt(tools)))
+            msgs.insert(1 if msgs and msgs[0][0] == "system" else 0, ("system", tools_prompt(tools, self.syntax)))
         return msgs
 
     def prompt_ids(self, msgs: list[tuple[str, str]]) -> list[int]:

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from rollart.gateway.prompt import completion_prompt_ids
 from rollart.gateway.session import AgentSession, CallGuard, CallRefused
-from rollart.gateway.tool_format import ToolFormatError, message_text, parse_calls
+from rollart.gateway.tool_format import ToolFormatError, ToolSyntax, message_text, parse_calls
 from rollart.rollout.chat import ChatFormat
 from rollart.types import InvalidRequestError, SamplingParams
 
@@ -88,11 +88,12 @@ class Gateway:
     # ------------------------------------------------------------------ trajectories
     def open(self, trajectory_id: str, task: str = "default", group_id: str = "", system_prompt: str = "",
              sampling: SamplingParams | None = None, seed: int | None = None,
-             guard: CallGuard | None = None) -> AgentSession:
-        """A new trajectory with its own API key."""
+             guard: CallGuard | None = None, tool_syntax: ToolSyntax = ToolSyntax()) -> AgentSession:
+        """A new trajectory with its own API key (``tool_syntax``: how its model writes tool calls)."""
         if system_prompt not in self._formats:
             self._formats[system_prompt] = ChatFormat(self.tokenizer, system_prompt)
-        session = AgentSession(trajectory_id, self._formats[system_prompt], task, group_id, sampling, seed, guard)
+        session = AgentSession(trajectory_id, self._formats[system_prompt], task, group_id, sampling, seed, guard,
+                               tool_syntax)
         self.sessions[session.api_key] = session
         return session
 
@@ -164,13 +165,14 @@ class Gateway:
         prompt = session.prompter.prompt_ids(msgs)
         params = session.params(body, session.chat.stop_token_ids)
         call, out = await session.generate(self.proxy, prompt, params)
-        content, calls = parse_calls(session.chat.action_text(out.token_ids), tools)
+        content, calls = parse_calls(session.chat.action_text(out.token_ids), tools, session.tool_syntax)
         message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
         if calls:
             message["tool_calls"] = [{"id": f"call_{len(session.calls)}_{i}", "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments}}
                                      for i, c in enumerate(calls)]
-        session.prompter.remember(msgs, message_text(message, len(messages)), prompt, out.token_ids)
+        session.prompter.remember(msgs, message_text(message, len(messages), session.tool_syntax), prompt,
+                                  out.token_ids)
         finish = "tool_calls" if calls else _finish(out.finish_reason)
         choice = {"index": 0, "message": message, "finish_reason": finish,
                   "logprobs": {"content": self._token_logprobs(call)} if body.get("logprobs") else None}

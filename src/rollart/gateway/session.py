@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from rollart.gateway.prompt import ChatPrompter
 from rollart.gateway.record import Call, TrajectoryRecord
+from rollart.gateway.tool_format import ToolSyntax
 from rollart.rollout.chat import ChatFormat
 from rollart.types import GenerationResult, SamplingParams
 
@@ -37,11 +38,12 @@ class AgentSession:
 
     def __init__(self, trajectory_id: str, chat: ChatFormat, task: str = "default", group_id: str = "",
                  sampling: SamplingParams | None = None, seed: int | None = None,
-                 guard: CallGuard | None = None) -> None:
+                 guard: CallGuard | None = None, tool_syntax: ToolSyntax = ToolSyntax()) -> None:
         self.trajectory_id, self.task, self.group_id = trajectory_id, task, group_id or trajectory_id
         self.api_key = "rk-" + secrets.token_urlsafe(18)
         self.chat = chat
-        self.prompter = ChatPrompter(chat)
+        self.tool_syntax = tool_syntax
+        self.prompter = ChatPrompter(chat, tool_syntax)
         self.sampling, self.seed, self.guard = sampling, seed, guard
         self.record = TrajectoryRecord()
         self.lock = asyncio.Lock()
