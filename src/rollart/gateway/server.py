@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
@@ -34,6 +35,7 @@ from rollart.rollout.chat import ChatFormat
 from rollart.types import InvalidRequestError, SamplingParams
 
 log = logging.getLogger("rollart.gateway")
+ENDED_KEYS = 65536
 
 
 class Gateway:
@@ -49,7 +51,8 @@ class Gateway:
         self.sessions: dict[str, AgentSession] = {}
         """API key -> open session."""
         self._formats: dict[str, ChatFormat] = {}
-        self._ended: set[str] = set()
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        """Keys of recently ended trajectories (for a clearer 401), the last ENDED_KEYS only."""
         self._runner: web.AppRunner | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -101,7 +104,9 @@ class Gateway:
         """Refuse the trajectory's key from now on."""
         session.ended = session.ended or reason
         if self.sessions.pop(session.api_key, None) is not None:
-            self._ended.add(session.api_key)
+            self._ended[session.api_key] = None
+            if len(self._ended) > ENDED_KEYS:
+                self._ended.popitem(last=False)
 
     def session_of(self, request: web.Request, body: dict) -> AgentSession:
         auth = request.headers.get("Authorization", "")
