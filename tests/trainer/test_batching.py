@@ -62,3 +62,19 @@ def test_shard_rows_partition():
     assert sorted(sum(parts, [])) == list(range(7))
     sub = select_rows(build_batch(make_trajectories(1, 3)), [2, 0])
     assert sub["input_ids"].shape[0] == 2
+
+
+def test_a_forked_trajectory_trains_each_segment_as_its_own_row_with_one_advantage():
+    """Agent trajectories that forked (rollart.gateway.record) carry earlier segments in info['segments']."""
+    from rollart.types import Trajectory
+    seg = dict(token_ids=[1, 2, 3], loss_mask=[0, 1, 1], logprobs=[0.0, -0.5, -0.5], versions=[-1, 0, 0])
+    forked = Trajectory("a", "g", "agent", token_ids=[4, 5], loss_mask=[0, 1], logprobs=[0.0, -1.0],
+                        versions=[-1, 0], reward=1.0, info={"segments": [seg]})
+    plain = Trajectory("b", "g", "agent", token_ids=[4, 6], loss_mask=[0, 1], logprobs=[0.0, -1.0],
+                       versions=[-1, 0], reward=0.0)
+    batch = build_batch([forked, plain])
+    assert batch["input_ids"].tolist() == [[1, 2, 3], [4, 5, 0], [4, 6, 0]]
+    adv = batch["advantages"]
+    # one advantage per trajectory (a group of two, not three): both rows of the forked one share it
+    assert adv[0, 1] == adv[1, 1] > 0 > adv[2, 1]
+    assert batch["loss_mask"].tolist() == [[0, 1, 1], [0, 1, 0], [0, 1, 0]]

@@ -421,6 +421,8 @@ class PipelineConfig:
         if registered_envs:
             import gymnasium as gym
             for task in tasks:
+                if not hasattr(task, "env_id"):
+                    continue  # an agent task: no env to find
                 try:
                     gym.spec(task.env_id)
                 except gym.error.Error as e:

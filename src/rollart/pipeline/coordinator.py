@@ -36,6 +36,7 @@ from typing import Any, Awaitable, Callable
 from rollart.actors import ActorDeadError, RemoteError
 from rollart.actors.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
+from rollart.gateway.agent_task import AgentRunner, TaskRunner, start_gateway
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.evaluate import evaluate
@@ -153,6 +154,10 @@ class Coordinator:
             pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
             manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
             self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
+            self.gateway = await start_gateway(self.c.proxy, tokenizer, [*self.tasks, *self.eval_tasks])
+            if self.gateway is not None:  # agent tasks: run through the OpenAI-compatible gateway
+                manager = TaskRunner(manager, AgentRunner(self.gateway, gate=self.buffer))
+                self.eval_manager = TaskRunner(self.eval_manager, AgentRunner(self.gateway))
             self.heldout = HeldOutEval(self.eval_manager, self.heldout_tasks, cfg.heldout_episodes, cfg.eval_every,
                                        lambda: self.c.proxy.version, self._log_eval)
             self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
@@ -186,6 +191,8 @@ class Coordinator:
         finally:
             if getattr(self, "heldout", None) is not None:
                 await self.heldout.cancel()
+            if getattr(self, "gateway", None) is not None:
+                await self.gateway.close()
             if getattr(self, "bar", None) is not None:
                 self.bar.close()
             if self.logger is not None:

@@ -63,8 +63,11 @@ class ChatFormat:
 
     def next_turn(self, observation: str, output_ids: list[int]) -> list[int]:
         """Token ids to append after a model output so that the next assistant turn can start."""
-        closing = self._closing_after.get(output_ids[-1], self.closing) if output_ids else self.closing
-        return self.encode(closing + self.user_prefix + observation + self.user_suffix)
+        return self.encode(self.closing_after(output_ids) + self.user_prefix + observation + self.user_suffix)
+
+    def closing_after(self, output_ids: list[int]) -> str:
+        """What of the assistant turn's closing is left to append after a model output."""
+        return self._closing_after.get(output_ids[-1], self.closing) if output_ids else self.closing
 
     def action_text(self, output_ids: list[int]) -> str:
         """The model output as an action string (stop tokens and special tokens dropped)."""

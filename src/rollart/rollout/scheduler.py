@@ -301,6 +301,8 @@ def _check_env_ids(tasks: list[TaskSpec], manager: EnvManager) -> None:
     import gymnasium as gym
 
     for task in tasks:
+        if not hasattr(task, "env_id"):
+            continue  # an agent task (rollart.gateway.agent_task): no env
         try:
             gym.spec(task.env_id)
         except gym.error.Error as e:

@@ -54,6 +54,12 @@ def build_batch(trajectories: Sequence[Trajectory], pad_id: int = 0, adv_eps: fl
     rewards = [float(t.reward) for t in trajectories]
     adv = group_advantages(rewards, [t.group_id for t in trajectories], eps=adv_eps,
                            scale_by_std=scale_adv_by_std)  # (B,)
+    # a forked agent trajectory (rollart.gateway.record): its earlier segments are rows of their own that share
+    # its reward and advantage (the advantage is computed once per trajectory, above)
+    rows = [(seg_traj, i) for i, t in enumerate(trajectories) for seg_traj in _segments(t)]
+    adv = adv[[i for _, i in rows]]
+    rewards = [rewards[i] for _, i in rows]
+    trajectories = [t for t, _ in rows]
     T = max(len(t.token_ids) for t in trajectories)
     if max_len is not None:
         T = min(T, max_len)
@@ -82,6 +88,13 @@ def build_batch(trajectories: Sequence[Trajectory], pad_id: int = 0, adv_eps: fl
         if len(model_positions):
             batch["token_rewards"][i, model_positions[-1]] = rewards[i]
     return batch
+
+
+def _segments(traj: Trajectory) -> list[Trajectory]:
+    segments = [Trajectory(traj.trajectory_id, traj.group_id, traj.task, **seg) for seg in traj.info.get("segments", ())]
+    for seg in segments:
+        _check(seg)
+    return segments + [traj]
 
 
 def num_loss_tokens(batch: dict[str, torch.Tensor]) -> int:
