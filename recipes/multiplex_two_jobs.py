@@ -66,6 +66,8 @@ class MultiplexRecipe:
     count low on a 2-core machine; 'process' gives each its own process."""
     service_mode: Literal["process", "inprocess"] = "process"
     """Actor mode of the shared service's workers (trainer and inference; own processes by default)."""
+    batch_groups: int = 4
+    """GRPO groups per training batch, both jobs."""
     mode: Literal["async", "sync"] = "async"
     """Both jobs' training mode: 'async' (α=1) or 'sync' (Sync+: a batch per version; with fixed seeds a job's
     batches, and so its losses, do not depend on timing — what the sharing test compares exactly)."""
@@ -75,6 +77,8 @@ class MultiplexRecipe:
     def __post_init__(self):
         if self.total_steps < 1:
             raise ConfigError(f"total_steps={self.total_steps} must be >= 1")
+        if self.batch_groups < 1:
+            raise ConfigError(f"batch_groups={self.batch_groups} must be >= 1")
         if self.eval_episodes < 1:
             raise ConfigError(f"eval_episodes={self.eval_episodes} must be >= 1")
         if self.time_limit_s < 0:
@@ -112,9 +116,10 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
     tag = "alone" if r.alone else "shared"
     common = dict(total_steps=r.total_steps, seed=r.seed, logdir=r.logdir, time_limit_s=r.time_limit_s,
                   eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
-                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode)
+                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode,
+                  batch_groups=r.batch_groups)
     lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", **common)
-    game = PipelineConfig(alpha=1, batch_groups=4,
+    game = PipelineConfig(alpha=1,
                           rollout=SchedulerConfig(group_size=8, max_concurrency=64),
                           trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
                           run_name=f"game_{tag}", **common)
@@ -170,6 +175,7 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
             out[job]["inference_busy_s"] = sum(w.get("engine_seconds", 0.0) for w in res.workers.values())
         out["wall_s"] = time.perf_counter() - t0
         return out
+    t1 = time.perf_counter()  # the shared devices are held from here: starting them counts, as a private run's does
     async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
                                              offload_tier=r.offload_tier)) as service:
         for job, (cfg, _) in jobs.items():  # the service's Placer picks the deployment and micro-shift
@@ -181,7 +187,6 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
         with tempfile.TemporaryDirectory(prefix="rollart-shared-gen-") as spill:
             if r.share == "both":
                 shared, inference = await shared_inference(service, jobs, r, spill)
-            t1 = time.perf_counter()
             results = await asyncio.gather(*(Coordinator(cfg, [task], reward_fn=rewards[job], inference=inference.get(job),
                                                          trainer=SharedTrainerClient(service, job)).run()
                                              for job, (cfg, task) in jobs.items()))
