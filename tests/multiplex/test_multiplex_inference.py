@@ -8,7 +8,7 @@ import pytest
 
 from rollart.inference.worker import InferenceWorker
 from rollart.multiplex.inference import JobWorker, SharedInferenceWorker
-from rollart.types import GenerateRequest, SamplingParams, UpdateWeights, WeightBucket
+from rollart.types import AbortRequest, GenerateRequest, SamplingParams, UpdateWeights, WeightBucket
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -101,6 +101,17 @@ async def test_inactive_job_waits_for_its_swap(models, tmp_path):
         assert len((await long).token_ids) == 60
         await b
         assert shared.active == "B" and shared.jobs["B"].queued_s > 0
+        long_b = asyncio.create_task(shared.job_send("B", GenerateRequest(
+            "B-long", [7, 8], SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True))))
+        while shared.jobs["B"].running == 0:
+            await asyncio.sleep(0.005)
+        queued = asyncio.create_task(shared.job_send("A", request("A", 1)))  # B is in flight: A queues
+        while not shared.jobs["A"].waiting:
+            await asyncio.sleep(0.005)
+        assert await shared.job_send("A", AbortRequest("A-1")) is True  # aborted before reaching the engine
+        res = await queued
+        assert res.finish_reason == "abort" and res.token_ids == [] and not shared.jobs["A"].waiting
+        await long_b
         with pytest.raises(KeyError, match="not registered"):
             await shared.job_send("C", request("C", 0))
     finally:

@@ -91,6 +91,8 @@ class SharedInferenceWorker:
         self.answered: list[tuple[str, int]] = []
         """(job, engine version) of the last answered requests: which weights served which job."""
         self._swap: asyncio.Task | None = None
+        self._queued: dict[str, asyncio.Future] = {}
+        """request id -> admission future of a request waiting for its job's swap."""
         self._lock: asyncio.Lock | None = None
         self._started = time.monotonic()
 
@@ -119,7 +121,12 @@ class SharedInferenceWorker:
         if isinstance(message, GenerateRequest):
             return await self._generate(j, message)
         if isinstance(message, AbortRequest):
-            return await self.worker.abort(message)  # a queued request is cancelled by its caller instead
+            queued = self._queued.pop(message.request_id, None)
+            if queued is not None and not queued.done():
+                j.waiting = collections.deque(e for e in j.waiting if e[1] is not queued)
+                queued.set_result(False)  # never reached the engine: its generate answers 'abort'
+                return True
+            return await self.worker.abort(message)
         if isinstance(message, PullWeights):
             j.relay.pull(message.version, [message.source, message.fallback], ipc_source="",
                          link_bytes_per_s=message.link_bytes_per_s, timeout_s=message.timeout_s,
@@ -155,16 +162,24 @@ class SharedInferenceWorker:
         entry = (time.monotonic(), admitted)
         j.waiting.append(entry)
         j.requests += 1
+        self._queued[request.request_id] = admitted
         self._schedule()
         try:
-            await admitted  # resolved by _schedule, with j.running already counted
+            go = await admitted  # True: admitted by _schedule, with j.running already counted; False: aborted
         except asyncio.CancelledError:
             if entry in j.waiting:
                 j.waiting.remove(entry)
-            elif admitted.done() and not admitted.cancelled():
+            elif admitted.done() and not admitted.cancelled() and admitted.result():
                 j.running -= 1
                 self._schedule()
             raise
+        finally:
+            self._queued.pop(request.request_id, None)
+        if not go:
+            if entry in j.waiting:
+                j.waiting.remove(entry)
+            return GenerationResult(token_ids=[], logprobs=[], versions=[], finish_reason="abort",
+                                    num_prompt_tokens=len(request.prompt_token_ids), worker=self.name)
         j.queued_s += time.monotonic() - entry[0]
         t0 = time.monotonic()
         try:
@@ -194,7 +209,7 @@ class SharedInferenceWorker:
                     _, fut = chosen.waiting.popleft()
                     if not fut.done():
                         chosen.running += 1
-                        fut.set_result(None)
+                        fut.set_result(True)
                 return
             self.target = chosen.id
             if self.state.tier(chosen.id) == "disk":
