@@ -173,6 +173,8 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
             res = await Coordinator(cfg, [task], reward_fn=rewards[job]).run()
             out[job] = summarize(task.name, res)
             out[job]["inference_busy_s"] = sum(w.get("engine_seconds", 0.0) for w in res.workers.values())
+            out[job]["prompt_tokens"] = sum(w.get("prompt_tokens", 0) for w in res.workers.values())
+            out[job]["cached_tokens"] = sum(w.get("cached_tokens", 0) for w in res.workers.values())
         out["wall_s"] = time.perf_counter() - t0
         return out
     t1 = time.perf_counter()  # the shared devices are held from here: starting them counts, as a private run's does
@@ -201,8 +203,10 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
             if shared is not None:
                 st = await shared.call("stats")
                 out["inference_busy_s"], out["inference_switches"] = st["busy_seconds"], st["switches"]
+                out["prefix_hit_rate"], out["prompt_tokens"] = st["prefix_hit_rate"], st["prompt_tokens"]
                 print(f"shared inference: switches={st['switches']} swap_s={st['swap_seconds']:.2f} "
-                      f"busy_s={st['busy_seconds']:.1f} requests={st['requests_by_job']} "
+                      f"busy_s={st['busy_seconds']:.1f} prefix_hit_rate={st['prefix_hit_rate']:.2f} "
+                      f"requests={st['requests_by_job']} "
                       f"queued_s={ {j: round(v, 1) for j, v in st['queued_seconds_by_job'].items()} }")
                 await shared.stop()
         for job in jobs:

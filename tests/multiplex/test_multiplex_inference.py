@@ -89,29 +89,33 @@ async def test_update_of_an_inactive_job_lands_in_its_offloaded_state(models, tm
 
 async def test_inactive_job_waits_for_its_swap(models, tmp_path):
     shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path))
+    greedy = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)  # long: suspended long before its end
     try:
         await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
-        long = asyncio.create_task(shared.job_send("A", GenerateRequest(
-            "A-long", [5, 6], SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True))))
+        long = asyncio.create_task(shared.job_send("A", GenerateRequest("A-long", [5, 6], greedy)))
         while shared.active != "A" or shared.jobs["A"].running == 0:
             await asyncio.sleep(0.005)
+        await shared.worker.suspend()  # A's request stays in flight until resume: no timing involved
         b = asyncio.create_task(shared.job_send("B", request("B", 0)))
-        await asyncio.sleep(0.05)
-        assert not b.done() and shared.target == "B"  # queued: A is still in flight, A drains first
-        assert len((await long).token_ids) == 60
+        while not shared.jobs["B"].waiting:
+            await asyncio.sleep(0.005)
+        assert shared.target == "B" and shared.active == "A"  # queued: A drains first
+        await shared.worker.resume()
+        assert len((await long).token_ids) == 200
         await b
         assert shared.active == "B" and shared.jobs["B"].queued_s > 0
-        long_b = asyncio.create_task(shared.job_send("B", GenerateRequest(
-            "B-long", [7, 8], SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True))))
+        long_b = asyncio.create_task(shared.job_send("B", GenerateRequest("B-long", [7, 8], greedy)))
         while shared.jobs["B"].running == 0:
             await asyncio.sleep(0.005)
+        await shared.worker.suspend()
         queued = asyncio.create_task(shared.job_send("A", request("A", 1)))  # B is in flight: A queues
         while not shared.jobs["A"].waiting:
             await asyncio.sleep(0.005)
         assert await shared.job_send("A", AbortRequest("A-1")) is True  # aborted before reaching the engine
         res = await queued
         assert res.finish_reason == "abort" and res.token_ids == [] and not shared.jobs["A"].waiting
-        await long_b
+        await shared.worker.resume()
+        assert len((await long_b).token_ids) == 200
         with pytest.raises(KeyError, match="not registered"):
             await shared.job_send("C", request("C", 0))
     finally:

@@ -118,13 +118,18 @@ async def live_two_jobs(steps: int, batch_groups: int) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from recipes.multiplex_two_jobs import MultiplexRecipe, run
     with tempfile.TemporaryDirectory() as tmp:
-        common = dict(total_steps=steps, eval_episodes=1, batch_groups=batch_groups, logdir=tmp)
+        # every actor in this process on both sides (the alone runs' actors are in-process too), so neither
+        # side pays process starts the other does not
+        common = dict(total_steps=steps, eval_episodes=1, batch_groups=batch_groups, logdir=tmp,
+                      actor_mode="inprocess", service_mode="inprocess")
         alone = await run(MultiplexRecipe(alone=True, **common))
         shared = await run(MultiplexRecipe(**common))
     jobs = ("lake", "game")
     held_private = sum(2 * alone[j]["wall_s"] for j in jobs)  # each job: its worker + its trainer, for its run
     held_shared = 2 * shared["run_s"]  # one worker + one trainer, for the shared run (from starting them)
     busy_private = sum(alone[j]["inference_busy_s"] for j in jobs)
+    prompt_private = sum(alone[j]["prompt_tokens"] for j in jobs)
+    hit_private = sum(alone[j]["cached_tokens"] for j in jobs) / max(prompt_private, 1)
     out = {"held_private_s": held_private, "held_shared_s": held_shared,
            "saved_pct": 100 * (1 - held_shared / held_private),
            "inference_busy_private_s": busy_private, "inference_busy_shared_s": shared["inference_busy_s"],
@@ -133,10 +138,12 @@ async def live_two_jobs(steps: int, batch_groups: int) -> dict:
     out["slowdown"] = statistics.mean(b / a for a, b in out["step_s"].values())
     walls = ", ".join(f"{j} {alone[j]['wall_s']:.1f} s" for j in jobs)
     print(f"[live 5] alone (private sets): job walls {walls} "
-          f"-> held {held_private:.1f} device-s; inference busy {busy_private:.1f} s")
+          f"-> held {held_private:.1f} device-s; inference busy {busy_private:.1f} s, "
+          f"{prompt_private} prompt tokens, prefix-cache hits {hit_private:.0%}")
     print(f"[live 5] shared (one worker + one trainer): run {shared['run_s']:.1f} s -> held {held_shared:.1f} "
           f"device-s; inference busy {shared['inference_busy_s']:.1f} s ({shared['inference_switches']} weight swaps), "
-          f"trainer busy {shared['trainer_busy_s']:.1f} s")
+          f"trainer busy {shared['trainer_busy_s']:.1f} s, {shared['prompt_tokens']} prompt tokens, prefix-cache hits "
+          f"{shared['prefix_hit_rate']:.0%} (a swap drops the engine's prefix cache: its KV was the other job's)")
     for j, (a, b) in out["step_s"].items():
         print(f"[live 5] {j}: {a:.2f} s/step alone, {b:.2f} s/step shared -> x{b / a:.2f}")
     print(f"[live 5] device-seconds saved {out['saved_pct']:.1f}%, packed slowdown x{out['slowdown']:.2f}")

@@ -253,8 +253,10 @@ class SharedInferenceWorker:
     # ------------------------------------------------------------------ accounting, lifecycle
     def stats(self) -> dict:
         """Busy seconds of the device (engine steps + weight swaps) against the seconds it was held."""
-        engine_s = self.worker.stats()["engine_seconds"]
+        w = self.worker.stats()
+        engine_s = w["engine_seconds"]
         return {"active_job": self.active, "switches": self.switches, "swap_seconds": self.swap_s,
+                "prefix_hit_rate": w["prefix_hit_rate"], "prompt_tokens": w["prompt_tokens"],
                 "busy_seconds": engine_s + self.swap_s, "held_seconds": time.monotonic() - self._started,
                 "requests_by_job": {j.id: j.requests for j in self.jobs.values()},
                 "queued_seconds_by_job": {j.id: j.queued_s for j in self.jobs.values()}}
