@@ -1,13 +1,16 @@
-"""Two RL jobs share one training service (PlexRL): FrozenLake and GuessNumber, concurrently, one run.
+"""Two RL jobs share one training service and one inference worker (PlexRL): FrozenLake and GuessNumber.
 
-    python -m recipes.multiplex_two_jobs                    # both jobs train through ONE shared deployment
-    python -m recipes.multiplex_two_jobs alone=true         # baseline: each job with its private trainer
+    python -m recipes.multiplex_two_jobs                    # both jobs share the trainer AND the inference worker
+    python -m recipes.multiplex_two_jobs share=trainer      # share only the trainer (private inference workers)
+    python -m recipes.multiplex_two_jobs alone=true         # baseline: each job alone, private trainer and worker
     python -m recipes.multiplex_two_jobs total_steps=40 policy=fcfs offload_tier=disk
 
-Each job keeps its own rollout (inference worker, envs, weight store, coordinator); only training is
-shared: a single DeploymentWorker process time-slices the two jobs' trainers, switching the resident
-job's model and optimizer state out to the StateManager (host or disk tier) when the other job's
-operation is admitted (HRRS order). The deployment each job goes on is chosen by the service's Placer
+Each job keeps its own envs, weight store and coordinator. Training is shared: a single DeploymentWorker
+process time-slices the two jobs' trainers, switching the resident job's model and optimizer state out to
+the StateManager (host or disk tier) when the other job's operation is admitted (HRRS order). With
+``share=both`` inference is shared too: one SharedInferenceWorker process serves both jobs' generate
+requests, each tagged with its job; it holds one job's weights at a time and swaps them through its own
+StateManager in HRRS order (rollart.multiplex.inference). The deployment each job goes on is chosen by the service's Placer
 (its default demand: a quarter of every period, micro-shifted next to the other job's). Each job prints
 its reward curve summary and greedy success; the last line gives both as key=value pairs. Watch in
 tensorboard (`tensorboard --logdir runs/multiplex`): rollout/reward_mean and charts/eval_success/* per job
@@ -18,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Literal
 
 from rollart.config import ConfigError, parse_overrides
 from rollart.multiplex.client import SharedTrainerClient, shared_trainer_config
+from rollart.multiplex.inference import JobWorker
 from rollart.multiplex.service import ServiceConfig, TrainingService
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
@@ -60,17 +65,27 @@ class MultiplexRecipe:
     """Actor mode of each job's rollout actors (inference worker, weight store): in-process keeps the process
     count low on a 2-core machine; 'process' gives each its own process."""
     service_mode: Literal["process", "inprocess"] = "process"
-    """Actor mode of the shared service's worker (its own process by default)."""
+    """Actor mode of the shared service's workers (trainer and inference; own processes by default)."""
+    batch_groups: int = 4
+    """GRPO groups per training batch, both jobs."""
+    mode: Literal["async", "sync"] = "async"
+    """Both jobs' training mode: 'async' (α=1) or 'sync' (Sync+: a batch per version; with fixed seeds a job's
+    batches, and so its losses, do not depend on timing — what the sharing test compares exactly)."""
+    share: Literal["both", "trainer"] = "both"
+    """What the two jobs share: 'both' (trainer and inference worker) or 'trainer' (private inference workers)."""
 
     def __post_init__(self):
         if self.total_steps < 1:
             raise ConfigError(f"total_steps={self.total_steps} must be >= 1")
+        if self.batch_groups < 1:
+            raise ConfigError(f"batch_groups={self.batch_groups} must be >= 1")
         if self.eval_episodes < 1:
             raise ConfigError(f"eval_episodes={self.eval_episodes} must be >= 1")
         if self.time_limit_s < 0:
             raise ConfigError(f"time_limit_s={self.time_limit_s} must be >= 0 (0: no limit)")
         for name, allowed in (("policy", ("hrrs", "fcfs")), ("offload_tier", ("host", "disk")),
-                              ("actor_mode", ("inprocess", "process")), ("service_mode", ("process", "inprocess"))):
+                              ("actor_mode", ("inprocess", "process")), ("service_mode", ("process", "inprocess")),
+                              ("share", ("both", "trainer")), ("mode", ("async", "sync"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: choose one of {list(allowed)}")
 
@@ -101,9 +116,10 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
     tag = "alone" if r.alone else "shared"
     common = dict(total_steps=r.total_steps, seed=r.seed, logdir=r.logdir, time_limit_s=r.time_limit_s,
                   eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
-                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True)
+                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode,
+                  batch_groups=r.batch_groups)
     lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", **common)
-    game = PipelineConfig(mode="async", alpha=1, batch_groups=4,
+    game = PipelineConfig(alpha=1,
                           rollout=SchedulerConfig(group_size=8, max_concurrency=64),
                           trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
                           run_name=f"game_{tag}", **common)
@@ -123,8 +139,19 @@ def summarize(name: str, result) -> dict[str, float]:
     success = result.final_success.get(name, result.final_success.get("mean", 0.0))
     slope, p = trend(rewards)
     print(f"{name}: steps={result.steps} reward first-quarter={first:.3f} last-quarter={last:.3f} "
-          f"slope={slope:.4f}/step (one-sided p={p:.2g}) greedy success={success:.2f} wall_s={result.wall_s:.0f}")
-    return {"first": first, "last": last, "slope": slope, "p": p, "success": success, "steps": result.steps}
+          f"slope={slope:.4f}/step (one-sided p={p:.2g}) greedy success={success:.2f} wall_s={result.wall_s:.0f} "
+          f"step_s={step_seconds(result):.2f}")
+    return {"first": first, "last": last, "slope": slope, "p": p, "success": success, "steps": result.steps,
+            "wall_s": result.wall_s, "step_s": step_seconds(result), "rewards": rewards,
+            "losses": [h.get("losses/policy", float("nan")) for h in result.history]}
+
+
+def step_seconds(result) -> float:
+    """Training seconds per step after the first (the first includes filling the pipeline)."""
+    t = [h["system/elapsed_s"] for h in result.history if "system/elapsed_s" in h]
+    if len(t) < 2:
+        return t[0] if t else float("nan")
+    return (t[-1] - t[0]) / (len(t) - 1)
 
 
 def trend(values: list[float]) -> tuple[float, float]:
@@ -143,27 +170,63 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
     t0 = time.perf_counter()
     if r.alone:
         for job, (cfg, task) in jobs.items():
-            out[job] = summarize(task.name, await Coordinator(cfg, [task], reward_fn=rewards[job]).run())
-    else:
-        async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
-                                                 offload_tier=r.offload_tier)) as service:
-            for job, (cfg, _) in jobs.items():  # the service's Placer picks the deployment and micro-shift
-                d = await service.register_job(job, shared_trainer_config(cfg))
-                p = service.placed(job)
-                print(f"placement: {job} -> {d} shift={p.shift} slots, reserving "
-                      f"{sum(b - a for a, b in p.windows) / service.cfg.placement_horizon:.0%} of it")
-            results = await asyncio.gather(*(Coordinator(cfg, [task], reward_fn=rewards[job],
+            res = await Coordinator(cfg, [task], reward_fn=rewards[job]).run()
+            out[job] = summarize(task.name, res)
+            out[job]["inference_busy_s"] = sum(w.get("engine_seconds", 0.0) for w in res.workers.values())
+            out[job]["prompt_tokens"] = sum(w.get("prompt_tokens", 0) for w in res.workers.values())
+            out[job]["cached_tokens"] = sum(w.get("cached_tokens", 0) for w in res.workers.values())
+        out["wall_s"] = time.perf_counter() - t0
+        return out
+    t1 = time.perf_counter()  # the shared devices are held from here: starting them counts, as a private run's does
+    async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
+                                             offload_tier=r.offload_tier)) as service:
+        for job, (cfg, _) in jobs.items():  # the service's Placer picks the deployment and micro-shift
+            d = await service.register_job(job, shared_trainer_config(cfg))
+            p = service.placed(job)
+            print(f"placement: {job} -> {d} shift={p.shift} slots, reserving "
+                  f"{sum(b - a for a, b in p.windows) / service.cfg.placement_horizon:.0%} of it")
+        shared, inference = None, {}
+        with tempfile.TemporaryDirectory(prefix="rollart-shared-gen-") as spill:
+            if r.share == "both":
+                shared, inference = await shared_inference(service, jobs, r, spill)
+            results = await asyncio.gather(*(Coordinator(cfg, [task], reward_fn=rewards[job], inference=inference.get(job),
                                                          trainer=SharedTrainerClient(service, job)).run()
                                              for job, (cfg, task) in jobs.items()))
+            out["run_s"] = time.perf_counter() - t1
             for (job, (_, task)), res in zip(jobs.items(), results):
                 out[job] = summarize(task.name, res)
             sched = service.scheduler.stats()
+            out["trainer_busy_s"] = sum(rec.end - rec.start for log in service.router.log.values() for rec in log)
             print(f"service: switches={sched['switches']:.0f} ops={sched['ops']:.0f} "
-                  f"wait_p50_s={sched['wait_p50_s']:.3f} wait_p99_s={sched['wait_p99_s']:.3f}")
-            for job in jobs:
-                await service.complete_job(job)
+                  f"wait_p50_s={sched['wait_p50_s']:.3f} wait_p99_s={sched['wait_p99_s']:.3f} "
+                  f"busy_s={out['trainer_busy_s']:.1f}")
+            if shared is not None:
+                st = await shared.call("stats")
+                out["inference_busy_s"], out["inference_switches"] = st["busy_seconds"], st["switches"]
+                out["prefix_hit_rate"], out["prompt_tokens"] = st["prefix_hit_rate"], st["prompt_tokens"]
+                print(f"shared inference: switches={st['switches']} swap_s={st['swap_seconds']:.2f} "
+                      f"busy_s={st['busy_seconds']:.1f} prefix_hit_rate={st['prefix_hit_rate']:.2f} "
+                      f"requests={st['requests_by_job']} "
+                      f"queued_s={ {j: round(v, 1) for j, v in st['queued_seconds_by_job'].items()} }")
+                await shared.stop()
+        for job in jobs:
+            await service.complete_job(job)
     out["wall_s"] = time.perf_counter() - t0
     return out
+
+
+async def shared_inference(service: TrainingService, jobs: dict, r: MultiplexRecipe, spill: str):
+    """One SharedInferenceWorker (in the service's actor system) holding both jobs' weights, and each job's
+    view of it for its Coordinator. The engine settings are the first job's; the jobs share one architecture."""
+    from rollart.pipeline.coordinator import prepare_run
+    resolved = {job: prepare_run(cfg)[0] for job, (cfg, _) in jobs.items()}
+    first = next(iter(resolved.values()))
+    shared = await service.system.spawn("rollart.multiplex.inference:SharedInferenceWorker", first.engine,
+                                        spill_dir=spill, name="shared-gen", offload_tier=r.offload_tier,
+                                        policy=r.policy, mode=r.service_mode)
+    for job, cfg in resolved.items():
+        await shared.call("add_job", job, cfg.engine.model)
+    return shared, {job: [("shared-gen", "cpu", JobWorker(shared, job))] for job in jobs}
 
 
 def main() -> None:
@@ -173,9 +236,11 @@ def main() -> None:
         out = asyncio.run(run(r))
     except KeyboardInterrupt:
         raise SystemExit("interrupted (this recipe does not resume; run it again)") from None
-    print(f"mode={'alone' if r.alone else 'shared'} total_wall_s={out['wall_s']:.0f} "
+    mode = "alone" if r.alone else "shared" if r.share == "both" else "shared_trainer"
+    print(f"mode={mode} total_wall_s={out['wall_s']:.0f} "
           + " ".join(f"{j}_reward_first={out[j]['first']:.3f} {j}_reward_last={out[j]['last']:.3f} "
-                     f"{j}_slope={out[j]['slope']:.4f} {j}_p={out[j]['p']:.2g} {j}_success={out[j]['success']:.2f}"
+                     f"{j}_slope={out[j]['slope']:.4f} {j}_p={out[j]['p']:.2g} {j}_success={out[j]['success']:.2f} "
+                     f"{j}_step_s={out[j]['step_s']:.2f}"
                      for j in ("lake", "game")))
 
 

@@ -17,6 +17,14 @@
      p99 operation wait.                                                  -> switches_ratio, p99_wait_ratio
   4. LIVE: the real TrainingService (worker process; in-process actor under --quick; tiny model) under interleaved bursts from two jobs,
      HRRS vs FCFS: context switches actually performed.                   -> live_switches_ratio
+  5. LIVE two-job recipe (recipes/multiplex_two_jobs.py: FrozenLake + GuessNumber, tiny model, same seeds),
+     run alone (each job with a private inference worker and trainer, one after the other) and with both jobs
+     sharing ONE trainer and ONE inference worker. Device time is accounted from the real runs: a private
+     set holds 2 devices (worker + trainer) for its job's run, the shared set 2 devices for the shared run;
+     busy seconds (engine steps + weight swaps; trainer operations) are measured on the devices too.
+     -> live_gpu_hours_saved_pct = 100 (1 - held shared / held private), same steps both ways
+     -> live_packed_slowdown     = a job's training seconds per step shared / alone (mean of the two jobs)
+     Both can fail: on a machine whose cores the two jobs must also share, packing costs step time.
 The last line holds the headline key=value pairs.
 """
 from __future__ import annotations
@@ -105,8 +113,45 @@ async def live(bursts: int, mode: str) -> dict[str, float]:
     return out
 
 
-def plot(trace: dict, table1: dict, rows: dict, path: Path) -> None:
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+async def live_two_jobs(steps: int, batch_groups: int) -> dict:
+    """Part 5: the two-job recipe alone, then shared (both planes); device time from the real runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from recipes.multiplex_two_jobs import MultiplexRecipe, run
+    with tempfile.TemporaryDirectory() as tmp:
+        # every actor in this process on both sides (the alone runs' actors are in-process too), so neither
+        # side pays process starts the other does not
+        common = dict(total_steps=steps, eval_episodes=1, batch_groups=batch_groups, logdir=tmp,
+                      actor_mode="inprocess", service_mode="inprocess")
+        alone = await run(MultiplexRecipe(alone=True, **common))
+        shared = await run(MultiplexRecipe(**common))
+    jobs = ("lake", "game")
+    held_private = sum(2 * alone[j]["wall_s"] for j in jobs)  # each job: its worker + its trainer, for its run
+    held_shared = 2 * shared["run_s"]  # one worker + one trainer, for the shared run (from starting them)
+    busy_private = sum(alone[j]["inference_busy_s"] for j in jobs)
+    prompt_private = sum(alone[j]["prompt_tokens"] for j in jobs)
+    hit_private = sum(alone[j]["cached_tokens"] for j in jobs) / max(prompt_private, 1)
+    out = {"held_private_s": held_private, "held_shared_s": held_shared,
+           "saved_pct": 100 * (1 - held_shared / held_private),
+           "inference_busy_private_s": busy_private, "inference_busy_shared_s": shared["inference_busy_s"],
+           "trainer_busy_shared_s": shared["trainer_busy_s"], "swaps": shared["inference_switches"],
+           "step_s": {j: (alone[j]["step_s"], shared[j]["step_s"]) for j in jobs}}
+    out["slowdown"] = statistics.mean(b / a for a, b in out["step_s"].values())
+    walls = ", ".join(f"{j} {alone[j]['wall_s']:.1f} s" for j in jobs)
+    print(f"[live 5] alone (private sets): job walls {walls} "
+          f"-> held {held_private:.1f} device-s; inference busy {busy_private:.1f} s, "
+          f"{prompt_private} prompt tokens, prefix-cache hits {hit_private:.0%}")
+    print(f"[live 5] shared (one worker + one trainer): run {shared['run_s']:.1f} s -> held {held_shared:.1f} "
+          f"device-s; inference busy {shared['inference_busy_s']:.1f} s ({shared['inference_switches']} weight swaps), "
+          f"trainer busy {shared['trainer_busy_s']:.1f} s, {shared['prompt_tokens']} prompt tokens, prefix-cache hits "
+          f"{shared['prefix_hit_rate']:.0%} (a swap drops the engine's prefix cache: its KV was the other job's)")
+    for j, (a, b) in out["step_s"].items():
+        print(f"[live 5] {j}: {a:.2f} s/step alone, {b:.2f} s/step shared -> x{b / a:.2f}")
+    print(f"[live 5] device-seconds saved {out['saved_pct']:.1f}%, packed slowdown x{out['slowdown']:.2f}")
+    return out
+
+
+def plot(trace: dict, table1: dict, rows: dict, path: Path, two: dict | None = None) -> None:
+    fig, ax = plt.subplots(1, 4 if two else 3, figsize=(20 if two else 15, 4))
     for p, r in trace.items():
         d = sorted(r.norm_delay)
         ax[0].plot(d, [(i + 1) / len(d) for i in range(len(d))], label=p)
@@ -128,6 +173,16 @@ def plot(trace: dict, table1: dict, rows: dict, path: Path) -> None:
                    label=f"{m} paper measured")
     ax[2].set_xlabel("rollout GPUs / training GPUs per job"); ax[2].set_ylabel("GPU-hours saved per step, %")
     ax[2].set_title("SIMULATED 2-job packing vs split-async (§6.2)"); ax[2].legend(fontsize=7)
+    if two:
+        labels = ["held", "inference busy"] + [f"{j} s/step x10" for j in two["step_s"]]
+        private = [two["held_private_s"], two["inference_busy_private_s"], *(10 * a for a, _ in two["step_s"].values())]
+        shared = [two["held_shared_s"], two["inference_busy_shared_s"], *(10 * b for _, b in two["step_s"].values())]
+        xs = range(len(labels))
+        ax[3].bar([x - 0.2 for x in xs], private, 0.4, label="alone: private worker + trainer per job")
+        ax[3].bar([x + 0.2 for x in xs], shared, 0.4, label="shared: one worker + one trainer")
+        ax[3].set_xticks(list(xs)); ax[3].set_xticklabels(labels, fontsize=8); ax[3].set_ylabel("device-seconds")
+        ax[3].set_title(f"LIVE two-job recipe: saved {two['saved_pct']:.0f}%, slowdown x{two['slowdown']:.2f}")
+        ax[3].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -137,7 +192,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small trace, < 60 s")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-live", action="store_true", help="skip the live TrainingService part")
+    ap.add_argument("--no-live", action="store_true", help="skip the live parts (4 and 5)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     n_jobs, groups = (48, 8) if args.quick else (120, 16)
@@ -145,7 +200,8 @@ def main() -> None:
     trace = trace_replay(n_jobs, groups, args.seed)
     rt = hrrs_vs_fcfs(n_jobs, groups, args.seed, trace["spread+backfill"])
     lv = {} if args.no_live else asyncio.run(live(3 if args.quick else 10, "inprocess" if args.quick else "process"))
-    plot(trace, table1, rows, Path(__file__).parent / "plots" / "multiplex.png")
+    two = None if args.no_live else asyncio.run(live_two_jobs(*((2, 1) if args.quick else (12, 4))))
+    plot(trace, table1, rows, Path(__file__).parent / "plots" / "multiplex.png", two)
     saved = statistics.mean(r["saved_pct"] for r in table1.values())
     paper = statistics.mean(PAPER_SAVED_PCT.values())
     saved_equal = statistics.mean(r["saved_pct"] for r in rows[1.0].values())
@@ -160,7 +216,10 @@ def main() -> None:
           + f" paper_gpu_hours_saved_pct={paper:.1f} gpu_hours_saved_pct_equal_pools={saved_equal:.1f} "
           f"drain_vs_isolated={drain:.3f} best_shared_drain_vs_isolated={best:.3f} "
           f"switches_ratio={rt['hrrs'].switches / rt['fcfs'].switches:.3f} p99_wait_ratio={p99['hrrs'] / p99['fcfs']:.3f} "
-          f"live_switches_ratio={live_ratio:.3f} simulated=gpu_hours,drain,switches")
+          f"live_switches_ratio={live_ratio:.3f} "
+          + (f"live_gpu_hours_saved_pct={two['saved_pct']:.1f} live_packed_slowdown={two['slowdown']:.3f} "
+             if two else "live_gpu_hours_saved_pct=nan live_packed_slowdown=nan ")
+          + "simulated=gpu_hours,drain,switches")
 
 
 if __name__ == "__main__":

@@ -67,11 +67,13 @@ class Components:
                 await self.backend.close()
 
 
-async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
+async def build(cfg: PipelineConfig, trainer: Any = None, inference: list | None = None) -> Components:
     """Start the run's actors from the resolved config (``PipelineConfig.resolve``). ``trainer``: an existing
     trainer handle (anything with ``await trainer.call(method, ...)`` serving TrainerActor's methods, e.g. a
-    shared training service client) to use instead of starting a private trainer."""
-    classes = cfg.worker_hw_classes()
+    shared training service client) to use instead of starting a private trainer. ``inference``: existing
+    inference workers as (name, hardware class, handle) to route to instead of starting private ones (e.g. a
+    job's views of shared workers, ``rollart.multiplex.inference.JobWorker``); their owner stops them."""
+    classes = [] if inference else cfg.worker_hw_classes()
     plan = cfg.run_placement()
     if plan is not None:
         log.info("%s", plan.describe())
@@ -99,15 +101,15 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     # store binds its node's IP (with the run's CURVE keys), known once it runs: it starts first
     beyond = backend is not None and backend.curve_dir is not None
     store_address = "" if beyond else fixed_address()
-    gen = Cluster(InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
-                  devices_per_worker=plan.devices_per_worker if plan else 1,
-                  restart=RestartPolicy(max_restarts=2), worker_args=(cfg.engine,),
-                  worker_kwargs=dict(backend=cfg.engine.backend, weight_store=store_address),
-                  worker_kwargs_for=speed, **common)
+    gen = None if inference else Cluster(
+        InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
+        devices_per_worker=plan.devices_per_worker if plan else 1, restart=RestartPolicy(max_restarts=2),
+        worker_args=(cfg.engine,), worker_kwargs=dict(backend=cfg.engine.backend, weight_store=store_address),
+        worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
                     restart=RestartPolicy(max_restarts=cfg.weight_store_restarts),
                     worker_kwargs=dict(bind=store_address) if store_address else {}, **common)
-    clusters = [gen, store]
+    clusters = [store] if gen is None else [gen, store]
     envs = None
     if cfg.env_hosts:
         envs = Cluster(EnvHost, rm, cfg.env_hosts, name="envhost", placement=[SERVICE_CLASS] * cfg.env_hosts,
@@ -132,16 +134,17 @@ async def build(cfg: PipelineConfig, trainer: Any = None) -> Components:
     try:
         if beyond:
             await store.start()
-            gen.worker_kwargs["weight_store"] = await store.handle().call("weight_address")
+            if gen is not None:
+                gen.worker_kwargs["weight_store"] = await store.handle().call("weight_address")
         await asyncio.gather(*(c.start() for c in clusters if not (beyond and c is store)))  # in parallel
-        proxy = LLMProxy.from_cluster(gen, cfg.proxy)
+        proxy = LLMProxy(inference, cfg.proxy) if inference else LLMProxy.from_cluster(gen, cfg.proxy)
     except BaseException:
         await system.shutdown()
         if backend is not None:
             await backend.close()
         raise
     log.info("bindings\n%s", rm.binding_table())
-    workers = [(m.name, m.hw_class, m.handle) for m in gen.members]
+    workers = list(inference) if inference else [(m.name, m.hw_class, m.handle) for m in gen.members]
     if trainer is None:
         trainer = clusters[-1] if isinstance(clusters[-1], TrainerGroup) else clusters[-1].handle()
     env_pool = EnvPool.from_cluster(envs) if envs is not None else None

@@ -111,7 +111,7 @@ def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
 class Coordinator:
     def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
                  reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None,
-                 heldout_tasks: list[TaskSpec] | None = None):
+                 heldout_tasks: list[TaskSpec] | None = None, inference: list | None = None):
         self.cfg = cfg
         self.tasks = tasks
         self.eval_tasks = eval_tasks if eval_tasks is not None else tasks
@@ -124,6 +124,8 @@ class Coordinator:
         self.env_pool = env_pool
         self.trainer = trainer
         """A trainer handle to use instead of a private trainer actor (e.g. a shared training service)."""
+        self.inference = inference
+        """(name, hardware class, handle) of inference workers to use instead of private ones (shared ones)."""
         self.run_dir = cfg.run_dir
         self.history: list[dict] = []
         self.evals: list[tuple[int, dict]] = []
@@ -145,7 +147,7 @@ class Coordinator:
         self.cfg, tokenizer = prepare_run(self.cfg)
         cfg = self.cfg  # resolved: what every component receives and config.json records
         self.logger: MetricsLogger | None = None
-        self.c: Components = await build(cfg, self.trainer)
+        self.c: Components = await build(cfg, self.trainer, self.inference)
         self.scoring: Scoring | None = None
         try:
             self.actions = run_actions(cfg)

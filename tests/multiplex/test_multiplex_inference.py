@@ -1,0 +1,139 @@
+"""SharedInferenceWorker: two jobs' requests on one engine, swapped through the StateManager tiers by HRRS; every
+answer token for token equal to a private engine holding that job's weights (also after a job's weight update,
+through the disk tier, and through a real actor process behind each job's own LLMProxy)."""
+import asyncio
+import os
+
+import pytest
+
+from rollart.inference.worker import InferenceWorker
+from rollart.multiplex.inference import JobWorker, SharedInferenceWorker
+from rollart.types import AbortRequest, GenerateRequest, SamplingParams, UpdateWeights, WeightBucket
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from rollart.tools.make_tiny_model import make_tiny_model
+    root = tmp_path_factory.mktemp("mx-inference")
+    return {job: str(make_tiny_model(root / job, seed=seed, hidden=64, layers=2, intermediate=128, vocab=256))
+            for job, seed in (("A", 1), ("B", 2), ("B1", 3))}
+
+
+def engine_cfg(model):
+    return dict(model=model, max_num_seqs=16, num_kv_blocks=128, seed=0)
+
+
+def request(job, i):
+    prompt = [5 + i % 7, 9 + i % 5, 3 + i]
+    return GenerateRequest(f"{job}-{i}", prompt, SamplingParams(temperature=1.0, max_tokens=6 + i % 4, seed=100 + i,
+                                                                ignore_eos=True))
+
+
+async def private_answers(model, reqs, weights=None):
+    w = InferenceWorker(engine_cfg(model), name="private")
+    try:
+        if weights is not None:
+            await w.update_weights(UpdateWeights.of(weights))
+        return [(await w.generate(r)).token_ids for r in reqs]
+    finally:
+        await w.shutdown()
+
+
+async def interleaved(shared, n):
+    """n requests per job, arriving interleaved A, B, A, B, ... all concurrently."""
+    reqs = {job: [request(job, i) for i in range(n)] for job in ("A", "B")}
+    order = [(job, r) for i in range(n) for job, r in (("A", reqs["A"][i]), ("B", reqs["B"][i]))]
+    got = await asyncio.gather(*(shared.job_send(job, r) for job, r in order))
+    out = {"A": [], "B": []}
+    for (job, _), res in zip(order, got):
+        out[job].append(res.token_ids)
+    return reqs, out
+
+
+@pytest.mark.parametrize("tier", ["host", "disk"])
+async def test_each_job_answered_with_its_own_weights(models, tmp_path, tier):
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path), offload_tier=tier)
+    try:
+        assert await shared.add_job("A", models["A"]) == 0 and await shared.add_job("B", models["B"]) == 0
+        reqs, got = await interleaved(shared, 6)
+        assert got["A"] == await private_answers(models["A"], reqs["A"])
+        assert got["B"] == await private_answers(models["B"], reqs["B"])
+        assert got["A"] != got["B"]  # the two jobs' weights really differ
+        st = shared.stats()
+        assert st["switches"] >= 1 and st["busy_seconds"] > 0
+        assert shared.state.tier("A" if st["active_job"] == "B" else "B") == tier  # the other job is offloaded
+    finally:
+        await shared.on_stop()
+
+
+async def test_update_of_an_inactive_job_lands_in_its_offloaded_state(models, tmp_path):
+    from safetensors.torch import load_file
+    v1 = WeightBucket(1, load_file(os.path.join(models["B1"], "model.safetensors")))
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path))
+    try:
+        await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
+        await shared.job_send("A", request("A", 0))  # A active, B offloaded
+        assert shared.active == "A"
+        assert await shared.job_send("B", UpdateWeights.of(v1)) == 1
+        assert shared.active == "A" and await shared.job_call("B", "get_version", []) == 1
+        reqs, got = await interleaved(shared, 4)
+        assert got["B"] == await private_answers(models["B"], reqs["B"], weights=v1)
+        assert got["A"] == await private_answers(models["A"], reqs["A"])
+        assert {v for job, v in shared.served() if job == "B"} == {1}  # B's tokens carry B's version
+        assert {v for job, v in shared.served() if job == "A"} == {0}
+    finally:
+        await shared.on_stop()
+
+
+async def test_inactive_job_waits_for_its_swap(models, tmp_path):
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path))
+    greedy = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)  # long: suspended long before its end
+    try:
+        await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
+        long = asyncio.create_task(shared.job_send("A", GenerateRequest("A-long", [5, 6], greedy)))
+        while shared.active != "A" or shared.jobs["A"].running == 0:
+            await asyncio.sleep(0.005)
+        await shared.worker.suspend()  # A's request stays in flight until resume: no timing involved
+        b = asyncio.create_task(shared.job_send("B", request("B", 0)))
+        while not shared.jobs["B"].waiting:
+            await asyncio.sleep(0.005)
+        assert shared.target == "B" and shared.active == "A"  # queued: A drains first
+        await shared.worker.resume()
+        assert len((await long).token_ids) == 200
+        await b
+        assert shared.active == "B" and shared.jobs["B"].queued_s > 0
+        long_b = asyncio.create_task(shared.job_send("B", GenerateRequest("B-long", [7, 8], greedy)))
+        while shared.jobs["B"].running == 0:
+            await asyncio.sleep(0.005)
+        await shared.worker.suspend()
+        queued = asyncio.create_task(shared.job_send("A", request("A", 1)))  # B is in flight: A queues
+        while not shared.jobs["A"].waiting:
+            await asyncio.sleep(0.005)
+        assert await shared.job_send("A", AbortRequest("A-1")) is True  # aborted before reaching the engine
+        res = await queued
+        assert res.finish_reason == "abort" and res.token_ids == [] and not shared.jobs["A"].waiting
+        await shared.worker.resume()
+        assert len((await long_b).token_ids) == 200
+        with pytest.raises(KeyError, match="not registered"):
+            await shared.job_send("C", request("C", 0))
+    finally:
+        await shared.on_stop()
+
+
+async def test_shared_worker_process_behind_two_proxies(models, tmp_path):
+    from rollart.actors import ActorSystem
+    from rollart.rollout.proxy import LLMProxy
+    async with ActorSystem() as system:
+        handle = await system.spawn("rollart.multiplex.inference:SharedInferenceWorker", engine_cfg(models["A"]),
+                                    spill_dir=str(tmp_path), name="shared", mode="process")
+        await handle.call("add_job", "A", models["A"]); await handle.call("add_job", "B", models["B"])
+        proxies = {job: LLMProxy([("shared", "cpu", JobWorker(handle, job))]) for job in ("A", "B")}
+        reqs = {job: [request(job, i) for i in range(4)] for job in ("A", "B")}
+        got = await asyncio.gather(*(proxies[job].generate(r.trajectory_id or r.request_id, r.prompt_token_ids,
+                                                           r.sampling) for i in range(4) for job in ("A", "B")
+                                     for r in [reqs[job][i]]))
+        assert [g.token_ids for g in got[0::2]] == await private_answers(models["A"], reqs["A"])
+        assert [g.token_ids for g in got[1::2]] == await private_answers(models["B"], reqs["B"])
+        assert (await JobWorker(handle, "B").call("get_stats"))["switches"] >= 1
