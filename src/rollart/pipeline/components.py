@@ -57,6 +57,12 @@ class Components:
     backend: Any = None
     """The Ray backend when cluster.backend=ray (its ``placements`` say where each actor ran)."""
 
+    def repoint_store(self, address: str) -> None:
+        """The weight store restarted on another address (another node): inference workers that restart from
+        now on pull its newest version there (a live worker is told the address with every weight message)."""
+        for _, _, handle in self.workers:
+            handle.restart_with(weight_store=address)
+
     async def close(self) -> None:
         try:
             for cluster in self.clusters:
