@@ -26,7 +26,7 @@ from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
 
-from tests.distributed.two_class import FROZEN, make_plan, planned  # noqa: E402
+from tests.distributed.two_class import FROZEN, make_plan, planned, with_train_ranks  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -119,11 +119,15 @@ def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_mo
 
 
 def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, ray_cluster):
-    path, doc = make_plan(tmp_path)
+    _, doc = make_plan(tmp_path)
+    doc = with_train_ranks(doc)  # two data-parallel trainer ranks, one per H800
+    path = tmp_path / "plan-dp.json"
+    path.write_text(json.dumps(doc))
+    path = str(path)
     gen_classes, gen_ids, gen_dp = planned(doc, "actor_gen")
-    train_classes, train_ids, _ = planned(doc, "actor_train")
-    assert gen_classes == {"H20"} and train_classes == {"H800"}, doc  # what the two-class plan is expected to be
-    cluster, nodes = ray_cluster(head_cpus=1, h800=(1, 2), h20=(gen_dp, 2))
+    train_classes, train_ids, train_dp = planned(doc, "actor_train")
+    assert gen_classes == {"H20"} and train_classes == {"H800"} and train_dp == 2, doc  # the two-class plan
+    cluster, nodes = ray_cluster(head_cpus=1, h800=(2, 2), h20=(gen_dp, 2))
     ip = ray.util.get_node_ip_address()
     bind_host = "" if is_loopback(f"tcp://{ip}:0") else ip  # beyond loopback: CURVE
     cfg = PipelineConfig(model=tiny_model, placement=path, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
@@ -160,7 +164,8 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
     for i in range(gen_dp):
         assert placements[f"gen-{i}"][0]["node_id"] == nodes["H20"].node_id
     assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))
-    assert placements["trainer-0"][0]["node_id"] == nodes["H800"].node_id
+    assert [placements[f"trainer-{r}"][0]["node_id"] for r in range(2)] == [nodes["H800"].node_id] * 2
+    assert sorted(placements[f"trainer-{r}"][0]["bundle"] for r in range(2)) == [0, 1]  # a bundle per rank
     assert placements["weight-store-0"][0]["node_id"] == cluster.head_node.node_id
 
 
