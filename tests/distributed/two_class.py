@@ -1,5 +1,5 @@
 """A two-class cluster (H800 + H20 nodes) for the placement tests: its topology, a plan for it made by the
-planner's CLI, and a tiny FrozenLake task."""
+planner's CLI (and that plan with data-parallel trainer ranks), and a tiny FrozenLake task."""
 import json
 import subprocess
 import sys
