@@ -9,7 +9,6 @@ from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.buffer import BufferConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.trainer import TrainerConfig
 
 import envs  # noqa: F401  (registers rollart/* ids)
 
@@ -43,11 +42,10 @@ def test_bad_values_fail_when_parsed(override, needle):
         apply_overrides(PipelineConfig(), [override])
 
 
-def test_data_parallel_trainer_ranks_need_processes_and_no_plan():
+def test_data_parallel_trainer_ranks_need_processes():
+    # (with a plan, trainer.world_size comes from its actor_train dp: tests/pipeline/test_run_placement.py)
     with pytest.raises(ConfigError, match="trainer.world_size=2 starts one process per rank: set trainer_actor_mode"):
         apply_overrides(PipelineConfig(), ["trainer.world_size=2", "trainer_actor_mode=inprocess"])
-    with pytest.raises(ConfigError, match="trainer.world_size=2 with placement='plan.json': a plan places one"):
-        PipelineConfig(placement="plan.json", trainer=TrainerConfig(world_size=2))
 
 
 def test_mode_is_checked_against_the_one_list_of_modes():

@@ -1,8 +1,9 @@
 """Covers rollart.distributed.ray_backend on a local multi-node Ray cluster (a head, an H800 node, an H20 node):
 a FrozenLake run with cluster.backend=ray places every actor on a node of its class, trains, and keeps going
 when the H20 node is removed mid-run (its worker restarts on a new H20 node); a plan places actors as planned on
-Ray, with CURVE when actors connect beyond loopback, and weights move over the weight plane on the node's IP; a
-trainer killed on its node resumes from its checkpoint."""
+Ray (a bundle per data-parallel trainer rank), with CURVE when actors connect beyond loopback, and weights move
+over the weight plane on the node's IP; a trainer killed on its node resumes from its checkpoint; losing the node
+of the trainer and the weight store moves both to another node and the run goes on."""
 import asyncio
 import dataclasses
 import json
@@ -25,7 +26,7 @@ from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
 
-from tests.distributed.two_class import FROZEN, make_plan, planned  # noqa: E402
+from tests.distributed.two_class import FROZEN, make_plan, planned, with_train_ranks  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -118,11 +119,15 @@ def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_mo
 
 
 def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, ray_cluster):
-    path, doc = make_plan(tmp_path)
+    _, doc = make_plan(tmp_path)
+    doc = with_train_ranks(doc)  # two data-parallel trainer ranks, one per H800
+    path = tmp_path / "plan-dp.json"
+    path.write_text(json.dumps(doc))
+    path = str(path)
     gen_classes, gen_ids, gen_dp = planned(doc, "actor_gen")
-    train_classes, train_ids, _ = planned(doc, "actor_train")
-    assert gen_classes == {"H20"} and train_classes == {"H800"}, doc  # what the two-class plan is expected to be
-    cluster, nodes = ray_cluster(head_cpus=1, h800=(1, 2), h20=(gen_dp, 2))
+    train_classes, train_ids, train_dp = planned(doc, "actor_train")
+    assert gen_classes == {"H20"} and train_classes == {"H800"} and train_dp == 2, doc  # the two-class plan
+    cluster, nodes = ray_cluster(head_cpus=1, h800=(2, 2), h20=(gen_dp, 2))
     ip = ray.util.get_node_ip_address()
     bind_host = "" if is_loopback(f"tcp://{ip}:0") else ip  # beyond loopback: CURVE
     cfg = PipelineConfig(model=tiny_model, placement=path, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
@@ -159,7 +164,8 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
     for i in range(gen_dp):
         assert placements[f"gen-{i}"][0]["node_id"] == nodes["H20"].node_id
     assert sorted(placements[f"gen-{i}"][0]["bundle"] for i in range(gen_dp)) == list(range(gen_dp))
-    assert placements["trainer-0"][0]["node_id"] == nodes["H800"].node_id
+    assert [placements[f"trainer-{r}"][0]["node_id"] for r in range(2)] == [nodes["H800"].node_id] * 2
+    assert sorted(placements[f"trainer-{r}"][0]["bundle"] for r in range(2)) == [0, 1]  # a bundle per rank
     assert placements["weight-store-0"][0]["node_id"] == cluster.head_node.node_id
 
 
@@ -196,3 +202,51 @@ def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny
     assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
     assert result.version == 4 and [h["step"] for h in result.history] == [1, 2, 3, 4]
     assert (tmp_path / "kill" / "checkpoints" / "step_00000004").is_dir()
+
+
+def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path, tiny_model, ray_cluster, caplog):
+    """The node holding the trainer and the weight store is removed mid-run while another CPU node has room: both
+    restart there (the store on a new address the coordinator learns and workers follow), the trainer reloads
+    the newest checkpoint from the run's folder (one filesystem for every node here), and the run reaches its
+    last step without losing an accepted sample."""
+    cluster = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0})  # nothing runs on the head
+    try:
+        h800 = cluster.add_node(num_cpus=1, resources={"H800": 1})
+        services = cluster.add_node(num_cpus=2)  # the trainer and the weight store (class cpu)
+        ip = ray.util.get_node_ip_address()
+        bind_host = "" if is_loopback(f"tcp://{ip}:0") else ip  # beyond loopback the store's address is its own
+        cfg = PipelineConfig(
+            model=tiny_model, total_steps=5, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+            trainer=TrainerConfig(num_threads=1), eval_every=0, eval_at_end=False, checkpoint_every=1,
+            logdir=str(tmp_path), run_name="svc", quiet=True, num_inference_workers=1, hw_classes=("H800",),
+            heartbeat_timeout_s=60, cluster=ClusterConfig(backend="ray", address=cluster.address, bind_host=bind_host))
+        co = Coordinator(cfg, [FROZEN])
+
+        async def drive():
+            run = asyncio.create_task(co.run())
+            while co.step < 2:
+                assert not run.done(), run.result()
+                await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+            spare = cluster.add_node(num_cpus=2)
+            before = co.weights.store_address
+            cluster.remove_node(services)  # the trainer's and the store's node is gone
+            return spare.node_id, before, await run
+
+        with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+            spare, store_before, result = asyncio.run(drive())
+        placed = co.c.backend.placements
+        for name in ("trainer-0", "weight-store-0"):
+            assert [p["node_id"] for p in placed[name]] == [services.node_id, spare], (name, placed[name])
+        assert [p["node_id"] for p in placed["gen-0"]] == [h800.node_id]  # the worker's node was not touched
+        assert co.recovery.counters["trainer_restarts"] == 1 and co.recovery.counters["store_restarts"] >= 1
+        assert "is back from step_" in caplog.text, caplog.text  # resumed from a checkpoint, not the initial weights
+        if bind_host:  # the coordinator learned where the restarted store serves
+            assert co.weights.store_address != store_before and "serves weights at" in caplog.text
+        assert result.version == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+        stats = result.buffer
+        assert stats["trained"] == 5 * cfg.batch_size
+        assert stats["accepted"] == stats["trained"] + stats["evicted"] + stats["buffered"]
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()

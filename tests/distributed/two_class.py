@@ -1,5 +1,5 @@
 """A two-class cluster (H800 + H20 nodes) for the placement tests: its topology, a plan for it made by the
-planner's CLI, and a tiny FrozenLake task."""
+planner's CLI (and that plan with data-parallel trainer ranks), and a tiny FrozenLake task."""
 import json
 import subprocess
 import sys
@@ -31,3 +31,12 @@ def planned(plan: dict, task: str) -> tuple[set[str], list[str], int]:
     """(classes, device ids, data-parallel replicas) of ``task`` in the plan, read straight from its JSON."""
     group = next(g for g in plan["groups"] if task in g["tasks"])
     return {d["type"] for d in group["devices"]}, [d["id"] for d in group["devices"]], group["parallel"][task]["dp"]
+
+
+def with_train_ranks(plan: dict) -> dict:
+    """``plan`` with actor_train data parallel over its group's devices (one trainer rank per device), as the
+    planner writes a dp > 1 plan."""
+    out = json.loads(json.dumps(plan))
+    group = next(g for g in out["groups"] if "actor_train" in g["tasks"])
+    group["parallel"]["actor_train"] = {"tp": 1, "pp": 1, "dp": len(group["devices"]), "layout": "replica"}
+    return out

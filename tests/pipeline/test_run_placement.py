@@ -1,6 +1,6 @@
 """Covers rollart.pipeline.placement: a planner plan (from `python -m rollart.planner --out`) places a run's
-inference workers and trainer on the plan's classes and devices; bad plans and plans that do not fit stop with
-one line."""
+inference workers and trainer on the plan's classes and devices (one trainer rank per data-parallel replica of
+actor_train); bad plans and plans that do not fit stop with one line."""
 import asyncio
 import json
 
@@ -15,7 +15,7 @@ from rollart.pipeline.placement import RunPlacement
 from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
-from tests.distributed.two_class import make_plan, planned
+from tests.distributed.two_class import make_plan, planned, with_train_ranks
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +26,13 @@ def plan(tmp_path_factory):
 def test_a_plan_sets_the_workers_and_places_them_locally(tmp_path, plan):
     path, doc = plan
     gen_classes, gen_ids, gen_dp = planned(doc, "actor_gen")
-    train_classes, train_ids, _ = planned(doc, "actor_train")
+    train_classes, train_ids, train_dp = planned(doc, "actor_train")
     cfg = parse_overrides(PipelineConfig(), [f"placement={path}", f"logdir={tmp_path}", "run_name=p",
-                                             "actor_mode=inprocess", "quiet=true"])
+                                             "actor_mode=inprocess", "trainer_actor_mode=process", "quiet=true"])
     assert cfg.num_inference_workers == gen_dp and set(cfg.hw_classes) == gen_classes
+    assert cfg.trainer.world_size == train_dp  # one trainer rank per actor_train replica
     cfg = PipelineConfig(**{**cfg.__dict__, "rollout": SchedulerConfig(group_size=2, max_concurrency=4),
-                            "trainer": TrainerConfig(num_threads=1)})
+                            "trainer": TrainerConfig(num_threads=1, world_size=train_dp)})
     cfg.preflight([])  # on CPU the classes are labels: a plan of 4 GPUs fits
 
     async def start():
@@ -46,8 +47,29 @@ def test_a_plan_sets_the_workers_and_places_them_locally(tmp_path, plan):
     gen = [bound[f"gen-{i}"] for i in range(gen_dp)]
     assert {hw for hw, _ in gen} == gen_classes
     assert sorted(d for _, ids in gen for d in ids) == sorted(gen_ids)  # each planned GPU to one worker
-    assert bound["trainer-0"] == (train_classes.pop(), train_ids)
+    ranks = [bound[f"trainer-{r}"] for r in range(train_dp)]
+    assert {hw for hw, _ in ranks} == train_classes and {len(ids) for _, ids in ranks} == {len(train_ids) // train_dp}
+    assert sorted(d for _, ids in ranks for d in ids) == sorted(train_ids)  # each planned GPU to one rank
     assert bound["weight-store-0"][0] == "cpu"
+
+
+def test_the_trainer_world_size_comes_from_the_plan(tmp_path, plan):
+    """Whatever dp the planner chose above, a dp=2 actor_train gives two ranks, each on its replica's GPU."""
+    path, doc = plan
+    dp_plan = tmp_path / "dp.json"
+    dp_plan.write_text(json.dumps(with_train_ranks(doc)))
+    train_classes, train_ids, _ = planned(with_train_ranks(doc), "actor_train")
+    assert len(train_ids) == 2, train_ids  # the two-class topology's trainer group: two GPUs
+    placement = RunPlacement.load(str(dp_plan))
+    assert placement.train_dp == 2 and placement.devices_per_rank == 1
+    assert placement.train_ranks == [(train_classes.pop(), [train_ids[0]]), (placement.train[0], [train_ids[1]])]
+    assert "as 2 data-parallel ranks" in placement.describe()
+    cfg = PipelineConfig(placement=str(dp_plan), trainer_actor_mode="process")
+    assert cfg.trainer.world_size == 2
+    with pytest.raises(ConfigError, match=r"trainer.world_size=3 but placement=.* plans 2 data-parallel trainer"):
+        PipelineConfig(placement=str(dp_plan), trainer=TrainerConfig(world_size=3))
+    with pytest.raises(ConfigError, match=r"trainer.world_size=2 starts one process per rank"):
+        PipelineConfig(placement=str(dp_plan), actor_mode="inprocess")
 
 
 def test_plans_that_do_not_fit_or_conflict_stop_with_one_line(tmp_path, plan):

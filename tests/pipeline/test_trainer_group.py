@@ -1,5 +1,5 @@
-"""Covers trainer.world_size=2 in a run: two real trainer-rank processes over gloo give the losses of one trainer
-on the same batch, rank 0 serves the weight plane, and a killed rank restarts the group or ends the run in one
+"""Covers trainer.world_size=2 in a run: two real trainer-rank processes over gloo, each sent only its shard of a
+batch, give the losses of one trainer on the whole batch, rank 0 serves the weight plane, and a killed rank restarts the group or ends the run in one
 line with no rank left running."""
 import asyncio
 import dataclasses
@@ -17,6 +17,7 @@ from rollart.pipeline import Coordinator
 from rollart.pipeline.components import build
 from rollart.pipeline.coordinator import prepare_run
 from rollart.pipeline.recovery import ActorLostError
+from rollart.pipeline.trainer_group import TrainerGroup
 from rollart.trainer import make_trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
@@ -44,7 +45,7 @@ async def train_twice(cfg) -> tuple[list[dict], dict, list]:
         await c.close()
 
 
-def test_two_trainer_ranks_give_the_losses_of_one(tmp_path):
+def test_two_trainer_ranks_each_sent_its_shard_give_the_losses_of_one(tmp_path):
     cfg, _ = prepare_run(config(tmp_path, *FEW_PROCESSES, "trainer.world_size=2", "trainer.num_minibatches=2",
                                 "trainer.kl_coef=0.05", "trainer.entropy_coef=0.01", "trainer.micro_batch_tokens=48"))
     two, where, pids = asyncio.run(train_twice(cfg))
@@ -57,6 +58,18 @@ def test_two_trainer_ranks_give_the_losses_of_one(tmp_path):
         assert two[step]["charts/loss_tokens"] == one[step]["charts/loss_tokens"]
     assert two[1]["charts/version"] == 2
     assert where["published"]["version"] == 2 and where["published"]["address"] == where["address"]
+
+
+def test_each_rank_is_sent_only_its_rows_and_what_keeps_the_loss_unsharded():
+    group = TrainerGroup(lambda: None, world_size=2, max_restarts=0)
+    trajs = make_trajectories(3, 4, seed=1)
+    sent = [group.shard_args(r, "train_step", (trajs,), {}) for r in range(2)]
+    assert [t for t in sent[0][0][0]] == trajs[0::2] and [t for t in sent[1][0][0]] == trajs[1::2]
+    info = sent[1][1]["shard"]
+    assert info["rows"] == [1, 3, 5, 7, 9, 11] and info["n_rows"] == 12
+    assert info["rewards"] == [t.reward for t in trajs] and info["groups"] == [t.group_id for t in trajs]
+    assert group.shard_args(1, "save_checkpoint", ("dir",), {}) == (("dir",), {})  # not a batch: as given
+    assert group.shard_args(1, "train_step", (trajs[:1],), {}) == ((trajs[:1],), {})  # fewer rows than ranks
 
 
 async def kill_rank_at_step(co: Coordinator, rank: int, step: int) -> int:

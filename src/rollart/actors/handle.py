@@ -81,6 +81,16 @@ class ActorHandle:
         """``callback(name, reason)`` once the actor is dead for good (restarts exhausted)."""
         self._rec.dead_callbacks.append(callback)
 
+    def on_restart(self, callback: Callable[[str, str], Any]) -> None:
+        """``callback(name, reason)`` each time an incarnation dies and a restart is under way (its peers can drop
+        what they were waiting on from it at once, instead of timing out)."""
+        self._rec.restart_callbacks.append(callback)
+
+    def restart_with(self, **kwargs: Any) -> None:
+        """Constructor keywords the actor's later incarnations (its restarts) get in place of those it started with
+        (e.g. the new address of a peer that moved to another node)."""
+        self._rec.kwargs.update(kwargs)
+
     def __getattr__(self, method: str) -> Callable[..., Any]:
         if method.startswith("_"):
             raise AttributeError(method)

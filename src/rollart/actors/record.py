@@ -40,6 +40,7 @@ class ActorRecord:
     """(cpu ticks, when) of a silent process, to tell busy from hung."""
     dead_reason: str = ""
     dead_callbacks: list = field(default_factory=list)
+    restart_callbacks: list = field(default_factory=list)
     setup_calls: list = field(default_factory=list)
     handle: Any = None
     """The ``ActorHandle`` callers hold; typed loosely so that records need not know handles."""

@@ -52,20 +52,25 @@ class Supervisor:
             if rec.ready.done():
                 rec.ready = loop.create_future()
             loop.create_task(self._restart(rec))
+            self._tell(rec, rec.restart_callbacks, reason)
             return
         log.error("actor %s is dead: %s", rec.name, reason)
         rec.state = "dead"
         rec.dead_reason = reason
         settle(rec.ready, exc)
-        for cb in [*rec.dead_callbacks, self._on_actor_dead]:
+        self._tell(rec, [*rec.dead_callbacks, self._on_actor_dead], reason)
+
+    @staticmethod
+    def _tell(rec: ActorRecord, callbacks: list, reason: str) -> None:
+        for cb in callbacks:
             if cb is None:
                 continue
             try:
                 res = cb(rec.name, reason)
                 if asyncio.iscoroutine(res):
-                    loop.create_task(res)
+                    asyncio.get_running_loop().create_task(res)
             except Exception:
-                log.exception("on_dead callback for %s raised", rec.name)
+                log.exception("callback for %s (%s) raised", rec.name, reason)
 
     async def _restart(self, rec: ActorRecord) -> None:
         await asyncio.sleep(rec.restart.delay(rec.restarts))

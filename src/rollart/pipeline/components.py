@@ -57,6 +57,12 @@ class Components:
     backend: Any = None
     """The Ray backend when cluster.backend=ray (its ``placements`` say where each actor ran)."""
 
+    def repoint_store(self, address: str) -> None:
+        """The weight store restarted on another address (another node): inference workers that restart from
+        now on pull its newest version there (a live worker is told the address with every weight message)."""
+        for _, _, handle in self.workers:
+            handle.restart_with(weight_store=address)
+
     async def close(self) -> None:
         try:
             for cluster in self.clusters:
@@ -122,7 +128,7 @@ async def build(cfg: PipelineConfig, trainer: Any = None, inference: list | None
         def trainer_cluster() -> Cluster:
             return Cluster(
                 TrainerActor, rm, world, name="trainer", placement=[plan.train[0] if plan else SERVICE_CLASS] * world,
-                devices_per_worker=len(plan.train[1]) if plan else 1, mode=cfg.trainer_actor_mode or mode,
+                devices_per_worker=plan.devices_per_rank if plan else 1, mode=cfg.trainer_actor_mode or mode,
                 env={ENV_VAR: format_cpus(cfg.trainer_cpus)} if cfg.trainer_cpus else {},
                 restart=RestartPolicy(max_restarts=cfg.trainer_restarts if world == 1 else 0),
                 worker_args=(cfg.trainer,), **common)
@@ -172,11 +178,11 @@ def run_resources(hw_classes: list[str], private_trainer: bool = True, env_hosts
 
 def worker_slots(rm: ResourceManager, plan: Any = None) -> dict[str, list[list]]:
     """Per class, the devices of each worker slot (one Ray placement-group bundle each), in binding order: one
-    device per slot, or a plan's devices per inference worker and trainer."""
+    device per slot, or a plan's devices per inference worker and per trainer rank."""
     if plan is None:
         return {hw: [[d] for d in ids] for hw, ids in rm.free.items()}
     slots: dict[str, list[list]] = {}
-    for hw, ids in [*plan.generate, plan.train]:
+    for hw, ids in [*plan.generate, *plan.train_ranks]:  # a bundle per worker and per trainer rank
         if set(ids) <= set(rm.free.get(hw, ())):  # the trainer's devices are absent when the trainer is shared
             slots.setdefault(hw, []).append(list(ids))
     slots[SERVICE_CLASS] = [[d] for d in rm.free[SERVICE_CLASS]]

@@ -198,13 +198,10 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.hw_classes:
             raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
+        self._check_cluster()  # a plan sets trainer.world_size
         if self.trainer.world_size > 1 and (self.trainer_actor_mode or self.actor_mode) != "process":
             raise ConfigError(f"trainer.world_size={self.trainer.world_size} starts one process per rank: set "
                               "trainer_actor_mode=process (or actor_mode=process)")
-        if self.trainer.world_size > 1 and self.placement:
-            raise ConfigError(f"trainer.world_size={self.trainer.world_size} with placement={self.placement!r}: a "
-                              "plan places one trainer; use trainer.world_size=1 with a plan")
-        self._check_cluster()
         r = self.rollout
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
@@ -370,6 +367,12 @@ class PipelineConfig:
             raise ConfigError(f"num_inference_workers / hw_classes come from placement={self.placement!r} "
                               f"({len(plan.generate)} workers: {','.join(plan.hw_classes)}); drop them")
         self.num_inference_workers, self.hw_classes = len(plan.generate), plan.hw_classes
+        if self.trainer.world_size not in (1, plan.train_dp):
+            raise ConfigError(f"trainer.world_size={self.trainer.world_size} but placement={self.placement!r} plans "
+                              f"{plan.train_dp} data-parallel trainer rank(s); drop trainer.world_size (it comes "
+                              "from the plan)")
+        if self.trainer.world_size != plan.train_dp:
+            self.trainer = dataclasses.replace(self.trainer, world_size=plan.train_dp)
 
     def _check_hw_affinity(self) -> None:
         affinity = self.proxy.hw_affinity

@@ -166,6 +166,7 @@ class Coordinator:
                                               rewards=self.scoring.dispatcher)
             self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
                                       cfg.weight_link_bytes_per_s, cfg.weights)
+            self.weights.store_moved.append(self.c.repoint_store)
             self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
                                      self.run_dir / "checkpoints", cfg.alpha)
             resumed = await self._maybe_resume()

@@ -4,8 +4,8 @@
     python -m recipes.grpo_frozenlake placement=plan.json cluster.backend=ray cluster.address=auto
 
 One inference worker per data-parallel replica of the plan's ``actor_gen`` task, on that replica's GPUs (its
-class and device ids); the trainer on the GPUs of ``actor_train`` (one process holding all of them: this
-pipeline's trainer is one rank); the weight store on a CPU. The plan's other tasks (reference, reward
+class and device ids); one trainer rank per data-parallel replica of ``actor_train`` on that replica's GPUs
+(``trainer.world_size`` is the plan's dp: rollart.pipeline.trainer_group); the weight store on a CPU. The plan's other tasks (reference, reward
 inference) have no process of their own in this pipeline and are listed as such. Locally, the plan must fit
 the machine (its GPUs, when the run's devices are CUDA); on Ray each worker's devices become one
 placement-group bundle of its class.
@@ -31,7 +31,9 @@ class RunPlacement:
     train: tuple[str, list[str]]
     """(hardware class, device ids) of the trainer."""
     train_dp: int = 1
-    """Data-parallel replicas the plan gives actor_train (the trainer process holds all their devices)."""
+    """Data-parallel replicas the plan gives actor_train: the run's trainer.world_size."""
+    train_ranks: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(hardware class, device ids) of each trainer rank (one per actor_train replica), in rank order."""
     unplaced: list[str] = field(default_factory=list)
     """Plan tasks this pipeline runs no process for."""
 
@@ -60,14 +62,19 @@ class RunPlacement:
                                   "runs on one hardware class: plan with one type per replica")
         train_types = sorted({w.gpu_type for w in train})
         if len(train_types) > 1:
-            raise ConfigError(f"placement={path!r}: actor_train spans classes {train_types}; the trainer is one "
-                              "process on one class")
+            raise ConfigError(f"placement={path!r}: actor_train spans classes {train_types}; every trainer "
+                              "rank runs on one class")
         train_ids = [d for w in train for d in w.device_ids]
         shared = sorted(set(train_ids) & {d for w in gen for d in w.device_ids})
         if shared:
             raise ConfigError(f"placement={path!r}: actor_gen and actor_train share GPUs {shared}; this pipeline "
                               "runs them as separate processes: plan them into separate groups")
+        counts = sorted({len(w.device_ids) for w in train})
+        if len(counts) > 1:
+            raise ConfigError(f"placement={path!r}: actor_train replicas hold {counts} GPUs each; every trainer "
+                              "rank needs the same count")
         return cls(path, [(w.gpu_type, w.device_ids) for w in gen], (train_types[0], train_ids), len(train),
+                   [(w.gpu_type, w.device_ids) for w in train],
                    sorted({w.task for w in workers} - {"actor_gen", "actor_train"}))
 
     # -- what the run starts ---------------------------------------------------------------------
@@ -83,6 +90,11 @@ class RunPlacement:
             raise ConfigError(f"placement={self.source!r}: actor_gen replicas hold {sorted(counts)} GPUs each; "
                               "every inference worker needs the same count")
         return counts.pop()
+
+    @property
+    def devices_per_rank(self) -> int:
+        """GPUs of each trainer rank (every actor_train replica holds as many)."""
+        return len(self.train_ranks[0][1]) if self.train_ranks else len(self.train[1])
 
     def pools(self) -> dict[str, list[str]]:
         """The run's device ids per class, inference workers' first (the order they are bound in)."""
@@ -111,6 +123,6 @@ class RunPlacement:
     def describe(self) -> str:
         gen = ", ".join(f"{hw}[{','.join(ids)}]" for hw, ids in self.generate)
         hw, ids = self.train
-        note = f" (plan dp={self.train_dp}: one trainer process holds them)" if self.train_dp > 1 else ""
+        note = f" as {self.train_dp} data-parallel ranks" if self.train_dp > 1 else ""
         rest = f"; not run as processes here: {', '.join(self.unplaced)}" if self.unplaced else ""
         return f"placement {self.source}: inference {gen}; trainer {hw}[{','.join(ids)}]{note}{rest}"

@@ -6,8 +6,10 @@ so it reloads the newest checkpoint and the run goes back to that checkpoint's s
 forgets newer versions, every inference worker gets the checkpoint's weights, and buffered samples newer than
 it are kept or dropped by the alpha rule (``SampleBuffer.rewind``), with the counts logged. A fresh weight
 store is empty: the trainer's weights are published to it again (when the trainer is busy, the version being
-moved is dropped and the next one replaces it). Once an actor's restarts are spent, ``ActorLostError`` ends
-the run; recipes print it as one line with the ``--resume`` command.
+moved is dropped and the next one replaces it). A restart may land on another node (cluster.backend=ray lost the
+node): the trainer and the store are then asked their weight-plane addresses again and restarted workers pull
+from the store's new one; the trainer's checkpoints must be on a filesystem that node reads. Once an actor's
+restarts are spent, ``ActorLostError`` ends the run; recipes print it as one line with the ``--resume`` command.
 """
 from __future__ import annotations
 
@@ -111,6 +113,7 @@ class Recovery:
                     getattr(error, "reason", error))
         await wait_back(self.store, "latest_version", error)
         self.seen["store"] = restarts_of(self.store)
+        await self.weights.store_restarted()  # on another node it serves on another address
         self.counters["store_restarts"] += 1
         self.weights.restart_pull(lost=True)
 

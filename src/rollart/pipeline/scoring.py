@@ -2,7 +2,9 @@
 
 From ``cfg.reward`` (:class:`rollart.rewards.config.RewardConfig`): the env's return (default), a reward
 endpoint at ``reward.endpoint``, or one started for the run (``reward.serverless=true``: a real
-``python -m rollart.rewards.serve`` process, stopped at the end). The endpoint is called through
+``python -m rollart.rewards.serve`` process, stopped at the end; with ``cluster.backend=ray`` Ray places it
+on a node of ``reward.hw_class`` or any CPU node and restarts it elsewhere when that node is lost:
+:class:`rollart.rewards.ray_endpoint.RayEndpoint`). The endpoint is called through
 :class:`rollart.rewards.client.RewardClient` (retries with back-off); a reward that still fails drops its
 trajectory (:class:`rollart.rollout.reward_dispatch.RewardDispatcher` logs and counts the reason).
 """
@@ -17,6 +19,7 @@ from rollart.config import ConfigError
 from rollart.pipeline.config import PipelineConfig
 from rollart.rewards.client import ClientConfig, RewardCallError, RewardClient
 from rollart.rewards.local import LocalEndpoint
+from rollart.rewards.ray_endpoint import RayEndpoint
 from rollart.rollout.reward_dispatch import RewardDispatcher, endpoint_reward
 from rollart.types import Trajectory
 
@@ -89,11 +92,13 @@ class Scoring:
         r = cfg.reward
         if not r.uses_endpoint:
             return cls(RewardDispatcher(with_judges(cfg, reward_fn, tokenizer, actions)))
-        local = LocalEndpoint(r) if r.serverless else None
+        local = (RayEndpoint(r, cfg.cluster.cpus_per_actor) if cfg.cluster.backend == "ray" else LocalEndpoint(r)
+                 ) if r.serverless else None
         url = await local.start() if local is not None else r.endpoint
         client = RewardClient(url, token=r.token or None, seed=cfg.seed, config=ClientConfig(
             retries=r.retries, backoff=r.backoff_s, max_backoff=max(5.0, r.backoff_s), timeout=r.attempt_timeout_s))
-        call = client.call if actions is None else functools.partial(actions.reward_call, client.call)
+        call = local.following(client) if isinstance(local, RayEndpoint) else client.call
+        call = call if actions is None else functools.partial(actions.reward_call, call)
         fn = with_judges(cfg, endpoint_reward(call, r.function, tokenizer, r.reference_key, r.tasks), tokenizer,
                          actions)
         log.info("rewards: %s on %s%s", r.function, url, " (started for this run)" if local else "")

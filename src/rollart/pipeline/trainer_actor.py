@@ -114,8 +114,9 @@ class TrainerActor:
                 **peak_memory(self.trainer.device)}
 
     @blocking
-    def train_step(self, trajectories: list) -> dict:
-        return self.trainer.train_step(trajectories)
+    def train_step(self, trajectories: list, shard: dict | None = None) -> dict:
+        """One update; ``shard``: this rank was sent only its rows (``rollart.trainer.batching.shard_of``)."""
+        return self.trainer.train_step(trajectories, shard=shard)
 
     @blocking
     def weight_buckets(self, bucket_bytes: int) -> list[tuple[list[str], list[Any]]]:

@@ -6,7 +6,8 @@ initial weights are broadcast. The group answers the calls a trainer handle answ
 ``restarts``, ``alive``, ``pid``):
 
 - calls that change or save the training state (``train_step``, ``save_checkpoint``, ``load_checkpoint``) go
-  to every rank with the same arguments: each rank trains its share of the batch's rows and gradients are
+  to every rank; a batch is split: each rank is sent only its rows' trajectories (and the whole batch's row
+  count, rewards and groups, so advantages and loss normalisation are the unsharded batch's), gradients are
   all-reduced; the answer is rank 0's;
 - the rest (versions, the weight plane's ``publish_weights`` / ``weight_address``, diagnostics) go to rank 0
   only: one rank publishes weights.
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 from rollart.actors import ActorDeadError
 from rollart.distributed import Cluster
+from rollart.trainer.batching import shard_of
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -117,7 +119,8 @@ class TrainerGroup:
         if not self.alive:
             raise ActorDeadError(self.name, self.dead_reason)
         ranks = self.cluster.members if method in EVERY_RANK else self.cluster.members[:1]
-        calls = [asyncio.ensure_future(m.handle.call_with(method, args, kwargs, timeout)) for m in ranks]
+        calls = [asyncio.ensure_future(m.handle.call_with(method, *self.shard_args(r, method, args, kwargs), timeout))
+                 for r, m in enumerate(ranks)]
         try:
             done, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_EXCEPTION)
             if pending and any(c.exception() is not None for c in done):
@@ -135,6 +138,14 @@ class TrainerGroup:
             for c in calls:
                 if not c.done():
                     c.cancel()
+
+    def shard_args(self, rank: int, method: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The arguments rank ``rank`` is sent: its shard of a train_step's batch, else the caller's own (a batch
+        with fewer rows than ranks goes whole to each; every rank then picks its rows itself)."""
+        if method != "train_step" or not args or not isinstance(args[0], list) or len(args[0]) < self.world_size:
+            return args, kwargs
+        mine, info = shard_of(args[0], rank, self.world_size)
+        return (mine, *args[1:]), {**kwargs, "shard": info}
 
     # ------------------------------------------------------------------ a rank died
     def _rank_died(self, name: str, reason: str, death: bool) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from rollart.trainer.weight_store import WeightSyncStats, push_weights
 from rollart.types import PullWeights, UpdateWeights
@@ -45,13 +45,19 @@ class WeightSync:
         self.store_address = ""
         self.trainer_info: dict | None = None
         """The trainer's weight-plane {address, node, cuda}; {} when it serves no weight plane."""
+        self.store_moved: list[Callable[[str], None]] = []
+        """Called with the store's new weight-plane address when a restarted store serves on another one (it
+        restarted on another node): whoever hands the address to actors that start later (restarted workers)."""
         self._workers: dict[str, dict] = {}
         """Worker name -> {node, cuda} (what decides CUDA IPC; a restart keeps both)."""
         self._pulls: dict[str, asyncio.Task] = {}
+        self._store_stale = False  # the store restarted since its address was asked
+        if callable(getattr(store, "on_restart", None)):  # an actor the run supervises
+            store.on_restart(self._store_died)
 
     async def _addresses(self) -> None:
-        if not self.store_address:
-            self.store_address = await self.store.call("weight_address")
+        if not self.store_address or self._store_stale:
+            await self._ask_store()
         if self.trainer_info is None:
             try:
                 self.trainer_info = await self.trainer.call("weight_address")
@@ -91,6 +97,32 @@ class WeightSync:
         self._pulls = {}
         if lost:
             self.pending = None
+
+    def _store_died(self, name: str, reason: str) -> None:
+        """The store died and restarts: the pulls of the version it was handing out cannot finish (their source
+        is gone; on another node even its address changes), so nobody waits on them; that version is lost and
+        the next published one replaces it (workers drop the stale pull when they start the newer one)."""
+        if self._pulls:
+            log.warning("weight store %s died (%s): the workers' pulls of version %d are dropped", name, reason,
+                        self.version)
+        self._store_stale = True  # no pull is sent to its old address
+        self.restart_pull(lost=True)
+
+    async def store_restarted(self) -> None:
+        """The store restarted, perhaps on another node and so on another address: ask it again."""
+        self._store_stale = True
+        await self._ask_store()
+
+    async def _ask_store(self) -> None:
+        """Ask the store where it serves; if it moved, the next messages to workers name the new address and
+        ``store_moved`` hooks are told."""
+        old = self.store_address
+        self.store_address = await self.store.call("weight_address")
+        self._store_stale = False
+        if old and self.store_address != old:
+            log.warning("weight store %s serves weights at %s now (was %s)", self.store.name, self.store_address, old)
+            for hook in self.store_moved:
+                hook(self.store_address)
 
     def trainer_restarted(self) -> None:
         """A restarted trainer serves its weights on a new address: ask it again before the next publish."""

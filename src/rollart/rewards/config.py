@@ -49,6 +49,9 @@ class RewardConfig:
     """Local endpoint: seconds a worker stays without work before it exits."""
     call_timeout_s: float = 30.0
     """Local endpoint: seconds one call may run before its worker is killed (the call fails, retryable)."""
+    hw_class: str = ""
+    """Local endpoint with cluster.backend=ray: the class of node Ray places it on (a custom resource nodes
+    declare, e.g. CPU-pool); empty: any node with a free CPU. Ray restarts it on a surviving node."""
     fault_rate: float = 0.0
     """Local endpoint, for tests: fraction of calls given an injected fault (raise, crash or hang)."""
     fault_seed: int = 0
@@ -75,6 +78,9 @@ class RewardConfig:
             if self.function not in names:
                 raise ConfigError(f"reward.function={self.function!r} is not served by reward.functions="
                                   f"{list(self.functions)}; name one of {names} or add its module:function")
+        if self.hw_class and not self.serverless:
+            raise ConfigError(f"reward.hw_class={self.hw_class!r} places an endpoint started for the run: set "
+                              "reward.serverless=true, or drop it")
         for name in ("retries", "fault_seed", "judges"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"reward.{name}={getattr(self, name)} must be >= 0")

@@ -21,6 +21,12 @@ log = logging.getLogger("rollart.rewards")
 _BANNER = re.compile(r"reward endpoint on (http://\S+)")
 
 
+def banner_url(line: str) -> Optional[str]:
+    """The URL an endpoint names on its first stdout line, or None when the line is not its banner."""
+    match = _BANNER.search(line)
+    return match.group(1) if match else None
+
+
 class LocalEndpoint:
     """The child process of one local reward endpoint; ``url`` once started."""
 
@@ -45,12 +51,12 @@ class LocalEndpoint:
         except asyncio.TimeoutError:
             await self.stop()
             raise RuntimeError(f"local reward endpoint did not start within {self.startup_timeout:g}s") from None
-        match = _BANNER.search(line.decode(errors="replace"))
-        if match is None:
+        url = banner_url(line.decode(errors="replace"))
+        if url is None:
             code = await self.proc.wait()
             raise RuntimeError(f"local reward endpoint exited at start (code {code}; its error is on stderr "
                                f"above): check reward.functions={list(self.cfg.functions)}")
-        self.url = match.group(1)
+        self.url = url
         log.info("local reward endpoint %s (pid %d)", self.url, self.proc.pid)
         return self.url
 

@@ -34,7 +34,7 @@ from rollart.trainer import losses as L
 from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
                                       select_rows, shard_rows)
 from rollart.trainer.config import TrainerConfig
-from rollart.trainer.losses import LossTerms
+from rollart.trainer.losses import LossTerms, group_advantages
 from rollart.trainer.placement import autocast, to_device, trainer_placement
 from rollart.trainer.mismatch import mismatch_metrics, mismatch_sums
 from rollart.versions import staleness
@@ -126,6 +126,15 @@ class Trainer:
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t.cpu()
 
+    def _all_reduce_max(self, x: float) -> float:
+        """Largest ``x`` over data-parallel ranks (``x`` with one process)."""
+        if self.cfg.world_size > 1:
+            import torch.distributed as dist
+            t = torch.tensor([x], dtype=torch.float64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return float(t.item())
+        return x
+
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         raise NotImplementedError
 
@@ -173,8 +182,13 @@ class Trainer:
             p.requires_grad_(False)
         return ref
 
-    def train_step(self, batch: Sequence[Any] | dict[str, torch.Tensor]) -> dict[str, float]:
-        """One RL update on ``batch``; every data-parallel rank must be called with the same batch.
+    def train_step(self, batch: Sequence[Any] | dict[str, torch.Tensor], shard: dict | None = None) -> dict[str, float]:
+        """One RL update on ``batch``.
+
+        Data parallel, every rank is called either with the whole batch (it trains its rows of it) or, with
+        ``shard`` (``batching.shard_of``), with its rows' trajectories only: the whole batch's row count, rewards
+        and groups then give the same advantages, and the loss-token counts summed over ranks the same
+        normalisation, so the losses equal the unsharded batch's.
 
         Built from the public steps: per-token quantities fixed for the step are computed once, then each
         mini-batch (``num_minibatches`` per epoch, ``ppo_epochs`` epochs) is one ``forward_backward`` over
@@ -182,29 +196,51 @@ class Trainer:
         """
         cfg = self.cfg
         t0 = time.perf_counter()
-        batch = dict(self._as_batch(batch))
+        # 1) this rank's rows, with tokens older than max_staleness masked out
+        if shard is None:
+            batch = dict(self._as_batch(batch))
+            n_rows = len(batch["lengths"])
+            my_rows = shard_rows(n_rows, cfg.rank, cfg.world_size)
+        else:
+            if isinstance(batch, dict) or not batch:
+                raise TypeError("train_step(shard=...) takes the shard's trajectories (at least one)")
+            n_rows, my_rows = shard["n_rows"], list(shard["rows"])
+            adv = group_advantages(shard["rewards"], shard["groups"], eps=cfg.adv_eps,
+                                   scale_by_std=cfg.scale_adv_by_std)  # over the whole batch's groups
+            batch = dict(to_device(build_batch(batch, pad_id=cfg.pad_id, advantages=adv[my_rows].tolist()),
+                                   self.device))
         lag = staleness(self.version, batch["versions"]) * (batch["loss_mask"] > 0)  # (B, T)
         if cfg.max_staleness is not None:
             batch["loss_mask"] = batch["loss_mask"] * (lag <= cfg.max_staleness)
-        total_tokens = num_loss_tokens(batch)
+        # 2) what the whole batch sums to: here, or over ranks when each holds its shard only
+        if shard is None:
+            whole, local = batch, select_rows(batch, my_rows)
+            total_tokens = num_loss_tokens(batch)
+            stale = (float(L.masked_mean(lag.float(), batch["loss_mask"])), float(lag.max()))
+            reward_mean = float(batch["rewards"].mean())
+        else:
+            whole, local = None, batch
+            sums = self._all_reduce_sum(torch.tensor([float(num_loss_tokens(batch)),
+                                                      float((lag.float() * batch["loss_mask"]).sum())],
+                                                     dtype=torch.float64))
+            total_tokens = int(sums[0].item())
+            stale = (float(sums[1].item()) / max(total_tokens, 1), self._all_reduce_max(float(lag.max())))
+            reward_mean = float(torch.tensor(shard["rewards"]).mean())
         metrics: dict[str, float] = {
-            "rollout/reward_mean": float(batch["rewards"].mean()),
-            "rollout/staleness_mean": float(L.masked_mean(lag.float(), batch["loss_mask"])),
-            "rollout/staleness_max": float(lag.max()),
+            "rollout/reward_mean": reward_mean,
+            "rollout/staleness_mean": stale[0],
+            "rollout/staleness_max": stale[1],
             "charts/loss_tokens": float(total_tokens),
         }
         if total_tokens == 0:
             # nothing trainable (e.g. every token older than max_staleness): keep the weights, still advance
             # the version so the caller's version numbering stays in step, and say so in the metrics
             log.warning("train_step: batch of %d trajectories has no trainable tokens (loss_mask all 0 after "
-                        "max_staleness=%s); weights unchanged", len(batch["lengths"]), cfg.max_staleness)
+                        "max_staleness=%s); weights unchanged", n_rows, cfg.max_staleness)
             self.version += 1
             return {**metrics, "charts/skipped_empty_batch": 1.0, "charts/version": float(self.version)}
 
-        # 1) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
-        n_rows = len(batch["lengths"])
-        my_rows = shard_rows(n_rows, cfg.rank, cfg.world_size)
-        local = select_rows(batch, my_rows)
+        # 3) per-token quantities fixed for the whole step: proximal / reference log-probs, old values
         self._precompute(local)
         # train/inference mismatch on the tokens of this version: prox log-probs are the current weights' when
         # several updates need them, else the single update's own forward (before its optimizer step) is
@@ -213,15 +249,19 @@ class Trainer:
             self.mismatch = mismatch_sums(local["prox_logprobs"], local["behav_logprobs"], local["loss_mask"],
                                           local["versions"], self.version)
 
-        # 2) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
+        # 4) mini-batches (optimizer steps) over rows; each rank trains its rows of each mini-batch
         bounds = sorted(set(torch.linspace(0, n_rows, cfg.num_minibatches + 1).long().tolist()))  # no empty ones
         updates = cfg.ppo_epochs * (len(bounds) - 1)
         terms = LossTerms()
         grad_norms = []
         for _ in range(cfg.ppo_epochs):
             for lo, hi in zip(bounds[:-1], bounds[1:]):
-                normalizer = max(num_loss_tokens(select_rows(batch, list(range(lo, hi)))), 1)
                 mine = [i for i, r in enumerate(my_rows) if lo <= r < hi]
+                if whole is not None:
+                    normalizer = max(num_loss_tokens(select_rows(whole, list(range(lo, hi)))), 1)
+                else:  # this mini-batch's loss tokens on every rank
+                    normalizer = max(int(self._all_reduce_sum(torch.tensor(
+                        [float(num_loss_tokens(select_rows(local, mine)))], dtype=torch.float64)).item()), 1)
                 terms = terms + self.forward_backward(select_rows(local, mine), normalizer)
                 grad_norms.append(self.optimizer_step(end_of_step=len(grad_norms) + 1 == updates))
         terms = LossTerms.from_tensor(self._all_reduce_sum(terms.to_tensor()))

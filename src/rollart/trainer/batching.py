@@ -41,8 +41,10 @@ def _check(traj: Trajectory) -> None:
 
 
 def build_batch(trajectories: Sequence[Trajectory], pad_id: int = 0, adv_eps: float = 1e-4,
-                scale_adv_by_std: bool = True, max_len: int | None = None) -> dict[str, torch.Tensor]:
-    """Pad ``trajectories`` to one (B, T) batch with GRPO advantages computed over their groups.
+                scale_adv_by_std: bool = True, max_len: int | None = None,
+                advantages: Sequence[float] | None = None) -> dict[str, torch.Tensor]:
+    """Pad ``trajectories`` to one (B, T) batch with GRPO advantages computed over their groups, or the given
+    ``advantages`` (one per trajectory: a data-parallel shard's, computed over the whole batch's groups).
 
     ``max_len`` truncates rows from the right (their model tokens past it are not trained) — a
     guard for memory, off by default.
@@ -52,8 +54,13 @@ def build_batch(trajectories: Sequence[Trajectory], pad_id: int = 0, adv_eps: fl
     for traj in trajectories:
         _check(traj)
     rewards = [float(t.reward) for t in trajectories]
-    adv = group_advantages(rewards, [t.group_id for t in trajectories], eps=adv_eps,
-                           scale_by_std=scale_adv_by_std)  # (B,)
+    if advantages is not None:
+        if len(advantages) != len(trajectories):
+            raise BatchError(f"build_batch got {len(advantages)} advantages for {len(trajectories)} trajectories")
+        adv = torch.tensor([float(a) for a in advantages], dtype=torch.float32)
+    else:
+        adv = group_advantages(rewards, [t.group_id for t in trajectories], eps=adv_eps,
+                               scale_by_std=scale_adv_by_std)  # (B,)
     # a forked agent trajectory (rollart.gateway.record): its earlier segments are rows of their own that share
     # its reward and advantage (the advantage is computed once per trajectory, above)
     rows = [(seg_traj, i) for i, t in enumerate(trajectories) for seg_traj in _segments(t)]
@@ -110,6 +117,16 @@ def select_rows(batch: dict[str, torch.Tensor], rows: Sequence[int] | torch.Tens
         if v.dim() == 2:  # every per-token tensor, including ones added by the trainer
             sub[k] = v[:, :T]
     return sub
+
+
+def shard_of(trajectories: Sequence[Trajectory], rank: int, world_size: int) -> tuple[list[Trajectory], dict]:
+    """What data-parallel rank ``rank`` is sent of a batch: its rows' trajectories, and the few numbers per row of
+    the whole batch that keep its losses those of the unsharded batch (row count, rewards and groups, from
+    which it computes the group advantages). ``Trainer.train_step(mine, shard=info)`` takes them."""
+    rows = shard_rows(len(trajectories), rank, world_size)
+    info = {"rows": rows, "n_rows": len(trajectories), "rewards": [float(t.reward) for t in trajectories],
+            "groups": [t.group_id for t in trajectories]}
+    return [trajectories[i] for i in rows], info
 
 
 def shard_rows(num_rows: int, rank: int, world_size: int) -> list[int]:
