@@ -80,7 +80,8 @@ def tts_ratio(baseline: Summary, rollart: Summary) -> tuple[float, str]:
 
 def format_summary(s: Summary) -> str:
     ge = lambda c: ">=" if c else ""  # noqa: E731
-    return (f"median {ge(s.median_censored)}{s.median:.0f} s, range {s.low:.0f}-{ge(s.high_censored)}{s.high:.0f} s, "
+    return (f"median {ge(s.median_censored)}{s.median:.0f} s, "
+            f"range {s.low:.0f} to {ge(s.high_censored)}{s.high:.0f} s, "
             f"censored {s.censored}/{s.runs}")
 
 
