@@ -57,3 +57,18 @@ async def test_trainer_and_store_actors_end_to_end(tmp_path):
     ids = torch.randint(0, 32, (3, 10))
     assert torch.allclose(fresh(ids), saved(ids), atol=1e-6)
     assert not torch.allclose(fresh(ids), make_model(0)(ids))  # it really is the trained version
+
+
+async def test_reset_trainer_serves_a_new_run_from_version_one(tmp_path):
+    """One trainer process serving runs one after the other (benchmarks): after ``reset`` a fresh store fetches
+    version 1 again, though the previous run had published a newer version from the same process."""
+    save_model(make_model(0), tmp_path / "policy")
+    cfg = TrainerConfig(model_path=str(tmp_path / "policy"), num_threads=1, lr=1e-2)
+    async with ActorSystem(heartbeat_interval=0.5, heartbeat_timeout=30.0) as system:
+        trainer = await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg, name="trainer")
+        source = (await trainer.call("weight_address"))["address"]
+        await trainer.call("publish_weights", 2, 8192)
+        assert await trainer.call("reset") == 0
+        store = await system.spawn("rollart.trainer.weight_store:WeightStore", name="store")
+        await asyncio.gather(trainer.call("publish_weights", 1, 8192), store.call("fetch", 1, source))
+        assert await store.call("latest_version") == 1

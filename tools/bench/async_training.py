@@ -1,7 +1,7 @@
 """Asynchronous training vs the paper's baselines: step time of ROLLART (α=1) vs Sync+, One-off, AReaL.
 
     python tools/bench/async_training.py --quick   # a few steps per mode: step-time ratios (< 60 s)
-    python tools/bench/async_training.py           # time-to-score per mode (Fig. 10a) + α sweep 1..6 (Fig. 13)
+    python tools/bench/async_training.py           # steady-state step time per mode + α sweep 1..6 (Fig. 13)
 
 RollArt §7.1-§7.4 on a CPU-scaled workload. One process runs every configuration one after the
 other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_model, ``--model-size``):
@@ -50,9 +50,12 @@ tokens per step and the same link-to-FLOP ratio has the same one. The key fails 
 that starts only after the step it should hide behind, or an update point that waits for it), or when the
 plane's throughput falls below model bytes / train-step time (``pull_vs_train`` > 1).
 
+Step time is measured in steady state: over the steps after the pipeline fills (the first α+1 steps of
+async/areal, the first of sync/one-off), at least 10 of them in the full run (``--steps``, default
+fill + 12); ``steady_steps_min`` on the last line. Time to score (Fig. 10a) is tools/bench/time_to_score.py.
+
 Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= … samehw_vs_*= …`` —
-step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster); in the full run also
-time-to-score ratios.
+step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster).
 """
 from __future__ import annotations
 
@@ -181,8 +184,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     first = result.history[0]["system/elapsed_s"] if result.history else 0.0
     hist = result.history
     elapsed = [h["system/elapsed_s"] for h in hist]
-    skip = 1 if len(hist) > 2 else 0  # the first step includes the pipeline filling up
-    per_step = (elapsed[-1] - elapsed[0]) / (len(hist) - 1) if skip else elapsed[-1] / max(len(hist), 1)
+    skip = fill_steps(cfg) if len(hist) > fill_steps(cfg) + 1 else 0  # steady state: after the pipeline filled
+    per_step = (elapsed[-1] - elapsed[skip - 1]) / (len(hist) - skip) if skip else elapsed[-1] / max(len(hist), 1)
     # pulls of steady-state steps: the last step's entry holds the run's wrap-up update (nothing left to
     # overlap it with: in a longer run that pull would hide behind the next train step)
     pulls = hist[skip:-1] if cfg.mode in ("async", "areal") and len(hist) > skip + 1 else hist[skip:]
@@ -207,7 +210,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     real_vs_sim = {hw: r / s if s else float("nan") for hw, (r, s) in load.items()}
     wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
     busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
-    out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), step_s=per_step,
+    out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), steady_steps=len(hist) - skip,
+               step_s=per_step,
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
@@ -218,7 +222,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                time_to_score_s=reached, wall_s=wall, aborted=result.buffer.get("aborted"),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
                real_vs_sim=real_vs_sim, busy=busy)
-    print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step (train {out['train_s']:.2f} s, of it "
+    print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step over the last {len(hist) - skip} "
+          f"(train {out['train_s']:.2f} s, of it "
           f"compute {out['train_compute_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s "
           f"({pull_bytes / 1e6:.2f} MB per pull, {out['pull_vs_train']:.2f} of the train time), "
@@ -232,6 +237,12 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
              if result.evals else ""),
           flush=True)
     return out
+
+
+def fill_steps(cfg: PipelineConfig) -> int:
+    """Steps before the pipeline is full: async/areal roll out up to α batches ahead (the first α+1 steps still
+    include rollout that later steps overlap); sync and one-off's first step waits for its first batch alone."""
+    return cfg.alpha + 1 if cfg.mode in ("async", "areal") else 1
 
 
 def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
@@ -256,7 +267,7 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
                 ax.plot([t for t, _ in results[n]["curve"]], [s for _, s in results[n]["curve"]], label=n)
         ax.set_xlabel("training wall time (s)")
         ax.set_ylabel("rollout success (train batches)")
-        ax.set_title("Fig. 10a analogue: success vs time")
+        ax.set_title("rollout success vs time (time to score: time_to_score.py)")
         ax.legend()
         sweep_panel(axes[0][2], sweep, "s / step")
     fig.tight_layout()
@@ -301,12 +312,13 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
             cfg = apply_values(dataclasses.replace(base, run_name=name, total_steps=steps,
                                                    eval_at_end=not args.quick), over)
             if not args.quick:
-                cfg = dataclasses.replace(cfg, eval_every=5, eval_episodes=4, stop_at_success=args.target,
+                cfg = dataclasses.replace(cfg, total_steps=args.steps or fill_steps(cfg) + 12, eval_every=0,
                                           time_limit_s=args.mode_budget_s)
             results[name] = await run_mode(name, cfg, trainer, work)
         if not args.quick or args.sweep_only:
             for alpha in range(1, 7):
-                cfg = apply_values(dataclasses.replace(base, run_name=f"alpha{alpha}", total_steps=args.sweep_steps,
+                cfg = apply_values(dataclasses.replace(base, run_name=f"alpha{alpha}",
+                                                       total_steps=alpha + 1 + args.sweep_steps,
                                                        eval_at_end=False), {**MODES["rollart"], "alpha": alpha})
                 sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer, work))
     return results, sweep
@@ -315,10 +327,11 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")
-    ap.add_argument("--steps", type=int, default=0, help="steps per mode (default 4 quick, 200 full)")
-    ap.add_argument("--target", type=float, default=0.75, help="full run: greedy success target on every task")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="steps per mode (default 4 quick; full: the fill steps + 12, see fill_steps)")
     ap.add_argument("--mode-budget-s", type=float, default=600.0, help="full run: time limit per mode")
-    ap.add_argument("--sweep-steps", type=int, default=12, help="full run: steps per α in the sweep")
+    ap.add_argument("--sweep-steps", type=int, default=10,
+                    help="full run: steady steps per α in the sweep, after its α+1 fill steps")
     ap.add_argument("--sweep-only", action="store_true",
                     help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
     defaults = Workload()
@@ -350,7 +363,7 @@ def main() -> None:
     work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
                     args.concurrency)
     logging.basicConfig(level=logging.ERROR)
-    steps = args.steps or (4 if args.quick else 200)
+    steps = args.steps or (4 if args.quick else 14)
     with tempfile.TemporaryDirectory() as tmp:
         results, sweep = asyncio.run(run_all(args, work, steps, tmp))
     if args.sweep_only:
@@ -381,13 +394,11 @@ def main() -> None:
     line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))
     line += f" cross_core_slowdown={args.cross_core:.2f}"
     line += " real_vs_sim_max=%.2f" % max(v for res in results.values() for v in res["real_vs_sim"].values())
+    line += " steady_steps_min=%d" % min(res["steady_steps"] for res in results.values())
     if args.quick:
         line += " measure=step_time_ratio_quick"
     else:
-        tts = {n: results[n]["time_to_score_s"] for n in results}
-        for n in ("syncplus", "oneoff", "areal"):
-            v = tts[n] / tts["rollart"] if tts[n] and tts["rollart"] else float("nan")
-            line += f" tts_async_vs_{n}={v:.2f}"
+        line += " measure=step_time_ratio_steady"
         best = min(sweep, key=lambda s: s["step_s"])
         line += f" alpha_best={best['alpha']} alpha_best_vs_1={sweep[0]['step_s'] / best['step_s']:.2f}"
     print(line)

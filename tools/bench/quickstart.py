@@ -1,21 +1,29 @@
-"""The quickstart's overhead: rollart's full pipeline vs a hand-written single-process GRPO loop.
+"""The quickstart's overhead: rollart's full pipeline vs a hand-written single-process GRPO loop, over seeds.
 
-    python tools/bench/quickstart.py --quick     # a few steps of each: time per training step
-    python tools/bench/quickstart.py             # each until greedy success >= 0.9 (or 15 min): time to target
+    python tools/bench/quickstart.py --quick     # a few steps of each, 3 seeds: time per training step
+    python tools/bench/quickstart.py             # each until the quickstart's target (or 15 min), 3 seeds
 
-Both train the same tiny model (built by make_tiny_model, same seed) on the same FrozenLake task with the
-same chat format, batch (groups x group size), reward, optimiser and learning rate. The hand-written loop
-is what one writes without a framework: one process, batched full-recompute forward per turn (no KV
-cache, no actors), a plain GRPO policy-gradient step. rollart runs its actors, engine, buffer and trainer.
-Last line: ``system_vs_loop_step=<rollart s/step ÷ loop s/step>`` (and, without --quick,
-``system_vs_loop_time_to_target=``); the goal is <= 2.
+Both train the same tiny model (built by make_tiny_model, one per seed) on the quickstart's task
+(recipes/grpo_frozenlake.py: FrozenLake with random starts over the 11 frozen cells, the position spelt out)
+with the same chat format, batch (groups x group size), reward, optimiser, learning rate and entropy bonus,
+and score alike: every 5 steps a greedy episode from each of the 11 start cells (the same reset seeds as the
+pipeline's evaluation), the target (greedy success >= 0.9) held on two evaluations in a row. The hand-written
+loop is what one writes without a framework: one process, batched full-recompute forward per turn (no KV
+cache, no actors), a plain GRPO policy-gradient step with the entropy bonus. rollart runs its actors, engine,
+buffer and trainer. Seeds are interleaved (seed s: both sides, the side that goes first alternating), each
+run's line carries its UTC time and load average; a run that misses the target is censored at the budget.
+Last line: ``system_vs_loop_step=`` (median over seeds of rollart s/step ÷ loop s/step) and, without --quick,
+``system_vs_loop_time_to_target=`` (median time to target of rollart ÷ the loop's, with its bound); the
+goal is <= 2.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import dataclasses
+import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -25,21 +33,27 @@ import gymnasium as gym
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envs  # noqa: E402,F401
-from recipes.grpo_frozenlake import TASK, default_config  # noqa: E402
+from recipes.grpo_frozenlake import START_CELLS, TASK, default_config  # noqa: E402
 from rollart.models import load_model, load_tokenizer  # noqa: E402
 from rollart.pipeline import Coordinator  # noqa: E402
 from rollart.rollout.chat import ChatFormat  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
-from rollart.trainer.losses import group_advantages, token_logprobs  # noqa: E402
+from rollart.trainer.losses import entropy_bonus, group_advantages, token_entropy, token_logprobs  # noqa: E402
+from tts_stats import TimeToTarget, format_summary, summarize, time_to_target, tts_ratio  # noqa: E402
+
+EVAL_SEED = 10_000
+"""The pipeline's evaluation plays reset seeds EVAL_SEED + i (rollart.pipeline.coordinator): the loop uses the same."""
 
 
 # ---------------------------------------------------------------------------- the hand-written loop
 def play(model, chat: ChatFormat, groups: int, group_size: int, max_turns: int, rng: random.Random,
-         greedy: bool = False):
-    """Play groups x group_size episodes; returns (token ids, model-token masks, rewards, successes, group ids)."""
+         greedy: bool = False, seeds: list[int] | None = None):
+    """Play groups x group_size episodes (a group shares its reset seed: ``seeds``, else drawn from ``rng``);
+    returns (token ids, model-token masks, rewards, successes, group ids)."""
     n = groups * group_size
-    seeds = [rng.randrange(2**31) for _ in range(groups)]
+    seeds = seeds if seeds is not None else [rng.randrange(2**31) for _ in range(groups)]
     envs_ = [gym.make(TASK.env_id, **TASK.env_kwargs) for _ in range(n)]
     seqs, masks, rewards, success, done = [], [], [0.0] * n, [False] * n, [False] * n
     for i, env in enumerate(envs_):
@@ -73,15 +87,18 @@ def play(model, chat: ChatFormat, groups: int, group_size: int, max_turns: int, 
     return seqs, masks, rewards, success, [i // group_size for i in range(n)]
 
 
-def train_step(model, opt, seqs, masks, rewards, group_ids, grad_clip: float) -> None:
+def train_step(model, opt, seqs, masks, rewards, group_ids, grad_clip: float, entropy_coef: float) -> None:
     adv = group_advantages(rewards, [str(g) for g in group_ids], eps=1e-4)  # (N,)
     width = max(len(s) for s in seqs)
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
     mask = torch.zeros(len(seqs), width)
     for r, (s, m) in enumerate(zip(seqs, masks)):
         ids[r, :len(s)], mask[r, :len(m)] = torch.tensor(s), torch.tensor(m, dtype=torch.float)
-    logp = token_logprobs(model(ids), ids)  # (N, T)
+    logits = model(ids)  # (N, T, V)
+    logp = token_logprobs(logits, ids)  # (N, T)
     loss = -(adv[:, None] * logp * mask).sum() / mask.sum()
+    if entropy_coef > 0:
+        loss = loss - entropy_coef * entropy_bonus(token_entropy(logits), mask, float(mask.sum()))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -89,6 +106,7 @@ def train_step(model, opt, seqs, masks, rewards, group_ids, grad_clip: float) ->
 
 
 def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, eval_every: int, seed: int):
+    """Returns (steps, training seconds, TimeToTarget or None without a target, [(step, greedy success)])."""
     torch.manual_seed(seed)
     cfg = default_config()
     model = load_model(model_dir)
@@ -96,19 +114,22 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr)
     rng = random.Random(seed)
     t0 = time.perf_counter()
-    step = 0
-    reached = None
+    step, evals, elapsed_at, held = 0, [], {}, 0
     while step < steps and time.perf_counter() - t0 < budget_s:
         seqs, masks, rewards, _, groups = play(model, chat, cfg.batch_groups, cfg.rollout.group_size, TASK.max_turns,
                                                  rng)
-        train_step(model, opt, seqs, masks, rewards, groups, cfg.trainer.grad_clip)
+        train_step(model, opt, seqs, masks, rewards, groups, cfg.trainer.grad_clip, cfg.trainer.entropy_coef)
         step += 1
-        if target is not None and step % eval_every == 0:
-            _, _, _, ok, _ = play(model, chat, 1, 4, TASK.max_turns, rng, greedy=True)
-            if sum(ok) / len(ok) >= target:
-                reached = time.perf_counter() - t0
+        elapsed_at[step] = time.perf_counter() - t0
+        if target is not None and step % eval_every == 0:  # every start cell once, greedily, as the pipeline does
+            _, _, _, ok, _ = play(model, chat, START_CELLS, 1, TASK.max_turns, rng, greedy=True,
+                                  seeds=[EVAL_SEED + i for i in range(START_CELLS)])
+            evals.append((step, sum(ok) / len(ok)))
+            held = held + 1 if evals[-1][1] >= target else 0
+            if held >= cfg.stop_consecutive:
                 break
-    return step, time.perf_counter() - t0, reached
+    reached = time_to_target(evals, elapsed_at, target, cfg.stop_consecutive, budget_s) if target is not None else None
+    return step, time.perf_counter() - t0, reached, evals
 
 
 # ---------------------------------------------------------------------------- rollart
@@ -120,29 +141,41 @@ def run_system(model_dir: str, steps: int, target: float | None, budget_s: float
     t0 = time.perf_counter()
     result = asyncio.run(Coordinator(cfg, [TASK]).run())
     elapsed = result.history[-1]["system/elapsed_s"] if result.history else time.perf_counter() - t0
-    reached = None
-    for step, success in result.evals:
-        if target is not None and success["FrozenLake"] >= target:
-            reached = next(h["system/elapsed_s"] for h in result.history if h["step"] == step)
-            break
-    return result.steps, elapsed, reached
+    evals = [(step, success["FrozenLake"]) for step, success in result.evals]
+    elapsed_at = {h["step"]: h["system/elapsed_s"] for h in result.history}
+    reached = time_to_target(evals, elapsed_at, target, cfg.stop_consecutive, budget_s) if target is not None else None
+    return result.steps, elapsed, reached, evals
 
 
-def plot(s_per: float, l_per: float, s_reach: float | None, l_reach: float | None, path: Path) -> None:
-    """Seconds per step, and (full run) seconds to greedy success >= 0.9, of rollart and the hand-written loop."""
+def spread(values: list[float]) -> str:
+    values = sorted(values)
+    return f"median {statistics.median(values):.2f}, range {values[0]:.2f}-{values[-1]:.2f}"
+
+
+def plot(rows: list[dict], path: Path, full: bool) -> None:
+    """Seconds per step and (full run) seconds to target of rollart and the hand-written loop: median bar, every
+    seed a dot (a hollow dot: censored at the budget)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    full = s_reach is not None or l_reach is not None
     fig, axes = plt.subplots(1, 2 if full else 1, figsize=(9 if full else 4.5, 3.5), squeeze=False)
     names, colors = ["rollart", "hand-written loop"], ["tab:green", "tab:gray"]
-    axes[0][0].bar(names, [s_per, l_per], color=colors)
+    sides = ["system", "loop"]
+    per = [[r["s_per_step"] for r in rows if r["side"] == side] for side in sides]
+    axes[0][0].bar(names, [statistics.median(v) for v in per], color=colors, alpha=0.6)
+    for x, v in enumerate(per):
+        axes[0][0].plot([x] * len(v), v, "ko", ms=4)
     axes[0][0].set_ylabel("s / training step")
-    axes[0][0].set_title("quickstart: time per step")
+    axes[0][0].set_title(f"quickstart: time per step ({len(per[0])} seeds)")
     if full:
-        axes[0][1].bar(names, [s_reach or 0.0, l_reach or 0.0], color=colors)
-        axes[0][1].set_ylabel("s to greedy success >= 0.9")
-        axes[0][1].set_title("quickstart: time to target (aim: rollart <= 2x)")
+        ax = axes[0][1]
+        tt = [[TimeToTarget(r["seconds"], r["budget_s"]) for r in rows if r["side"] == side] for side in sides]
+        ax.bar(names, [summarize(v).median for v in tt], color=colors, alpha=0.6)
+        for x, v in enumerate(tt):
+            ax.scatter([x] * len(v), [t.value for t in v], facecolors=["none" if t.censored else "k" for t in v],
+                       edgecolors="k", s=18)
+        ax.set_ylabel("s to greedy success >= 0.9 (twice)")
+        ax.set_title("quickstart: time to target (aim: rollart <= 2x)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -151,28 +184,66 @@ def plot(s_per: float, l_per: float, s_reach: float | None, l_reach: float | Non
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps each; compare time per step")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per side (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="the first seed")
+    ap.add_argument("--budget-s", type=float, default=15 * 60.0, help="full run: training seconds per run")
     args = ap.parse_args()
+    if args.seeds < 1:
+        raise SystemExit(f"--seeds {args.seeds}: need at least 1")
     torch.set_num_threads(2)
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = str(Path(tmp) / "tiny")
-        make_tiny_model(model_dir, seed=args.seed)
-        if args.quick:
-            steps, target, budget, every = 4, None, 60.0, 0
-        else:
-            steps, target, budget, every = 10_000, 0.9, 15 * 60.0, 5
-        # the system's first step includes actor start-up; run one warm step count more and drop it
-        s_steps, s_time, s_reach = run_system(model_dir, steps, target, budget, every, args.seed, tmp)
-        l_steps, l_time, l_reach = run_loop(model_dir, steps, target, budget, every, args.seed)
-    s_per, l_per = s_time / max(s_steps, 1), l_time / max(l_steps, 1)
-    print(f"rollart: {s_steps} steps in {s_time:.1f} s ({s_per:.2f} s/step), reached target at {s_reach}")
-    print(f"hand-written loop: {l_steps} steps in {l_time:.1f} s ({l_per:.2f} s/step), reached target at {l_reach}")
-    plot(s_per, l_per, s_reach, l_reach, Path(__file__).parent / "plots" / "quickstart.png")
-    line = f"system_vs_loop_step={s_per / l_per:.2f}"
-    if not args.quick:
-        ratio = (s_reach / l_reach) if (s_reach and l_reach) else float("nan")
-        line += f" system_vs_loop_time_to_target={ratio:.2f} system_time_to_target_s={s_reach or float('nan'):.0f}"
-    print(line)
+    cfg = default_config()
+    if args.quick:
+        steps, target, budget, every = 4, None, 60.0, 0
+    else:
+        steps, target, budget, every = 10_000, cfg.stop_at_success, args.budget_s, cfg.eval_every
+    rows = []
+    for k in range(args.seeds):
+        seed = args.seed + k
+        with tempfile.TemporaryDirectory() as tmp:
+            model_dir = str(Path(tmp) / "tiny")
+            make_tiny_model(model_dir, seed=seed)
+            for side in (("system", "loop") if k % 2 == 0 else ("loop", "system")):
+                t0 = utc()
+                if side == "system":
+                    n, seconds, reached, evals = run_system(model_dir, steps, target, budget, every, seed, tmp)
+                else:
+                    n, seconds, reached, evals = run_loop(model_dir, steps, target, budget, every, seed)
+                rows.append(dict(side=side, seed=seed, steps=n, train_s=seconds, s_per_step=seconds / max(n, 1),
+                                 seconds=reached.seconds if reached else None, budget_s=budget, evals=evals,
+                                 utc_start=t0, load=load_avg()))
+                got = ("" if reached is None else f", time to target {reached.seconds:.0f} s" if not reached.censored
+                       else f", time to target CENSORED (>= {budget:.0f} s)")
+                print(f"[{utc()} UTC, load {load_avg()}] seed {seed} {side:>6}: {n} steps in {seconds:.1f} s "
+                      f"({seconds / max(n, 1):.2f} s/step){got}"
+                      + (" greedy success by step: " + " ".join(f"{s}:{v:.2f}" for s, v in evals) if evals else ""),
+                      flush=True)
+    plot(rows, Path(__file__).parent / "plots" / "quickstart.png", full=target is not None)
+    by_seed = {r["seed"]: {} for r in rows}
+    for r in rows:
+        by_seed[r["seed"]][r["side"]] = r["s_per_step"]
+    step_ratios = [v["system"] / v["loop"] for v in by_seed.values()]
+    for side in ("system", "loop"):
+        print(f"{side}: s/step {spread([r['s_per_step'] for r in rows if r['side'] == side])}"
+              + ("" if target is None else "; time to target " + format_summary(summarize(
+                  [TimeToTarget(r["seconds"], r["budget_s"]) for r in rows if r["side"] == side]))))
+    line = (f"system_vs_loop_step={statistics.median(step_ratios):.2f} "
+            f"system_vs_loop_step_range={min(step_ratios):.2f}-{max(step_ratios):.2f}")
+    if target is not None:
+        tt = {side: summarize([TimeToTarget(r["seconds"], r["budget_s"]) for r in rows if r["side"] == side])
+              for side in ("system", "loop")}
+        ratio, bound = tts_ratio(tt["system"], tt["loop"])  # rollart's median ÷ the loop's (goal <= 2)
+        line += (f" system_vs_loop_time_to_target={ratio:.2f} system_vs_loop_time_to_target_bound={bound} "
+                 f"system_time_to_target_s={tt['system'].median:.0f} censored=system:{tt['system'].censored}/"
+                 f"{tt['system'].runs},loop:{tt['loop'].censored}/{tt['loop'].runs}")
+    print(line + f" seeds={args.seeds}")
+
+
+def utc() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+
+
+def load_avg() -> str:
+    return "/".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ CUDA IPC, pulls it; nothing of it passes through the coordinator.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import socket
@@ -89,12 +90,16 @@ class TrainerActor:
             return [(name, p.detach()) for name, p in params]
         return self.trainer.named_tensors()
 
-    @blocking
-    def reset(self) -> int:
+    async def reset(self) -> int:
         """Start over from the configured initial weights with a fresh optimizer at version 0 (one trainer
         process serving several runs one after the other, e.g. a benchmark comparing modes)."""
         if self.config.world_size > 1:
             raise RuntimeError("reset serves one trainer process; a data-parallel group starts afresh instead")
+        if self.source is not None:  # the next run numbers its versions from 1 again: withdraw the old run's
+            self.source.server.forget(0)
+        return await asyncio.to_thread(self._rebuild)
+
+    def _rebuild(self) -> int:
         self.trainer.close()
         self.trainer = make_trainer(self.config)
         if self.source is not None:  # the next run publishes from version 1 again: serve none of the last run's

@@ -1,0 +1,65 @@
+"""tools/bench/time_to_score.py's pure parts: when a run reaches its target, censoring at the budget, median and
+range over censored runs, the ratio's direction and bounds, the interleaved order."""
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+try:
+    import time_to_score as tts
+finally:
+    sys.path.pop(0)
+
+
+def test_target_needs_consecutive_evaluations():
+    evals = [(5, 0.2), (10, 0.8), (15, 0.5), (20, 0.8), (25, 0.9)]
+    elapsed = {5: 10.0, 10: 20.0, 15: 30.0, 20: 40.0, 25: 50.0}
+    assert tts.time_to_target(evals, elapsed, 0.7, 1, 100.0).seconds == 20.0
+    # the dip at step 15 breaks the first run: the second of two in a row is step 25
+    assert tts.time_to_target(evals, elapsed, 0.7, 2, 100.0).seconds == 50.0
+    assert tts.time_to_target(evals, elapsed, 0.95, 1, 100.0).censored
+    with pytest.raises(ValueError):
+        tts.time_to_target(evals, elapsed, 0.7, 0, 100.0)
+
+
+def test_reached_past_the_budget_is_censored_at_the_budget():
+    t = tts.time_to_target([(5, 1.0)], {5: 130.0}, 0.9, 1, 120.0)
+    assert t.censored and t.value == 120.0
+
+
+def test_median_and_range_with_censored_runs():
+    T = tts.TimeToTarget
+    s = tts.summarize([T(None, 100.0), T(40.0, 100.0), T(60.0, 100.0)])
+    assert (s.median, s.median_censored, s.low, s.high, s.high_censored, s.censored) == (60.0, False, 40.0, 100.0,
+                                                                                          True, 1)
+    # a censored run sorts after a reached one even when its budget is shorter than that time
+    s = tts.summarize([T(None, 50.0), T(90.0, 100.0), T(None, 50.0)])
+    assert s.median == 50.0 and s.median_censored and s.low == 90.0
+    s = tts.summarize([T(10.0, 100.0), T(30.0, 100.0), T(None, 100.0), T(20.0, 100.0)])
+    assert s.median == 25.0 and not s.median_censored                       # even count: the middle two
+    s = tts.summarize([T(10.0, 100.0), T(None, 100.0)])
+    assert s.median == 55.0 and s.median_censored
+    with pytest.raises(ValueError):
+        tts.summarize([])
+
+
+def test_ratio_is_baseline_over_rollart_with_its_bound():
+    T = tts.TimeToTarget
+    fast, slow = tts.summarize([T(50.0, 300.0)] * 3), tts.summarize([T(100.0, 300.0)] * 3)
+    censored = tts.summarize([T(None, 300.0)] * 3)
+    assert tts.tts_ratio(slow, fast) == (2.0, "exact")                     # > 1: rollart faster
+    assert tts.tts_ratio(fast, slow) == (0.5, "exact")
+    assert tts.tts_ratio(censored, fast) == (6.0, "lower")                 # baseline never got there: at least
+    assert tts.tts_ratio(fast, censored) == (50.0 / 300.0, "upper")
+    value, bound = tts.tts_ratio(censored, censored)
+    assert math.isnan(value) and bound == "none"
+
+
+def test_runs_rotate_over_seeds():
+    modes = ["sync", "syncplus", "oneoff", "areal", "rollart", "rollart_a2"]
+    orders = [tts.run_order(modes, s) for s in range(len(modes) + 1)]
+    assert all(sorted(o) == sorted(modes) for o in orders)
+    assert len({o[0] for o in orders[:-1]}) == len(modes) and orders[-1] == orders[0]  # each mode first once

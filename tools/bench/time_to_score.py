@@ -1,0 +1,240 @@
+"""Time to score, as RollArt Fig. 10a measures it: wall time from scratch to a greedy-success target, per mode.
+
+    python tools/bench/time_to_score.py --quick     # one seed, rollart α=1 and Sync+, a low target (< 60 s)
+    python tools/bench/time_to_score.py             # six modes × 3 seeds, interleaved (up to ~1.7 h, see below)
+    python tools/bench/time_to_score.py --out DIR   # also DIR/time_to_score.json after every run, the plot in DIR
+
+Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
+starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
+position spelt out, reward 1 at the goal and -0.1 per invalid answer; a 0.9M-parameter model from random init
+(one per seed), 4 groups × 16 episodes per step, AdamW lr 5e-4, entropy bonus 0.01. Only the mode changes:
+
+* ``sync``: Sync — rollout, then training, then the weight update, with env interaction batched (each turn
+  waits for every env of the batch: verl-style lockstep);
+* ``syncplus``: Sync+ — the same with trajectory-level env interaction (``mode=sync``);
+* ``oneoff``: One-off — batch k+1 rolls out with weights k-1 while batch k trains;
+* ``areal``: AReaL-style — α=1 checked only when a trajectory starts, in-flight ones never aborted;
+* ``rollart``: ROLLART α=1 — the per-turn bound, stale trajectories aborted (the quickstart's default mode);
+* ``rollart_a2``: ROLLART α=2.
+The mode settings are tools/bench/async_training.py's (the pipeline's ``mode`` and ``alpha``), without that
+bench's simulated hardware: here nothing is simulated. Same hardware for every mode, as in the paper: the
+trainer process on the first core, rollout (this coordinator, the inference worker, the env host) on the others
+(RollArt R4, training and rollout on separate GPUs); a synchronous mode leaves one side idle while the other
+works, which is what the asynchronous modes recover.
+
+Score: every 5 steps the policy plays greedily once from each of the 11 start cells (a fraction k/11; the map
+is fixed, so these are the states training samples from). A run reaches the target when ``--consecutive``
+evaluations in a row are >= ``--target``; its time to target is the training wall time of the step whose
+evaluation completed that run. A run that does not get there within ``--budget-s`` is CENSORED at the budget
+(reported as ">= budget", never dropped): a median that falls on a censored run is itself a lower bound, and a
+ratio built on one is a bound (``tts_vs_*_bound=lower|upper|none``; ``exact`` when both medians were reached).
+
+Duration: 18 runs of at most ``--budget-s`` (300 s) of training plus ~30-50 s of start-up each: up to ~1.7 h,
+less when runs reach the target. The budget is not lower because the task needs ~100 steps to a greedy 0.7-0.8
+(2-4 minutes per run on a quiet machine at 2.2-3.4 s/step): a budget that fits the 18 runs in an hour would censor
+nearly every run, and a censored median says nothing.
+
+Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+1) so that the load of this
+shared machine falls on the modes alike; each run's line carries its UTC time and load averages.
+
+Last line: ``tts_vs_syncplus= tts_vs_oneoff= tts_vs_areal=`` — median time to target of the baseline ÷ median of
+rollart α=1 (> 1: rollart is faster; RollArt Fig. 10a: 2.05, 1.35, 1.31), then ``tts_vs_sync=``,
+``tts_a2_vs_a1=``, the bounds, censored counts and settings.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import envs  # noqa: E402,F401
+from async_training import MODES as ASYNC_MODES, split_cores, start_trainer  # noqa: E402
+from recipes.grpo_frozenlake import START_CELLS, TASK, default_config  # noqa: E402
+from rollart.actors import ActorSystem  # noqa: E402
+from rollart.config import apply_values  # noqa: E402
+from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
+from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
+from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
+
+
+def _mode_of(name: str) -> dict:
+    """The pipeline settings that make a mode in async_training.py (its hardware settings left out)."""
+    return {k: v for k, v in ASYNC_MODES[name].items() if k in ("mode", "alpha")}
+
+
+MODES: dict[str, dict] = {
+    "sync": {**_mode_of("syncplus"), "rollout.interaction": "batched"},
+    "syncplus": _mode_of("syncplus"),
+    "oneoff": _mode_of("oneoff"),
+    "areal": _mode_of("areal"),
+    "rollart": _mode_of("rollart"),
+    "rollart_a2": {**_mode_of("rollart"), "alpha": 2},
+}
+BASELINES = {"syncplus": "tts_vs_syncplus", "oneoff": "tts_vs_oneoff", "areal": "tts_vs_areal", "sync": "tts_vs_sync"}
+PAPER = {"tts_vs_syncplus": 2.05, "tts_vs_oneoff": 1.35, "tts_vs_areal": 1.31}
+"""RollArt §7.2 "Model Convergence" on Fig. 10a (Qwen3-32B, time to a validation score)."""
+
+
+# ---------------------------------------------------------------------------- runs
+def utc() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+
+
+def load_avg() -> str:
+    return "/".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def bench_config(model: str, logdir: str, seed: int, args) -> PipelineConfig:
+    """The quickstart's config (model, batch, optimizer, task, evaluation) with the bench's stop and budget."""
+    return dataclasses.replace(
+        default_config(), model=model, logdir=logdir, seed=seed, total_steps=100_000, quiet=True,
+        checkpoint_every=0, eval_at_end=False, eval_every=args.eval_every, eval_episodes=START_CELLS,
+        stop_at_success=args.target, stop_consecutive=args.consecutive, time_limit_s=args.budget_s)
+
+
+async def run_one(name: str, cfg: PipelineConfig, trainer, args) -> dict:
+    await trainer.call("reset")
+    load0, t0 = load_avg(), utc()
+    result = await Coordinator(cfg, [TASK], trainer=trainer).run()
+    elapsed_at = {h["step"]: h["system/elapsed_s"] for h in result.history}
+    evals = [(step, s["FrozenLake"]) for step, s in result.evals]
+    tt = time_to_target(evals, elapsed_at, args.target, args.consecutive, args.budget_s)
+    steps = len(result.history)
+    train_s = result.history[-1]["system/elapsed_s"] if result.history else 0.0
+    out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
+               steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),
+               curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
+               utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
+    reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
+    print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
+          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step); greedy success by step: "
+          + " ".join(f"{step}:{s:.2f}" for step, s in evals), flush=True)
+    return out
+
+
+async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> list[dict]:
+    model = str(make_tiny_model(Path(tmp) / f"model{seed}", seed=seed))
+    trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
+    base = dataclasses.replace(bench_config(model, tmp, seed, args), rollout_cpus=rollout_cpus)
+    rows = []
+    async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
+        trainer = await start_trainer(system, base, model, trainer_cpus)  # one trainer per seed, reset per mode
+        for name in run_order(modes, index):
+            cfg = apply_values(dataclasses.replace(base, run_name=f"{name}-seed{seed}"), MODES[name])
+            rows.append(await run_one(name, cfg, trainer, args))
+    return rows
+
+
+def summaries(rows: list[dict], modes: list[str]) -> dict[str, Summary]:
+    return {m: summarize([TimeToTarget(r["seconds"], r["budget_s"]) for r in rows if r["mode"] == m])
+            for m in modes if any(r["mode"] == m for r in rows)}
+
+
+def plot(rows: list[dict], modes: list[str], args, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    colors = dict(zip(MODES, ["tab:gray", "tab:brown", "tab:blue", "tab:orange", "tab:green", "tab:olive"]))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for m in modes:
+        for i, r in enumerate(r for r in rows if r["mode"] == m):
+            xs, ys = [t for t, _ in r["curve"]], [s for _, s in r["curve"]]
+            if xs:  # the end marker: o = target held, x = censored at the budget
+                ax.plot(xs, ys, color=colors[m], alpha=0.8, lw=1.2, label=m if i == 0 else None,
+                        marker="x" if r["censored"] else "o", markevery=[len(xs) - 1])
+    ax.axhline(args.target, color="black", ls="--", lw=0.8, label=f"target {args.target:g} (x{args.consecutive})")
+    ax.axvline(args.budget_s, color="black", ls=":", lw=0.8, label="budget")
+    ax.set_xlabel("training wall time (s), CPU-real: nothing simulated")
+    ax.set_ylabel(f"greedy success ({START_CELLS} start cells)")
+    ax.set_title("Fig. 10a analogue: FrozenLake (random starts), a line per seed; o reached, x censored",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def final_line(rows: list[dict], modes: list[str], args) -> str:
+    summ = summaries(rows, modes)
+    parts = []
+    if "rollart" in summ:
+        for base, key in BASELINES.items():
+            if base in summ:
+                value, bound = tts_ratio(summ[base], summ["rollart"])
+                parts.append(f"{key}={value:.2f} {key}_bound={bound}")
+        if "rollart_a2" in summ:
+            value, bound = tts_ratio(summ["rollart_a2"], summ["rollart"])
+            parts.append(f"tts_a1_vs_a2={value:.2f} tts_a1_vs_a2_bound={bound}")
+        parts.append(f"rollart_tts_median_s={summ['rollart'].median:.0f}")
+    parts.append("censored=" + ",".join(f"{m}:{s.censored}/{s.runs}" for m, s in summ.items()))
+    parts.append(f"target={args.target:g}x{args.consecutive} budget_s={args.budget_s:g} seeds={args.seeds} "
+                 f"measure=time_to_score" + ("_quick" if args.quick else ""))
+    return " ".join(parts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="one seed of rollart and syncplus to a low target (0.15 once, evaluated every step, "
+                         "budget 10 s)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per mode (default %(default)s)")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--target", type=float, default=0.7,
+                    help="greedy success to reach (default %(default)s: 8 of the 11 start cells)")
+    ap.add_argument("--consecutive", type=int, default=2, help="evaluations in a row at the target")
+    ap.add_argument("--eval-every", type=int, default=5, help="steps between greedy evaluations")
+    ap.add_argument("--budget-s", type=float, default=300.0,
+                    help="training seconds per run; a run not at the target by then is censored (default %(default)s)")
+    ap.add_argument("--split-cores", action=argparse.BooleanOptionalAction, default=True,
+                    help="trainer process on core 0, rollout on the other cores, every mode alike (default on)")
+    ap.add_argument("--out", default="", help="folder for time_to_score.json (rewritten after every run) and the plot")
+    ap.add_argument("--plot", default="", help="plot path (default: OUT/time_to_score.png, else tools/bench/plots/)")
+    args = ap.parse_args()
+    if args.quick:
+        args.modes, args.seeds, args.target, args.consecutive = "rollart,syncplus", 1, 0.15, 1
+        args.budget_s, args.eval_every = 10.0, 1
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise SystemExit(f"--modes {args.modes!r}: unknown {unknown}; choose from {', '.join(MODES)}")
+    if not 0 < args.target <= 1 or args.seeds < 1 or args.budget_s <= 0 or args.consecutive < 1:
+        raise SystemExit("need 0 < --target <= 1, --seeds >= 1, --budget-s > 0, --consecutive >= 1")
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    plot_path = Path(args.plot) if args.plot else (out / "time_to_score.png" if out else
+                                                     Path(__file__).parent / "plots" / "time_to_score.png")
+    logging.basicConfig(level=logging.ERROR)
+    last = args.first_seed + args.seeds - 1
+    print(f"[{utc()} UTC, load {load_avg()}] modes {modes}, seeds {args.first_seed}..{last}, "
+          f"target {args.target:g} on {args.consecutive} evaluations in a row, budget {args.budget_s:g} s per run; "
+          f"cores {sorted(os.sched_getaffinity(0))} (split trainer/rollout: {args.split_cores})", flush=True)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.seeds):
+            seed = args.first_seed + index
+            rows += asyncio.run(run_seed(seed, index, modes, args, tmp))
+            if out:
+                (out / "time_to_score.json").write_text(json.dumps(
+                    {"args": vars(args), "rows": rows}, indent=1, default=str))
+            if not args.quick or args.plot:
+                plot(rows, modes, args, plot_path)
+            print(f"[{utc()} UTC, load {load_avg()}] after seed {seed}: " + "; ".join(
+                f"{m} {format_summary(s)}" for m, s in summaries(rows, modes).items()), flush=True)
+    print(f"PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + "; REAL: everything (CPU)")
+    print(final_line(rows, modes, args))
+
+
+if __name__ == "__main__":
+    main()
