@@ -95,8 +95,6 @@ class TrainerActor:
         process serving several runs one after the other, e.g. a benchmark comparing modes)."""
         if self.config.world_size > 1:
             raise RuntimeError("reset serves one trainer process; a data-parallel group starts afresh instead")
-        if self.source is not None:  # the next run numbers its versions from 1 again: withdraw the old run's
-            self.source.server.forget(0)
         return await asyncio.to_thread(self._rebuild)
 
     def _rebuild(self) -> int:
