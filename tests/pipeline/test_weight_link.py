@@ -46,22 +46,3 @@ async def test_the_link_rate_and_the_relay_tree_reach_the_workers_pull_messages(
     assert all(isinstance(m, PullWeights) and m.version == 3 and m.link_bytes_per_s == 5e6 for m in msgs)
     assert [m.source for m in msgs] == ["tcp://store", "tcp://w0", "tcp://w1", "tcp://w2"]  # a chain
     assert all(m.fallback == "tcp://store" and not m.ipc_source for m in msgs)
-
-
-async def test_a_reset_trainer_serves_version_1_again(tmp_path):
-    """One trainer serving several runs (reset between them): the new run's version 1 must not be dropped as
-    older than the last run's versions still held by the trainer's weight source."""
-    from rollart.pipeline.trainer_actor import TrainerActor
-    from rollart.tools.make_tiny_model import make_tiny_model
-    from rollart.trainer import TrainerConfig
-
-    actor = TrainerActor(TrainerConfig(model_path=str(make_tiny_model(tmp_path / "m", hidden=32, layers=1)),
-                                       num_threads=1))
-    await actor.on_start()
-    try:
-        await actor.publish_weights(4, 1 << 20)
-        assert actor.reset() == 0
-        await actor.publish_weights(1, 1 << 20)
-        assert actor.source.server.versions() == [1]
-    finally:
-        await actor.on_stop()
