@@ -17,9 +17,9 @@ Reward (shaped, so a policy from random init has something to climb; success alo
 right digit after peeking; after peeking, R_PEEK (0.2) plus R_DIGIT (0.3) for answering with a digit at all,
 or R_PEEK / 2 for calling the tool a second time instead of answering; 0 without peeking.
 
-What the default run learns (measured, seed 0, README): the protocol (peek once, then answer one digit) within
-~60 steps; reading the digit is slower: the policy first settles on one digit for every secret, so greedy
-success reaches 0.10 (one secret of ten) in 80 steps; copying the tool's digit is not learned yet.
+What the default run learns (measured with seeds 0 and 1, README): the protocol (peek once, then answer one
+digit) within ~60 steps; the policy then settles on one digit for every secret, so greedy success is at most
+0.10 (one secret of ten) in 80 steps: copying the tool's digit is not learned yet.
 
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
