@@ -1,23 +1,33 @@
-"""Train an existing OpenAI-client agent through the gateway: "call the tool, then answer", on CPU.
+"""Train an existing OpenAI-client agent through the gateway: "peek at the secret digit, then say it", on CPU.
 
-    python -m recipes.grpo_agent                      # 80 steps, ~11 minutes on 2 busy cores
+    python -m recipes.grpo_agent                      # 80 steps, ~6.5 minutes on 2 busy cores
     python -m recipes.grpo_agent total_steps=20       # any PipelineConfig field, as in the other recipes
     python -m recipes.grpo_agent --help
 
-The agent below is a plain ``openai.AsyncOpenAI`` loop with one tool, ``peek``, that reads a secret digit;
-it knows nothing of rollart except the ``base_url`` and ``api_key`` it is handed. Each trajectory: ask the
-model; if it calls ``peek`` the agent runs the tool and sends its result back and asks again; the answer must
-start with the secret. Success = the right answer after peeking (reward 1); on the way a digit answer, or
-peeking at all, earns part of it (see ``agent``), so a policy trained from scratch has something to climb. The policy is the tiny ~0.9M-parameter model trained from scratch (built on first run
-under runs/<run>/init_model), so tool calls use a one-token syntax, ``@peek`` (``ToolSyntax("@", "")``);
-the secret digit comes from ``SECRETS``.
+The agent below is a plain ``openai.AsyncOpenAI`` loop with one tool, ``peek``, that reads the instance's secret
+digit (one of ten, by seed); it knows nothing of rollart except the ``base_url`` and ``api_key`` it is handed.
+Each trajectory: ask the model (up to max_new_tokens=8 tokens); if it calls ``peek`` the agent sends the tool's
+result back and asks again for a one-token answer (``max_tokens=1``, as any OpenAI client may ask). The answer
+is the first digit written. Success = the right digit after peeking: the answer depends on the tool's result, so
+guessing gets a tenth at best and is not rewarded. The policy is the tiny ~0.9M-parameter model trained from
+scratch (built on first run under runs/<run>/init_model), so a tool call is the one-token ``@`` anywhere in the
+reply (``ToolSyntax("@", "")``; with one tool offered the name may be left out).
+
+Reward (shaped, so a policy from random init has something to climb; success alone is the score): 1 for the
+right digit after peeking; after peeking, R_PEEK (0.2) plus R_DIGIT (0.3) for answering with a digit at all,
+or R_PEEK / 2 for calling the tool a second time instead of answering; 0 without peeking.
+
+What the default run learns (measured with seeds 0 and 1, README): the protocol (peek once, then answer one
+digit) within ~60 steps; the policy then settles on one digit for every secret, so greedy success is at most
+0.10 (one secret of ten) in 80 steps: copying the tool's digit is not learned yet.
 
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
 
 Watch in tensorboard (`tensorboard --logdir runs`): charts/success and charts/reward (sampled, per step),
-charts/eval_success/peek (greedy, every eval_every steps). The last lines printed are the success by step and
-`final_success=<greedy success, final weights>`.
+charts/eval_success/peek (greedy over the ten secrets, every eval_every steps). The last lines printed are the
+sampled reward and success by step, the greedy success by step and `final_success=<greedy success of the final
+weights over the ten secrets>`.
 """
 from __future__ import annotations
 
@@ -33,11 +43,14 @@ from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
 
-SECRETS = "1"
-"""The secret digits (one per task instance, by seed). With one, the short run teaches the protocol (call the
-tool, then answer); with several the model must also read the tool's result, which takes it far longer."""
+SECRETS = "0123456789"
+"""The secret digits (one per task instance, by seed; evaluation plays each once)."""
 PEEK = [{"type": "function", "function": {"name": "peek", "description": "read the secret digit",
                                           "parameters": {"type": "object", "properties": {}}}}]
+R_PEEK = 0.2
+"""Reward for calling the tool once (the protocol), halved for calling it again instead of answering."""
+R_DIGIT = 0.3
+"""Added after peeking for answering with a digit at all (any digit; the right one earns 1)."""
 
 
 async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
@@ -49,21 +62,23 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
                 {"role": "user", "content": "What is the secret?"}]
     peeked = False
     for _ in range(2):
-        reply = (await client.chat.completions.create(model="policy", messages=messages, tools=PEEK)).choices[0].message
+        reply = (await client.chat.completions.create(model="policy", messages=messages, tools=PEEK,
+                                                      max_tokens=1 if peeked else None)).choices[0].message
         if not reply.tool_calls or peeked:
             break
         peeked = True
         messages += [reply.model_dump(exclude_none=True),
                      {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": task.data}]
     answer = "" if reply.tool_calls else reply.content or ""
-    correct = answer.startswith(task.data)
-    digit = answer[:1].isdigit()
-    # the right answer after peeking is the goal; a digit, or peeking at all, earns a little on the way
-    reward = (1.0 if correct else 0.35 if digit else 0.3) if peeked else (0.4 if correct else 0.1 if digit else 0.0)
-    return {"reward": reward, "success": peeked and correct}
+    said = next((ch for ch in answer if ch.isdigit()), "")  # the answer is the first digit written
+    correct = peeked and said == task.data
+    digit = peeked and said != ""
+    again = peeked and bool(reply.tool_calls)
+    reward = 1.0 if correct else (R_PEEK / 2 if again else R_PEEK + R_DIGIT * digit) if peeked else 0.0
+    return {"reward": reward, "success": correct}
 
 
-TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len(SECRETS)], max_new_tokens=2,
+TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len(SECRETS)], max_new_tokens=8,
                  tool_syntax=ToolSyntax("@", ""), max_calls=2, timeout_s=120)
 
 
@@ -71,8 +86,8 @@ def default_config() -> PipelineConfig:
     return PipelineConfig(
         mode="async", alpha=1, total_steps=80, batch_groups=4,
         rollout=SchedulerConfig(group_size=16, max_concurrency=64),
-        trainer=TrainerConfig(lr=2e-3, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
-        eval_every=5, eval_episodes=8, stop_at_success=0.9, stop_consecutive=2, time_limit_s=12 * 60,
+        trainer=TrainerConfig(lr=3e-3, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+        eval_every=5, eval_episodes=10, stop_at_success=0.9, stop_consecutive=2, time_limit_s=12 * 60,
         run_name="grpo_agent", env_hosts=0,
     )
 
@@ -83,6 +98,8 @@ def main() -> None:
     if importlib.util.find_spec("openai") is None:
         raise SystemExit('error: recipes.grpo_agent\'s agent uses the openai client: pip install -e ".[agent]"')
     result = run(cfg, [TASK])
+    rewards = ", ".join(f"{h['step']}:{h.get('charts/reward', float('nan')):.2f}" for h in result.history)
+    print(f"sampled reward by step: {rewards}")
     sampled = ", ".join(f"{h['step']}:{h.get('charts/success', float('nan')):.2f}" for h in result.history)
     print(f"sampled success by step: {sampled}")
     print(f"greedy success by step: {', '.join(f'{s}:{e[TASK.name]:.2f}' for s, e in result.evals)}")
