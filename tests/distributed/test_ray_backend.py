@@ -62,6 +62,15 @@ def ray_cluster():
         cluster.shutdown()
 
 
+async def started_until_step(co: Coordinator, step: int) -> asyncio.Task:
+    """Start ``co``'s run and return it once it has trained ``step`` steps (failing if it ended before)."""
+    run = asyncio.create_task(co.run())
+    while co.step < step:
+        assert not run.done(), run.result()
+        await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+    return run
+
+
 def node_of(placements: dict, name: str, incarnation: int = -1) -> str:
     return placements[name][incarnation]["node_id"]
 
@@ -186,10 +195,7 @@ def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny
     co = Coordinator(cfg, [FROZEN])
 
     async def drive():
-        run = asyncio.create_task(co.run())
-        while co.step < 2:
-            assert not run.done(), run.result()
-            await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+        run = await started_until_step(co, 2)
         first = co.c.backend.placements["trainer-0"][-1]
         os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
         return first, await run
@@ -223,10 +229,7 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
         co = Coordinator(cfg, [FROZEN])
 
         async def drive():
-            run = asyncio.create_task(co.run())
-            while co.step < 2:
-                assert not run.done(), run.result()
-                await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+            run = await started_until_step(co, 2)
             spare = cluster.add_node(num_cpus=2)
             before = co.weights.store_address
             cluster.remove_node(services)  # the trainer's and the store's node is gone
