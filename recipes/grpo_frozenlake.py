@@ -13,8 +13,9 @@ The inference worker, the trainer and the weight store run as separate actor pro
 
 The score: every 5 steps the policy plays greedily from each of the 11 start cells once, so greedy success is a
 fraction (k/11; the map is fixed, so the start cells are the ones training draws from, not held out). The run
-stops once it is >= 0.9 on two evaluations in a row; `final_success` is then measured again on the weights the
-run ends with (one more train step is in flight when it stops).
+stops once it is >= 0.9 on two evaluations in a row and, since one more train step is in flight when that
+happens, the weights that step produced are evaluated too: if they miss 0.9, training goes on until the target
+holds again. `final_success` is the score of the weights the run ends with.
 
 Watch in tensorboard (`tensorboard --logdir runs`): charts/eval_success/FrozenLake (greedy success),
 rollout/reward_mean, losses/policy, rollout/staleness_mean, system/* (step-time breakdown).

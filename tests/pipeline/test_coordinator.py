@@ -169,3 +169,26 @@ def test_stop_at_success_must_hold_on_consecutive_evaluations(tmp_path, tiny_mod
                         stop_consecutive=consecutive))
     assert result.steps == consecutive and [step for step, _ in result.evals] == list(range(1, consecutive + 1))
     assert result.final_success == result.evals[-1][1]  # the run ends with the weights evaluated last
+
+
+class ScriptedScores(Coordinator):
+    """The real loop with evaluation scores read from a script, so the stop logic meets a chosen sequence."""
+
+    def __init__(self, scores, *args, **kw):
+        super().__init__(*args, **kw)
+        self.scores = list(scores)
+
+    async def _evaluate(self):
+        success = {"FrozenLake": self.scores.pop(0), "mean": 0.0}
+        self.evals.append((self.step, success))
+        return success
+
+
+def test_async_run_ends_only_on_weights_that_meet_the_target(tmp_path, tiny_model):
+    # the target holds at step 1 while step 2 trains; step 2's weights (the final ones) miss it, so training goes
+    # on; it holds again at step 3, and step 4's weights, evaluated in turn, hold it: the run ends there
+    cfg = config(tmp_path, tiny_model, mode="async", total_steps=10, eval_every=1, stop_at_success=0.9,
+                 stop_consecutive=1)
+    result = asyncio.run(ScriptedScores([1.0, 0.0, 1.0, 1.0], cfg, [FROZEN]).run())
+    assert [step for step, _ in result.evals] == [1, 2, 3, 4]
+    assert result.steps == result.version == 4 and result.final_success["FrozenLake"] == 1.0

@@ -236,10 +236,12 @@ class Coordinator:
                     await self._maybe_evaluate(rollout)
                 if training is None:
                     return
+                by_target = self._target_held()
                 await self._trained(self._finish(training, rollout, extra, pull))
                 training = None
                 await self._trained(self._update_now())
-                return
+                if not by_target or await self._final_weights_hold():
+                    return
         finally:
             rollout.cancel()
             if training is not None and not training.done():
@@ -426,6 +428,16 @@ class Coordinator:
             log.warning("time limit %.0f s reached after %d steps", cfg.time_limit_s, self.step)
             return True
         return self._target_held()
+
+    async def _final_weights_hold(self) -> bool:
+        """The target held on the weights evaluated last, but a train step was in flight when it did: evaluate
+        the weights it produced (the run's final ones). If they miss the target, training goes on until the
+        target holds again, so the run never ends on weights that were not shown to meet it."""
+        await self._evaluate()
+        if self._done():
+            return True
+        log.info("step %d: the in-flight step's weights missed stop_at_success; training goes on", self.step)
+        return False
 
     def _target_held(self) -> bool:
         """stop_at_success met on every task by each of the last ``stop_consecutive`` evaluations."""
