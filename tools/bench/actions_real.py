@@ -527,10 +527,12 @@ def plot_rollout(res: dict, path: str) -> None:
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     names = ["pod per trajectory\n(paper's baseline)", "actions", "pinned round-robin\n(earlier baseline)"]
-    cmd = [res[m + "_cmd"] for m in MODES]
+    wait = [res["pod_wait"] if m == "pod" else 0.0 for m in MODES]
+    cmd = [res[m + "_cmd"] - w for m, w in zip(MODES, wait)]
     test = [res[m + "_test"] for m in MODES]
-    ax[0].bar(names, cmd, label="sandbox commands and file operations")
-    ax[0].bar(names, test, bottom=cmd, label="test runs (visible + hidden)")
+    ax[0].bar(names, wait, label="waiting for a pod (charged to the first action)")
+    ax[0].bar(names, cmd, bottom=wait, label="sandbox commands and file operations")
+    ax[0].bar(names, test, bottom=[a + b for a, b in zip(wait, cmd)], label="test runs (visible + hidden)")
     ax[0].set_ylabel("action completion time per trajectory (s)")
     ax[0].set_title(f"REAL grpo_swe rollout, {res['trajectories']} trajectories on {len(res['cores'])} cores "
                     "(LLM turns simulated)", fontsize=9)
