@@ -134,3 +134,10 @@ def test_granted_cores_are_capped_by_a_cgroup_cpu_quota_where_writable():
     assert group.split("/sys/fs/cgroup/")[1].split("/", 1)[1] in out.stdout  # the child runs in the quota group
     quota = "cpu.max" if cpu_limit().mode == "v2" else "cpu.cfs_quota_us"
     assert open(os.path.join(group, quota)).read().split()[0] == "100000"
+    # the group weighs one process per core it holds, the parent one per core of all its groups
+    weight, one = ("cpu.weight", 100) if cpu_limit().mode == "v2" else ("cpu.shares", 1024)
+    assert int(open(os.path.join(group, weight)).read()) == one
+    both = os.path.dirname(cpu_limit().procs_file(tuple(CORES[:2])))
+    assert int(open(os.path.join(both, weight)).read()) == one * len(CORES[:2])
+    parent = int(open(os.path.join(os.path.dirname(group), weight)).read())
+    assert min(10_000, one * len(CORES[:2])) <= parent <= min(10_000, one * len(CORES))

@@ -1,6 +1,7 @@
-"""Static per-trajectory core slots: the real baseline the action scheduler is measured against
-(``tools/bench/actions_real.py``); a trajectory keeps fixed cores for all of its commands, as a pod per
-trajectory would (ARL-Tangram §6.1)."""
+"""Static per-trajectory core slots: a baseline the action scheduler is measured against on generated suites
+(``tools/bench/actions_real.py``, ``real_cpu``); a trajectory keeps fixed pinned cores for all of its commands.
+Unlike the paper's baseline (ARL-Tangram §6.1: a Kubernetes pod per trajectory requesting 0.5 CPU, unpinned,
+admitted only while the requests fit the node), slots are dealt without an admission limit."""
 from __future__ import annotations
 
 import asyncio

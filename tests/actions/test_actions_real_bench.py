@@ -1,0 +1,29 @@
+"""tools/bench/actions_real.py's rollout modes on real sandboxes: the paper's pod-per-trajectory baseline holds
+at most cores / 0.5 pods at once, making later trajectories wait, and every mode plays the same actions."""
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+try:
+    import actions_real as bench
+finally:
+    sys.path.pop(0)
+
+
+def test_pod_baseline_admits_two_pods_per_core_and_queues_the_rest():
+    episodes = bench.swe_episodes(3, seed=0)
+    core = [sorted(os.sched_getaffinity(0))[0]]
+    r = asyncio.run(bench.play_swe(episodes, "pod", core))
+    assert r["pods_peak"] == 2  # 0.5 CPU per pod on one core; the third trajectory waited for a pod
+    assert len(r["waits"]) == 3 and r["success"] == 1.0
+    assert sum(len(v) for v in r["acts"].values()) == sum(len(e["messages"]) for e in episodes)
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="pod"):
+        asyncio.run(bench.play_swe(bench.swe_episodes(1, seed=0), "k8s", [0]))
