@@ -290,3 +290,9 @@ class Trajectory:
     info: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent in env_reset, env_step, generate, reward."""
+
+    @classmethod
+    def begin(cls, trajectory_id: str, group_id: str, task: str, seed: int | None) -> "Trajectory":
+        """One about to be played: its seed in ``info``, its env and generation timings at zero."""
+        return cls(trajectory_id=trajectory_id, group_id=group_id, task=task, info={"seed": seed},
+                   timings={"env_reset": 0.0, "env_step": 0.0, "generate": 0.0})

@@ -12,12 +12,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import envs  # noqa: F401
 from rollart.actions.basic import max_in_window
 from rollart.actions.config import ActionsConfig
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline import Coordinator
 from rollart.rewards.config import RewardConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import SchedulerConfig
-from rollart.tools.make_tiny_model import make_tiny_model
-from rollart.trainer import TrainerConfig
+from run_configs import config
 
 ROOT = Path(__file__).resolve().parents[2]
 MATH = TaskSpec(name="MathTool", env_id="rollart/MathTool-v0", max_new_tokens=8, max_turns=2)
@@ -29,14 +28,10 @@ def scalars(run_dir) -> dict[str, float]:
     return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-def test_env_steps_and_reward_calls_of_a_run_are_scheduled_actions(tmp_path):
-    model = tmp_path / "tiny"
-    make_tiny_model(model, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    cfg = PipelineConfig(model=str(model), total_steps=2, batch_groups=2,
-                         rollout=SchedulerConfig(group_size=2, max_concurrency=8), trainer=TrainerConfig(num_threads=1),
-                         eval_every=0, eval_at_end=False, logdir=str(tmp_path), run_name="t", actor_mode="inprocess",
-                         quiet=True, actions=ActionsConfig(enabled=True, reward_calls_per_period=8, reward_period_s=0.5),
-                         reward=RewardConfig(serverless=True))
+def test_env_steps_and_reward_calls_of_a_run_are_scheduled_actions(tmp_path, tiny_model):
+    cfg = config(tmp_path, tiny_model, total_steps=2, rollout=SchedulerConfig(group_size=2, max_concurrency=8),
+                 eval_at_end=False, actions=ActionsConfig(enabled=True, reward_calls_per_period=8, reward_period_s=0.5),
+                 reward=RewardConfig(serverless=True))
     coordinator = Coordinator(cfg, [MATH])
     result = asyncio.run(coordinator.run())
     assert result.steps == 2

@@ -10,22 +10,17 @@ from pathlib import Path
 
 import crash_envs
 import pytest
-from recipes.grpo_frozenlake import TASK, default_config
-from rollart.config import apply_overrides
+from recipes.grpo_frozenlake import TASK
 from rollart.faults.procs import actor_processes
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
+from run_configs import SMALL_RUN, recipe_config
 
 # Each starts a real run's processes (20-40 s on 2 shared cores): the trainer kill runs by default (it crosses
 # checkpoints, the weight plane and the buffer), the others with -m slow.
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
-        "eval_at_end=false", "checkpoint_every=1", "quiet=true", "env_hosts=0"]
-
-
-def config(tmp_path, *overrides):
-    return apply_overrides(default_config(), [f"logdir={tmp_path}", *TINY, *overrides])
+RESTARTABLE = ["checkpoint_every=1", "env_hosts=0"]  # a checkpoint every step to go back to; envs in this process
 
 
 async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
@@ -40,7 +35,7 @@ async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
 
 
 def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finishes(tmp_path, caplog):
-    co = Coordinator(config(tmp_path, "total_steps=5"), [TASK])
+    co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "total_steps=5"), [TASK])
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         pid = asyncio.run(kill_at_step(co, "trainer", 2))
     result = co.result
@@ -54,7 +49,7 @@ def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finish
 
 @pytest.mark.slow
 def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
-    co = Coordinator(config(tmp_path, "total_steps=5"), [TASK])
+    co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "total_steps=5"), [TASK])
     pid = asyncio.run(kill_at_step(co, "store", 2))
     assert co.c.store.restarts == 1 and co.c.store.pid != pid
     assert co.recovery.counters["store_restarts"] == 1
@@ -66,7 +61,8 @@ def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
     marker = tmp_path / "crashed"
     task = TaskSpec(name="ExitOnce", env_id=crash_envs.ENV_ID, env_kwargs={"marker": str(marker)},
                     max_new_tokens=4, max_turns=2)
-    cfg = config(tmp_path, "total_steps=3", "env_hosts=2", "env_imports=crash_envs", "rollout.max_concurrency=2")
+    cfg = recipe_config(tmp_path, *RESTARTABLE, "total_steps=3", "env_hosts=2", "env_imports=crash_envs",
+                        "rollout.max_concurrency=2")
     co = Coordinator(cfg, [task])
     result = asyncio.run(co.run())
     assert marker.exists()  # an env host process did die inside step
@@ -78,7 +74,7 @@ def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
 @pytest.mark.slow
 def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    args = [f"logdir={tmp_path}", "total_steps=1000", *TINY[:5], "checkpoint_every=1", "quiet=true",
+    args = [f"logdir={tmp_path}", "total_steps=1000", *SMALL_RUN[:5], "checkpoint_every=1", "quiet=true",
             "trainer_restarts=0"]
     proc = subprocess.Popen([sys.executable, "-m", "recipes.grpo_frozenlake", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -5,15 +5,7 @@ from rollart.config import ConfigError
 from rollart.pipeline import PipelineConfig
 from rollart.pipeline.components import build, run_resources
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.tools.make_tiny_model import make_tiny_model
 from rollart.trainer import TrainerConfig
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    return str(out)
 
 
 def test_run_resources_hold_the_workers_classes_and_the_service_processes():

@@ -7,32 +7,15 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import envs  # noqa: F401
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.rollout.scheduler import SchedulerConfig
-from rollart.tools.make_tiny_model import make_tiny_model
-from rollart.trainer import TrainerConfig
+from run_configs import config
 
 FROZEN = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
                   max_new_tokens=1, max_turns=6)
 # Slow env turns keep trajectories in flight across weight updates.
 SLOW = dataclasses.replace(FROZEN, name="SlowLake", faults={"mean": 0.05, "std": 0.02})
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    return str(out)
-
-
-def config(tmp_path, model, **kw):
-    base = dict(model=model, total_steps=3, batch_groups=2, rollout=SchedulerConfig(group_size=4, max_concurrency=16),
-                trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=2,
-                logdir=str(tmp_path), run_name="t", actor_mode="inprocess", quiet=True)
-    base.update(kw)
-    return PipelineConfig(**base)
 
 
 def run(cfg, tasks=(FROZEN,)):

@@ -7,12 +7,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import envs  # noqa: F401
 from rollart.config import ConfigError
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline import Coordinator
 from rollart.pipeline.heldout import check_disjoint, env_instances
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
-from rollart.tools.make_tiny_model import make_tiny_model
-from rollart.trainer import TrainerConfig
+from run_configs import config
 
 TRAIN = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0",
                  env_kwargs={"invalid_hint": False, "random_start": True}, max_new_tokens=1, max_turns=6)
@@ -38,20 +36,11 @@ def test_shared_instances_are_refused_other_maps_pass():
     check_disjoint([TRAIN], [random_maps])
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    return str(out)
-
-
 def test_heldout_eval_runs_in_the_background_of_async_training(tmp_path, tiny_model):
     # held-out env steps are slow (0.6 s): an evaluation spans several train steps, which must go on meanwhile
     slow = dataclasses.replace(HELDOUT, faults={"mean": 0.6, "std": 0.0})
-    cfg = PipelineConfig(model=tiny_model, mode="async", alpha=1, total_steps=5, batch_groups=2,
-                         rollout=SchedulerConfig(group_size=4, max_concurrency=16),
-                         trainer=TrainerConfig(num_threads=1), eval_every=1, eval_episodes=2, eval_at_end=False,
-                         heldout_episodes=3, logdir=str(tmp_path), run_name="t", actor_mode="inprocess", quiet=True)
+    cfg = config(tmp_path, tiny_model, mode="async", alpha=1, total_steps=5, eval_every=1, eval_at_end=False,
+                 heldout_episodes=3)
     coordinator = Coordinator(cfg, [TRAIN], heldout_tasks=[slow])
     result = asyncio.run(coordinator.run())
     assert result.steps == 5

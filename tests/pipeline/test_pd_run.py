@@ -5,34 +5,23 @@ import pytest
 
 import envs  # noqa: F401
 from rollart.config import ConfigError
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.scheduler import SchedulerConfig
-from rollart.tools.make_tiny_model import make_tiny_model
-from rollart.trainer import TrainerConfig
+from run_configs import config
 
 LAKE = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
                 max_new_tokens=4, max_turns=3)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    return str(out)
-
-
-def config(tmp_path, model, **kw):
-    base = dict(model=model, total_steps=2, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
-                trainer=TrainerConfig(num_threads=1), eval_every=0, logdir=str(tmp_path), run_name="pd",
-                actor_mode="inprocess", quiet=True, mode="sync", num_inference_workers=2, hw_classes=("H800", "H20"))
-    base.update(kw)
-    return PipelineConfig(**base)
+PD = dict(total_steps=2, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4), eval_episodes=8,
+          run_name="pd", mode="sync", pd=True, num_inference_workers=2, hw_classes=("H800", "H20"))
+"""Two sync steps with a prefill (H800) and a decode (H20) worker group."""
 
 
 def test_a_pd_run_hands_the_kv_from_the_prefill_group_to_the_decode_group(tmp_path, tiny_model):
-    result = asyncio.run(Coordinator(config(tmp_path, tiny_model, pd=True), [LAKE]).run())
+    result = asyncio.run(Coordinator(config(tmp_path, tiny_model, **PD), [LAKE]).run())
     assert result.steps == 2
     last = result.history[-1]
     assert last["rollout/routing/pd_kv_tokens"] > 0 and last["rollout/routing/pd_kv_bytes"] > 0
@@ -49,4 +38,4 @@ def test_a_pd_run_hands_the_kv_from_the_prefill_group_to_the_decode_group(tmp_pa
 ])
 def test_a_bad_pd_combination_is_one_clear_line(tmp_path, tiny_model, kw, message):
     with pytest.raises(ConfigError, match=message):
-        config(tmp_path, tiny_model, pd=True, **kw)
+        config(tmp_path, tiny_model, **{**PD, **kw})

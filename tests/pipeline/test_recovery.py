@@ -64,13 +64,11 @@ def test_resume_command_repeats_the_command_line_with_resume(monkeypatch):
 
 
 def test_checkpoint_every_s_saves_between_step_checkpoints_and_env_hosts_serve_the_run(tmp_path):
-    from rollart.config import apply_overrides
-    from recipes.grpo_frozenlake import TASK, default_config
+    from recipes.grpo_frozenlake import TASK
     from rollart.pipeline import Coordinator
-    cfg = apply_overrides(default_config(), [
-        f"logdir={tmp_path}", "total_steps=2", "batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4",
-        "eval_every=0", "eval_at_end=false", "actor_mode=inprocess", "quiet=true", "checkpoint_every=0",
-        "checkpoint_every_s=1e-9", "keep_checkpoints=0", "env_hosts=1"])
+    from run_configs import recipe_config
+    cfg = recipe_config(tmp_path, "total_steps=2", "actor_mode=inprocess", "checkpoint_every=0",
+                        "checkpoint_every_s=1e-9", "keep_checkpoints=0", "env_hosts=1")
     co = Coordinator(cfg, [TASK])
     result = asyncio.run(co.run())
     assert result.version == 2

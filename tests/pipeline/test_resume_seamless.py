@@ -7,18 +7,15 @@ import shutil
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rollart.config import apply_overrides
 from rollart.monitor import ProgressBar
 from rollart.pipeline import Coordinator
 
-from recipes.grpo_frozenlake import TASK, default_config
-
-TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
-        "eval_at_end=false", "actor_mode=inprocess", "quiet=true", "keep_checkpoints=0"]
+from recipes.grpo_frozenlake import TASK
+from run_configs import recipe_config
 
 
 def run(tmp_path, *overrides):
-    cfg = apply_overrides(default_config(), [f"logdir={tmp_path}", *TINY, *overrides])
+    cfg = recipe_config(tmp_path, "actor_mode=inprocess", "keep_checkpoints=0", *overrides)
     return asyncio.run(Coordinator(cfg, [TASK]).run())
 
 

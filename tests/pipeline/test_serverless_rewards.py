@@ -11,16 +11,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import envs  # noqa: F401
 import reward_funcs
 from rollart.config import ConfigError
-from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline import Coordinator
 from rollart.rewards.config import RewardConfig
 from rollart.rewards.local import LocalEndpoint
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.reward_dispatch import RewardDispatcher, endpoint_reward
 from rollart.rewards.client import ClientConfig, RewardClient
-from rollart.rollout.scheduler import SchedulerConfig
-from rollart.tools.make_tiny_model import make_tiny_model
-from rollart.trainer import TrainerConfig
 from rollart.types import Trajectory
+from run_configs import config
 
 FROZEN = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
                   max_new_tokens=1, max_turns=6)
@@ -32,13 +30,6 @@ def worker_import_path(monkeypatch):
     """The endpoint's processes import reward_funcs the way this test did."""
     top = str(Path(reward_funcs.__file__).resolve().parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [top, os.environ.get("PYTHONPATH")])))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    make_tiny_model(out, hidden=64, layers=2, heads=1, kv_heads=1, seed=0)
-    return str(out)
 
 
 class Tok:
@@ -95,10 +86,7 @@ async def test_a_reward_failing_after_retries_drops_its_trajectory():
 
 
 def run_cfg(tmp_path, model, **reward):
-    return PipelineConfig(model=model, total_steps=2, batch_groups=2, rollout=SchedulerConfig(group_size=4,
-                          max_concurrency=16), trainer=TrainerConfig(num_threads=1), eval_every=0, eval_episodes=1,
-                          eval_at_end=False, logdir=str(tmp_path), run_name="t", actor_mode="inprocess", quiet=True,
-                          reward=RewardConfig(**reward))
+    return config(tmp_path, model, total_steps=2, eval_episodes=1, eval_at_end=False, reward=RewardConfig(**reward))
 
 
 def test_a_run_scores_through_a_local_endpoint_and_stops_it(tmp_path, tiny_model):

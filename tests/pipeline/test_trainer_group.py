@@ -11,26 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from recipes.grpo_frozenlake import TASK, default_config
-from rollart.config import apply_overrides
+from recipes.grpo_frozenlake import TASK
 from rollart.pipeline import Coordinator
 from rollart.pipeline.components import build
 from rollart.pipeline.coordinator import prepare_run
 from rollart.pipeline.recovery import ActorLostError
 from rollart.pipeline.trainer_group import TrainerGroup
 from rollart.trainer import make_trainer
+from run_configs import recipe_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 from tiny_policy import make_trajectories  # noqa: E402
 
-TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
-        "eval_at_end=false", "checkpoint_every=1", "quiet=true", "env_hosts=0", "trainer.num_threads=1"]
-FEW_PROCESSES = ["actor_mode=inprocess", "trainer_actor_mode=process"]  # only the trainer ranks are processes
+GROUP_RUN = ["actor_mode=inprocess", "trainer_actor_mode=process",  # only the trainer ranks are processes
+             "checkpoint_every=1", "env_hosts=0", "trainer.num_threads=1"]
 LOSSES = ("losses/policy", "losses/kl", "losses/entropy", "losses/grad_norm", "losses/total")
-
-
-def config(tmp_path, *overrides):
-    return apply_overrides(default_config(), [f"logdir={tmp_path}", *TINY, *overrides])
 
 
 async def train_twice(cfg) -> tuple[list[dict], dict, list]:
@@ -46,8 +41,9 @@ async def train_twice(cfg) -> tuple[list[dict], dict, list]:
 
 
 def test_two_trainer_ranks_each_sent_its_shard_give_the_losses_of_one(tmp_path):
-    cfg, _ = prepare_run(config(tmp_path, *FEW_PROCESSES, "trainer.world_size=2", "trainer.num_minibatches=2",
-                                "trainer.kl_coef=0.05", "trainer.entropy_coef=0.01", "trainer.micro_batch_tokens=48"))
+    cfg, _ = prepare_run(recipe_config(tmp_path, *GROUP_RUN, "trainer.world_size=2", "trainer.num_minibatches=2",
+                                       "trainer.kl_coef=0.05", "trainer.entropy_coef=0.01",
+                                       "trainer.micro_batch_tokens=48"))
     two, where, pids = asyncio.run(train_twice(cfg))
     single = make_trainer(dataclasses.replace(cfg.trainer, world_size=1))  # the run's trainer config, one process
     one = [single.train_step(make_trajectories(3, 4, seed=s)) for s in (10, 11)]
@@ -87,7 +83,7 @@ async def kill_rank_at_step(co: Coordinator, rank: int, step: int) -> int:
 
 @pytest.mark.slow
 def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(tmp_path, caplog):
-    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=4", "trainer.world_size=2"), [TASK])
+    co = Coordinator(recipe_config(tmp_path, *GROUP_RUN, "total_steps=4", "trainer.world_size=2"), [TASK])
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         pid = asyncio.run(kill_rank_at_step(co, 1, 2))
     assert co.c.trainer.restarts == 1 and pid not in co.c.trainer.pids
@@ -97,8 +93,8 @@ def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(tmp_path, c
 
 
 def test_a_killed_rank_with_no_restart_left_ends_the_run_and_stops_every_rank(tmp_path):
-    co = Coordinator(config(tmp_path, *FEW_PROCESSES, "total_steps=1000", "trainer.world_size=2",
-                            "trainer_restarts=0"), [TASK])
+    co = Coordinator(recipe_config(tmp_path, *GROUP_RUN, "total_steps=1000", "trainer.world_size=2",
+                                   "trainer_restarts=0"), [TASK])
     with pytest.raises(ActorLostError) as e:
         asyncio.run(kill_rank_at_step(co, 1, 1))
     assert str(e.value).startswith("actor trainer-group died: rank trainer-1 died: process")

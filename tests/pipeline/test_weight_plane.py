@@ -10,14 +10,15 @@ from rollart.pipeline import Coordinator
 from rollart.pipeline.weights import WeightSync
 from rollart.weightplane.traffic import available, tcp_bytes
 
-from test_coordinator import FROZEN, config, tiny_model  # noqa: F401  (fixture)
+from run_configs import config
+from test_coordinator import FROZEN
 
 pytestmark = [pytest.mark.slow,  # four actor processes and a 2-step run: ~30-60 s on 2 shared cores
               pytest.mark.skipif(not available(), reason="needs `ss` (iproute2) to read per-socket TCP counters")]
 
 
 def test_three_workers_train_and_match_the_trainer_while_the_coordinator_carries_no_weights(
-        tmp_path, tiny_model, monkeypatch):  # noqa: F811
+        tmp_path, tiny_model, monkeypatch):
     measured = []  # (coordinator bytes over publish + update, model bytes) per sync
     checks = []
     publish, update = WeightSync.publish, WeightSync.update_workers

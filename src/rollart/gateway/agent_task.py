@@ -130,9 +130,7 @@ class AgentRunner:
 
     async def run(self, task: AgentTask, trajectory_id: str, group_id: str, seed: int | None,
                   barrier: Any = None) -> Trajectory:
-        traj = Trajectory(trajectory_id=trajectory_id, group_id=group_id, task=task.name)
-        traj.info["seed"] = seed
-        traj.timings = {"generate": 0.0, "env_reset": 0.0, "env_step": 0.0}
+        traj = Trajectory.begin(trajectory_id, group_id, task.name, seed)
         started = time.perf_counter()
         guard = _GateGuard(self.gate, traj, task, asyncio.current_task())
         sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=task.max_new_tokens)

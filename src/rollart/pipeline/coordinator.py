@@ -27,30 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rollart.actors import ActorDeadError, RemoteError
 from rollart.actors.cpus import pinned
-from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
-from rollart.gateway.agent_task import AgentRunner, TaskRunner, start_gateway
+from rollart.monitor import MetricsLogger, ProgressBar
+from rollart.pipeline.checkpointing import Checkpointing
 from rollart.pipeline.components import Components, build
 from rollart.pipeline.config import PipelineConfig
-from rollart.pipeline.evaluate import evaluate
-from rollart.pipeline.heldout import HeldOutEval, check_disjoint
-from rollart.pipeline.recovery import Recovery
-from rollart.pipeline.resume import counters_snapshot, restore_counters
-from rollart.pipeline.scoring import Scoring, check_scoring, run_actions
-from rollart.pipeline.weights import WeightSync
-from rollart.rollout.buffer import SampleBuffer
+from rollart.pipeline.evaluate import Evaluations
+from rollart.pipeline.heldout import check_disjoint
+from rollart.pipeline.run_parts import RunParts
+from rollart.pipeline.scoring import Scoring, check_scoring
+from rollart.pipeline.step_accounting import StepAccounting
 from rollart.rollout.env_client import EnvPool
-from rollart.rollout.env_manager import EnvManager, TaskSpec
-from rollart.rollout.scheduler import RolloutError, RolloutScheduler
+from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.scheduler import RolloutError
 from rollart.types import Trajectory
-from rollart.versions import staleness_values, version_span
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -108,7 +103,10 @@ def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
     return resolved, tokenizer
 
 
-class Coordinator:
+class Coordinator(RunParts, StepAccounting, Evaluations, Checkpointing):
+    """One run: the loops below, over the parts it opens (run_parts), its train steps (step_accounting),
+    evaluations (evaluate) and checkpoints (checkpointing)."""
+
     def __init__(self, cfg: PipelineConfig, tasks: list[TaskSpec], eval_tasks: list[TaskSpec] | None = None,
                  reward_fn: RewardFn | None = None, env_pool: EnvPool | None = None, trainer: Any = None,
                  heldout_tasks: list[TaskSpec] | None = None, inference: list | None = None):
@@ -150,25 +148,7 @@ class Coordinator:
         self.c: Components = await build(cfg, self.trainer, self.inference)
         self.scoring: Scoring | None = None
         try:
-            self.actions = run_actions(cfg)
-            self.scoring = await Scoring.start(cfg, tokenizer, self.reward_fn, self.actions)
-            self.buffer = SampleBuffer(cfg.buffer)
-            pool = self.env_pool or self.c.env_pool or EnvPool.inprocess()
-            manager = EnvManager(self.c.proxy, tokenizer, pool, gate=self.buffer, actions=self.actions)
-            self.eval_manager = EnvManager(self.c.proxy, tokenizer, pool, gate=None, actions=self.actions)
-            self.gateway = await start_gateway(self.c.proxy, tokenizer, [*self.tasks, *self.eval_tasks])
-            if self.gateway is not None:  # agent tasks: run through the OpenAI-compatible gateway
-                manager = TaskRunner(manager, AgentRunner(self.gateway, gate=self.buffer))
-                self.eval_manager = TaskRunner(self.eval_manager, AgentRunner(self.gateway))
-            self.heldout = HeldOutEval(self.eval_manager, self.heldout_tasks, cfg.heldout_episodes, cfg.eval_every,
-                                       lambda: self.c.proxy.version, self._log_eval)
-            self.scheduler = RolloutScheduler(self.tasks, manager, cfg.rollout, buffer=self.buffer,
-                                              rewards=self.scoring.dispatcher)
-            self.weights = WeightSync(self.c.trainer, self.c.store, self.c.proxy, cfg.bucket_bytes,
-                                      cfg.weight_link_bytes_per_s, cfg.weights)
-            self.weights.store_moved.append(self.c.repoint_store)
-            self.recovery = Recovery(self.c.trainer, self.c.store, self.weights, self.buffer, self.c.proxy,
-                                     self.run_dir / "checkpoints", cfg.alpha)
+            await self._open_parts(cfg, tokenizer)
             resumed = await self._maybe_resume()
             # after a resume tensorboard drops what the stopped run logged past its checkpoint (no step twice)
             self.logger = MetricsLogger(self.run_dir, config=cfg, purge_step=self.step + 1 if resumed else None)
@@ -192,19 +172,7 @@ class Coordinator:
             fresh = self.evals and self.evals[-1][0] == self.step
             final = self.evals[-1][1] if fresh else await self._evaluate() if cfg.eval_at_end else {}
         finally:
-            if getattr(self, "heldout", None) is not None:
-                await self.heldout.cancel()
-            if getattr(self, "gateway", None) is not None:
-                await self.gateway.close()
-            if getattr(self, "bar", None) is not None:
-                self.bar.close()
-            if self.logger is not None:
-                self.logger.close()
-            await self.c.close()
-            if self.scoring is not None:
-                await self.scoring.close()
-            if getattr(self, "actions", None) is not None:
-                await self.actions.close()
+            await self._close_parts()
         return RunResult(steps=len(self.history), version=self.weights.version, final_success=final,
                          history=self.history, evals=self.evals, timings=self.timings, wall_s=time.perf_counter() - started,
                          run_dir=str(self.run_dir), buffer=self.buffer.stats(), workers=self.worker_stats,
@@ -272,43 +240,6 @@ class Coordinator:
             return {}
         return {**sync, "_pulled_at": pulled_at}
 
-    async def _trained(self, step: Awaitable[Any]) -> None:
-        """Await ``step`` (a train step's accounting, or a weight update). If the trainer died meanwhile, the
-        run goes back to its newest checkpoint (``Recovery.trainer_back``) and trains the lost steps again
-        (``_replay``), ending where ``step`` would have: the caller goes on either way."""
-        try:
-            await step
-            return
-        except (ActorDeadError, RemoteError) as e:
-            if not self.recovery.is_trainer_loss(e):
-                raise
-            self.step, version = await self.recovery.trainer_back(e)
-        await self._replay()
-        self.logger.log({f"system/{k}": float(v) for k, v in self.recovery.counters.items()}, self.step)
-
-    async def _replay(self) -> None:
-        """After the trainer went back to its newest checkpoint: train again, in order and at the versions they
-        were trained at first, the batches it lost (those since the checkpoint, and the one in flight), so no
-        accepted sample is lost. Tensorboard drops what was logged past the checkpoint (no step twice)."""
-        while True:
-            self.history = [h for h in self.history if h["step"] <= self.step]
-            self.logger.close()
-            self.logger = MetricsLogger(self.run_dir, purge_step=self.step + 1)
-            lost = [batch for step, batch in self.replay if step > self.step]
-            if lost:
-                log.warning("replaying %d train step(s) the trainer lost (%d trajectories)", len(lost),
-                            sum(len(b) for b in lost))
-            try:
-                for batch in lost:
-                    await self._train_and_finish(batch, {"system/replayed": 1.0})
-                await self._update_now()  # the workers take the version the replay ended at
-                self.recovery.counters["replayed_steps"] += len(lost)
-                return
-            except (ActorDeadError, RemoteError) as e:
-                if not self.recovery.is_trainer_loss(e):
-                    raise
-                self.step, _ = await self.recovery.trainer_back(e)
-
     async def _run_sync(self) -> None:
         """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits."""
         while not self._done():
@@ -318,9 +249,6 @@ class Coordinator:
             await self._trained(self._train_and_finish(batch, extra))
             await self._trained(self._update_now())
             await self._maybe_evaluate()
-
-    async def _train_and_finish(self, batch: list[Trajectory], extra: dict) -> None:
-        await self._finish_train(await self._train(batch, extra))
 
     async def _run_oneoff(self) -> None:
         """One-off: rollout of the next batch (previous weights) overlaps training on this one."""
@@ -338,87 +266,6 @@ class Coordinator:
             self.logger.log({"system/get_batch_wait_s": time.perf_counter() - t0}, self.step)
             await self._trained(self._update_now())
             await self._maybe_evaluate()
-
-    # ------------------------------------------------------------------ steps
-    async def _train(self, batch: list[Trajectory], extra: dict) -> tuple[list[Trajectory], dict]:
-        t0 = time.perf_counter()
-        # in a fixed order, not the order trajectories finished in: float sums then repeat from run to run
-        batch = sorted(batch, key=lambda t: (t.group_id, t.trajectory_id))
-        # kept until a checkpoint covers it: a trainer that dies before then trains it again (_replay); without
-        # periodic checkpoints only the batch in flight is kept (memory stays bounded; earlier steps are lost)
-        periodic = self.cfg.checkpoint_every or self.cfg.checkpoint_every_s
-        kept = [(s, b) for s, b in self.replay if s <= self.step] if periodic else []
-        self.replay = [*kept, (self.step + 1, batch)]
-        self.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
-        metrics = await self.c.trainer.call("train_step", batch)
-        metrics = {**extra, **metrics, "system/train_s": time.perf_counter() - t0, "_train_end": time.perf_counter()}
-        return batch, metrics
-
-    async def _finish_train(self, result: tuple[list[Trajectory], dict]) -> None:
-        """Account a finished train step: new version published to the weight store, metrics logged."""
-        batch, metrics = result
-        metrics.pop("_train_end", None)
-        trained_at = self.weights.version
-        self.step += 1
-        push = await self.recovery.publish(trained_at + 1)
-        metrics["system/weight_push_s"] = push.push_s
-        metrics.update(trajectory_metrics(batch, trained_at))
-        metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
-        counters = self.c.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted
-        metrics.update({f"rollout/routing/{k}": float(counters[k])
-                        for k in ("requests", "retries", "rerouted", "fallbacks", "spills")
-                        + (("pd_kv_tokens", "pd_kv_bytes", "pd_reprefill_tokens") if self.cfg.pd else ())})
-        self._log_hw_affinity(metrics)
-        self.heldout.maybe_start(self.step)  # in the background: nothing waits for it
-        self.timings.extend(dict(t.timings) for t in batch)
-        for key in ("env_reset", "env_step"):
-            self.logger.histogram(f"system/{key}_s", [t.timings.get(key, 0.0) for t in batch], self.step)
-        metrics["system/elapsed_s"] = self._elapsed()
-        tokens = sum(len(t.token_ids) for t in batch)
-        metrics["system/tokens_per_step"] = float(tokens)
-        self.logger.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, self.step)
-        self.logger.histogram("rollout/staleness", staleness_values(batch, trained_at), self.step)
-        self.logger.log_counts("rollout/aborted", dict(self.buffer.aborted), self.step)
-        self.logger.log_counts("rollout/evicted", dict(self.buffer.evicted), self.step)
-        self.logger.log(await self.scoring.metrics(), self.step)
-        if self.actions is not None:
-            self.logger.log(self.actions.metrics(), self.step)
-        self.history.append({"step": self.step, **metrics})
-        if self.bar is not None:
-            self.bar.update(self.step, reward=metrics.get("rollout/reward_mean", 0.0),
-                            success=metrics.get("charts/success", 0.0))
-        every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
-        if (every and self.step % every == 0) or (every_s and time.perf_counter() - self.checkpointed_at >= every_s):
-            await self._checkpoint()
-
-    def _log_hw_affinity(self, metrics: dict) -> None:
-        """The online profiler's costs as scalars; its mapping, when it changed, in one line and as text."""
-        profiler = self.c.proxy.profiler
-        if len(profiler.workers) < 2:
-            return  # one hardware class: nothing to choose
-        metrics.update(profiler.metrics())
-        if profiler.changes != getattr(self, "hw_affinity_changes", 0):
-            self.hw_affinity_changes = profiler.changes
-            what = "hw_affinity=auto" if self.cfg.proxy.hw_affinity == "auto" else "hw_affinity proposal"
-            self.logger.log_text("rollout/hw_affinity", f"{what}: {profiler.describe()}", self.step)
-            if not self.cfg.quiet:
-                print(f"\r{what} (step {self.step}): {profiler.describe()}", file=sys.stderr, flush=True)
-
-    def _log_eval(self, metrics: dict, step: int) -> None:
-        if self.logger is not None:
-            self.logger.log(metrics, step)
-            self.logger.flush()
-
-    def _elapsed(self) -> float:
-        """Training seconds so far, across resumes."""
-        return self.elapsed_before + time.perf_counter() - self.train_started
-
-    async def _update_now(self) -> None:
-        """Steps ②–④ outside the overlapped loop (sync / oneoff / end of run)."""
-        sync = await self.recovery.update_now()
-        if sync:
-            self.logger.log(sync, self.step)
-            self.history[-1].update(sync)
 
     def _done(self, in_flight: bool = False) -> bool:
         cfg = self.cfg
@@ -446,104 +293,6 @@ class Coordinator:
         if cfg.stop_at_success is None or len(recent) < cfg.stop_consecutive:
             return False
         return all(v >= cfg.stop_at_success for _, success in recent for k, v in success.items() if k != "mean")
-
-    async def _device_stats(self) -> dict:
-        """Device and peak GPU memory of the trainer and of each worker that reports them (diagnostics)."""
-        out = {name: {k: st[k] for k in ("device", "peak_memory_gb") if k in st}
-               for name, st in self.worker_stats.items() if "peak_memory_gb" in st}
-        try:
-            out["trainer"] = await self.c.trainer.call("device_stats")
-        except Exception as e:  # noqa: BLE001 - e.g. a shared training service that does not answer it
-            log.info("trainer device stats: %s", e)
-        return out
-
-    async def _worker_stats(self) -> dict:
-        """Each inference worker's counters; with simulated hardware, warn if the real compute was not
-        well below the simulated time (then the CPU, not the simulated class, set the worker's speed)."""
-        stats = {}
-        for name, hw, handle in self.c.workers:
-            try:
-                stats[name] = {"hw_class": hw, **await handle.call("get_stats")}
-            except Exception as e:  # noqa: BLE001 - stats are diagnostics; a dead worker must not fail the run
-                log.warning("stats of worker %s: %s", name, e)
-        for name, st in stats.items():
-            simulated = st.get("simulated_scaled_seconds", 0.0)
-            if self.cfg.simulate_hardware and simulated and st["engine_seconds"] > 0.5 * simulated:
-                log.warning("worker %s: real engine compute %.1f s is %.0f%% of its simulated %s time %.1f s, "
-                            "so this CPU, not the simulated hardware, set much of its speed; raise "
-                            "sim_time_scale or give rollout more cores", name, st["engine_seconds"],
-                            100 * st["engine_seconds"] / simulated, st["hw_class"], simulated)
-        return stats
-
-    # ------------------------------------------------------------------ evaluation and checkpoints
-    async def _maybe_evaluate(self, rollout: asyncio.Task | None = None) -> None:
-        every = self.cfg.eval_every
-        if every and self.step and self.step % every == 0 and (not self.evals or self.evals[-1][0] != self.step):
-            coro = self._evaluate()
-            await (self._unless_failed(coro, rollout) if rollout is not None else coro)
-
-    async def _evaluate(self) -> dict[str, float]:
-        success = await evaluate(self.eval_manager, self.eval_tasks, self.cfg.eval_episodes, seed=10_000)
-        self.evals.append((self.step, success))
-        self.logger.log({f"charts/eval_success/{k}": v for k, v in success.items()}, self.step)
-        self.logger.flush()
-        return success
-
-    async def _checkpoint(self, final: bool = False) -> None:
-        if not self.step or (final and self.history and self.history[-1].get("checkpoint")):
-            return
-        extra = {"step": self.step, "version": self.weights.version, "buffer": self.buffer.stats(),
-                 "evals": self.evals[-1:] if self.evals else [],
-                 "counters": counters_snapshot(self.buffer, self.c.proxy.counters, self._elapsed())}
-        path = await self.c.trainer.call("save_checkpoint", str(self.run_dir / "checkpoints"), extra,
-                                         self.cfg.keep_checkpoints)
-        self.checkpointed_at = time.perf_counter()
-        self.replay = [(s, b) for s, b in self.replay if s > self.step]
-        if self.history:
-            self.history[-1]["checkpoint"] = path
-
-    async def _maybe_resume(self) -> bool:
-        """Continue from the newest intact checkpoint when ``cfg.resume``; True if it did."""
-        from rollart.trainer.checkpoint import candidates
-        root = self.run_dir / "checkpoints"
-        found = candidates(root)
-        if not self.cfg.resume:
-            if found:  # a re-run in the same folder: its curves land beside the earlier run's
-                log.warning("%s holds an earlier run's checkpoint (%s); starting fresh in the same folder: pass "
-                            "--resume to continue it, or run_name=NEW for a separate run", self.run_dir, found[0].name)
-            return False
-        if not found:
-            log.warning("resume: no checkpoint under %s; starting fresh", root)
-            return False
-        folder, extra = await self._load_newest_intact(root, found)
-        version = await self.c.trainer.call("get_version")
-        self.step = int(extra.get("step", version))
-        await self.recovery.publish(version)
-        await self._update_now_quiet()
-        self.scheduler.reseed(self.cfg.seed + self.step)  # new task draws after a resume
-        self.elapsed_before = restore_counters(extra.get("counters", {}), self.buffer, self.c.proxy.counters)
-        log.warning("resumed from %s at step %d, version %d", folder, self.step, version)
-        return True
-
-    async def _load_newest_intact(self, root: Path, found: list[Path]) -> tuple[Path, dict]:
-        """Load the newest checkpoint the trainer can verify and load; each one skipped is one warning line."""
-        from rollart.actors import RemoteError
-        from rollart.trainer.checkpoint import CheckpointError
-        for i, folder in enumerate(found):
-            try:
-                return folder, await self.c.trainer.call("load_checkpoint", str(folder))
-            except (RemoteError, CheckpointError) as e:
-                if isinstance(e, RemoteError) and not e.matches(CheckpointError):
-                    raise
-                problem = e.message if isinstance(e, RemoteError) else str(e)
-                older = f"falling back to {found[i + 1].name}" if i + 1 < len(found) else "no older checkpoint"
-                log.warning("resume: %s; %s", problem, older)
-        raise CheckpointError(f"--resume: none of the {len(found)} checkpoint(s) in {root} is intact (see the "
-                              "warnings above); start without --resume, or with run_name=NEW for a separate run")
-
-    async def _update_now_quiet(self) -> None:
-        await self.weights.update_workers()
-        await self.buffer.set_version(self.weights.version)
 
     def _rollout_cause(self, error: RolloutError) -> str:
         """The rollout's error, led by its cause when every inference worker is gone for good."""

@@ -111,9 +111,7 @@ class EnvManager:
     async def run(self, task: TaskSpec, trajectory_id: str, group_id: str, seed: int | None,
                   barrier: Any = None) -> Trajectory:
         """One trajectory from env open to release. ``barrier`` (batched baseline) syncs turns."""
-        traj = Trajectory(trajectory_id=trajectory_id, group_id=group_id, task=task.name)
-        traj.info["seed"] = seed
-        traj.timings = {"env_reset": 0.0, "env_step": 0.0, "generate": 0.0}
+        traj = Trajectory.begin(trajectory_id, group_id, task.name, seed)
         started = time.perf_counter()
         session: EnvSession | None = None
         try:
