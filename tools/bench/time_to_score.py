@@ -60,7 +60,7 @@ import envs  # noqa: E402,F401
 from async_training import MODES as ASYNC_MODES, split_cores, start_trainer  # noqa: E402
 from recipes.grpo_frozenlake import START_CELLS, TASK, default_config  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
-from rollart.config import apply_values  # noqa: E402
+from rollart.config import apply_overrides, apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
@@ -124,7 +124,8 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args) -> dict:
 async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> list[dict]:
     model = str(make_tiny_model(Path(tmp) / f"model{seed}", seed=seed))
     trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
-    base = dataclasses.replace(bench_config(model, tmp, seed, args), rollout_cpus=rollout_cpus)
+    base = apply_overrides(dataclasses.replace(bench_config(model, tmp, seed, args), rollout_cpus=rollout_cpus),
+                           args.set)
     rows = []
     async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
         trainer = await start_trainer(system, base, model, trainer_cpus)  # one trainer per seed, reset per mode
@@ -198,6 +199,8 @@ def main() -> None:
                     help="training seconds per run; a run not at the target by then is censored (default %(default)s)")
     ap.add_argument("--split-cores", action=argparse.BooleanOptionalAction, default=True,
                     help="trainer process on core 0, rollout on the other cores, every mode alike (default on)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a pipeline setting for every mode, e.g. --set trainer.lr=1e-3 (repeatable)")
     ap.add_argument("--out", default="", help="folder for time_to_score.json (rewritten after every run) and the plot")
     ap.add_argument("--plot", default="", help="plot path (default: OUT/time_to_score.png, else tools/bench/plots/)")
     args = ap.parse_args()
