@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tiny_policy import make_model, make_trajectories  # noqa: E402
 
 from rollart.trainer import TrainerConfig, make_trainer  # noqa: E402
+from rollart.trainer.shutdown import exit_process  # noqa: E402
 
 DS_CONFIG = dict(num_threads=1, lr=1e-2, micro_batch_tokens=48, num_minibatches=2, kl_coef=0.05, grad_clip=1.0)
 SEEDS = (20, 21)
@@ -59,3 +60,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_process(0)  # as actor processes end: DeepSpeed's gloo threads outlive close(), see rollart.trainer.shutdown

@@ -173,6 +173,9 @@ class DeepSpeedTrainer(Trainer):
                                     "was not written by the deepspeed backend (or with another ZeRO layout)")
 
     def close(self) -> None:
+        """Wait for the other ranks, then destroy the process group. DeepSpeed keeps the groups referenced, so
+        their C++ threads outlive this call: a process that ran this trainer ends with
+        ``rollart.trainer.shutdown.exit_process`` (actor processes do), not through interpreter finalisation."""
         import torch.distributed as dist
         if dist.is_initialized():
             if self.cfg.world_size > 1:
