@@ -1,6 +1,7 @@
 """SharedInferenceWorker: two jobs' requests on one engine, swapped through the StateManager tiers by HRRS; every
 answer token for token equal to a private engine holding that job's weights (also after a job's weight update,
-through the disk tier, and through a real actor process behind each job's own LLMProxy)."""
+through the disk tier, and through a real actor process behind each job's own LLMProxy); each job's cached
+prefixes kept across swaps while its weights stay, dropped when they change."""
 import asyncio
 import os
 

@@ -95,6 +95,9 @@ class SharedInferenceWorker:
         self.offload_tier = offload_tier
         self.policy = policy
         self.job_prefix_cache = bool(job_prefix_cache)
+        if self.job_prefix_cache and not getattr(self.worker.engine, "supports_prefix_namespaces", False):
+            log.warning("%s: engine %s keeps no per-job prefix caches; every weight swap empties its prefix cache "
+                        "(engine.backend=torch keeps them)", name, type(self.worker.engine).__name__)
         self.jobs: dict[str, _Job] = {}
         self.active: str | None = None
         self.target: str | None = None
