@@ -200,8 +200,8 @@ def plot(trace: dict, table1: dict, rows: dict, path: Path, two: dict | None = N
         ax[3].bar([0.27, 1.27], [two["held_drop_cache_s"], two["inference_busy_drop_cache_s"]], 0.27,
                   label="shared, prefix cache emptied at each swap")
         ax[3].set_xticks(list(xs)); ax[3].set_xticklabels(labels, fontsize=8); ax[3].set_ylabel("device-seconds")
-        ax[3].set_title(f"LIVE two-job recipe: saved {two['saved_pct']:.0f}% "
-                        f"(cache emptied: {two['saved_pct_drop_cache']:.0f}%), slowdown x{two['slowdown']:.2f}")
+        ax[3].set_title(f"LIVE 2 jobs: saved {two['saved_pct']:.0f}% (emptied cache "
+                        f"{two['saved_pct_drop_cache']:.0f}%), slowdown x{two['slowdown']:.1f}", fontsize=10)
         ax[3].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
