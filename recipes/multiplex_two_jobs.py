@@ -4,13 +4,15 @@
     python -m recipes.multiplex_two_jobs share=trainer      # share only the trainer (private inference workers)
     python -m recipes.multiplex_two_jobs alone=true         # baseline: each job alone, private trainer and worker
     python -m recipes.multiplex_two_jobs total_steps=40 policy=fcfs offload_tier=disk
+    python -m recipes.multiplex_two_jobs job_prefix_cache=false   # every inference swap empties the prefix cache
 
 Each job keeps its own envs, weight store and coordinator. Training is shared: a single DeploymentWorker
 process time-slices the two jobs' trainers, switching the resident job's model and optimizer state out to
 the StateManager (host or disk tier) when the other job's operation is admitted (HRRS order). With
 ``share=both`` inference is shared too: one SharedInferenceWorker process serves both jobs' generate
 requests, each tagged with its job; it holds one job's weights at a time and swaps them through its own
-StateManager in HRRS order (rollart.multiplex.inference). The deployment each job goes on is chosen by the service's Placer
+StateManager in HRRS order (rollart.multiplex.inference), each job keeping its own prefix cache across
+swaps within the engine's one KV budget. The deployment each job goes on is chosen by the service's Placer
 (its default demand: a quarter of every period, micro-shifted next to the other job's). Each job prints
 its reward curve summary and greedy success; the last line gives both as key=value pairs. Watch in
 tensorboard (`tensorboard --logdir runs/multiplex`): rollout/reward_mean and charts/eval_success/* per job
@@ -73,6 +75,9 @@ class MultiplexRecipe:
     batches, and so its losses, do not depend on timing — what the sharing test compares exactly)."""
     share: Literal["both", "trainer"] = "both"
     """What the two jobs share: 'both' (trainer and inference worker) or 'trainer' (private inference workers)."""
+    job_prefix_cache: bool = True
+    """share=both: each job keeps its cached prompt prefixes across the shared worker's weight swaps (False:
+    every swap empties the engine's prefix cache and the job coming in re-prefills its prompts)."""
 
     def __post_init__(self):
         if self.total_steps < 1:
@@ -204,8 +209,13 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
                 st = await shared.call("stats")
                 out["inference_busy_s"], out["inference_switches"] = st["busy_seconds"], st["switches"]
                 out["prefix_hit_rate"], out["prompt_tokens"] = st["prefix_hit_rate"], st["prompt_tokens"]
+                out["cached_tokens"] = st["cached_tokens"]
+                out.update({f"inference_{k}_s": st[f"{k}_seconds"] for k in ("engine", "swap", "drain", "idle")})
                 print(f"shared inference: switches={st['switches']} swap_s={st['swap_seconds']:.2f} "
+                      f"engine_s={st['engine_seconds']:.1f} drain_s={st['drain_seconds']:.1f} "
+                      f"idle_s={st['idle_seconds']:.1f} "
                       f"busy_s={st['busy_seconds']:.1f} prefix_hit_rate={st['prefix_hit_rate']:.2f} "
+                      f"by_job={ {j: round(v, 2) for j, v in st['prefix_hit_rate_by_job'].items()} } "
                       f"requests={st['requests_by_job']} "
                       f"queued_s={ {j: round(v, 1) for j, v in st['queued_seconds_by_job'].items()} }")
                 await shared.stop()
@@ -223,7 +233,7 @@ async def shared_inference(service: TrainingService, jobs: dict, r: MultiplexRec
     first = next(iter(resolved.values()))
     shared = await service.system.spawn("rollart.multiplex.inference:SharedInferenceWorker", first.engine,
                                         spill_dir=spill, name="shared-gen", offload_tier=r.offload_tier,
-                                        policy=r.policy, mode=r.service_mode)
+                                        policy=r.policy, job_prefix_cache=r.job_prefix_cache, mode=r.service_mode)
     for job, cfg in resolved.items():
         await shared.call("add_job", job, cfg.engine.model)
     return shared, {job: [("shared-gen", "cpu", JobWorker(shared, job))] for job in jobs}

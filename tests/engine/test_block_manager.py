@@ -71,3 +71,38 @@ def test_allocate_refuses_without_side_effects_when_full():
     big = _seq(list(range(20)))
     assert bm.allocate(big, 100) == 0 and big.block_table == [] and bm.num_free_blocks == 2
     assert bm.allocate(big, 8) == 8 and bm.num_free_blocks == 0   # a chunk that fits
+
+
+def _cache(bm, tokens, rid="c"):
+    seq = _seq(tokens, rid)
+    bm.allocate(seq, 100)
+    _compute_all(bm, seq)
+    bm.free_seq(seq)
+
+
+def test_namespaces_keep_their_prefixes_apart_and_across_switches():
+    bm = BlockManager(num_blocks=8, block_size=2)
+    bm.set_namespace("A")
+    _cache(bm, [1, 2, 3, 4, 5])
+    bm.set_namespace("B")
+    assert bm.match_prefix(_seq([1, 2, 3, 4, 5])) == []     # same tokens, other weights: no match
+    _cache(bm, [1, 2, 3, 4, 5])
+    assert bm.cached_blocks() == {"A": 2, "B": 2}
+    bm.set_namespace("A")
+    assert len(bm.match_prefix(_seq([1, 2, 3, 4, 5]))) == 2  # A's blocks survived B's turn
+    assert bm.drop_namespace("A") == 2
+    assert bm.match_prefix(_seq([1, 2, 3, 4, 5])) == [] and bm.cached_blocks() == {"B": 2}
+    bm.set_namespace("B")
+    assert len(bm.match_prefix(_seq([1, 2, 3, 4, 5]))) == 2  # dropping A left B's alone
+
+
+def test_namespaces_share_one_budget_evicted_lru():
+    bm = BlockManager(num_blocks=4, block_size=2)
+    bm.set_namespace("A")
+    _cache(bm, [1, 2, 3, 4, 5], "a")                          # 3 blocks, 2 of them cached
+    bm.set_namespace("B")
+    big = _seq([7, 8, 9, 10, 11, 12, 13], "b")                # needs 4 blocks: A's cached ones are evicted
+    assert bm.allocate(big, 100) == 7 and bm.evictions == 2
+    bm.free_seq(big)
+    bm.set_namespace("A")
+    assert bm.match_prefix(_seq([1, 2, 3, 4, 5])) == []

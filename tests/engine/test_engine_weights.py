@@ -64,3 +64,31 @@ def test_update_invalidates_prefix_cache_and_checks_names(tiny_model, tiny_model
     out = engine.generate([p], sp)[0]
     assert out.num_cached_tokens == 0 and out.versions == [1] * 8
     assert out.token_ids == greedy_reference(models[1], p, 8)[0]
+
+
+def test_namespaces_keep_a_jobs_prefixes_across_swaps_until_its_weights_change(tiny_model, tiny_model_v2, models):
+    """Two jobs' weights swapped in and out of one engine: a swap back with the same weights reuses the job's
+    cached prefixes (same tokens as without a cache); new weights of the job drop them (output equals a fresh
+    engine holding the new weights), the other job's stay."""
+    a = load_file(str(tiny_model / "model.safetensors"))
+    b = load_file(str(tiny_model_v2 / "model.safetensors"))
+    engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64))
+    p, q = random_prompts([50, 40], seed=3)
+    sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    engine.update_weights(WeightBucket.of(0, a), namespace="A")
+    first = engine.generate([p], sp)[0]
+    engine.update_weights(WeightBucket.of(0, b), namespace="B")
+    assert engine.generate([p], sp)[0].num_cached_tokens == 0   # A's K/V never serves B's weights
+    engine.generate([q], sp)
+    engine.update_weights(WeightBucket.of(0, a), namespace="A", reuse_cached=True)
+    again = engine.generate([p], sp)[0]
+    assert again.num_cached_tokens == 48 and again.token_ids == first.token_ids
+    assert again.token_ids == greedy_reference(models[0], p, 8)[0]
+    engine.update_weights(WeightBucket.of(1, b), namespace="A")  # job A's weights changed
+    out = engine.generate([p], sp)[0]
+    assert out.num_cached_tokens == 0 and out.versions == [1] * 8
+    assert out.token_ids == greedy_reference(models[1], p, 8)[0]
+    engine.update_weights(WeightBucket.of(0, b), namespace="B", reuse_cached=True)
+    assert engine.generate([q], sp)[0].num_cached_tokens == 32  # B's prefixes outlived A's update
+    engine.update_weights(WeightBucket.of(2, a))                  # no namespace: the whole cache goes
+    assert engine.block_manager.cached_blocks() == {}

@@ -1,6 +1,7 @@
 """SharedInferenceWorker: two jobs' requests on one engine, swapped through the StateManager tiers by HRRS; every
 answer token for token equal to a private engine holding that job's weights (also after a job's weight update,
-through the disk tier, and through a real actor process behind each job's own LLMProxy)."""
+through the disk tier, and through a real actor process behind each job's own LLMProxy); each job's cached
+prefixes kept across swaps while its weights stay, dropped when they change."""
 import asyncio
 import os
 
@@ -137,3 +138,61 @@ async def test_shared_worker_process_behind_two_proxies(models, tmp_path):
         assert [g.token_ids for g in got[0::2]] == await private_answers(models["A"], reqs["A"])
         assert [g.token_ids for g in got[1::2]] == await private_answers(models["B"], reqs["B"])
         assert (await JobWorker(handle, "B").call("get_stats"))["switches"] >= 1
+
+
+def long_request(job, rid, seed):
+    """A 40-token prompt (two full KV blocks of 16 cacheable), greedy."""
+    prompt = [(7 * i + seed) % 200 + 1 for i in range(40)]
+    return GenerateRequest(f"{job}-{rid}", prompt, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+
+
+@pytest.mark.parametrize("tier", ["host", "disk"])
+async def test_swap_back_keeps_the_jobs_cached_prefixes(models, tmp_path, tier):
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path), offload_tier=tier)
+    try:
+        await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
+        first = await shared.job_send("A", long_request("A", 0, seed=1))
+        await shared.job_send("B", long_request("B", 0, seed=2))         # swap A out, B in
+        again = await shared.job_send("A", long_request("A", 1, seed=1))  # swap back: same prompt, same weights
+        assert shared.switches == 2
+        assert again.num_cached_tokens == 32  # A's K/V survived B's turn (it was dropped at every swap before)
+        assert [first.token_ids, again.token_ids] == await private_answers(
+            models["A"], [long_request("A", 0, seed=1), long_request("A", 1, seed=1)])
+        st = shared.stats()
+        assert st["prefix_hit_rate_by_job"]["A"] == 32 / 80 and st["computed_prompt_tokens"] == 40 + 40 + 8
+    finally:
+        await shared.on_stop()
+
+
+async def test_without_job_prefix_cache_every_swap_empties_it(models, tmp_path):
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path), job_prefix_cache=False)
+    try:
+        await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
+        await shared.job_send("A", long_request("A", 0, seed=1))
+        await shared.job_send("B", long_request("B", 0, seed=2))
+        assert (await shared.job_send("A", long_request("A", 1, seed=1))).num_cached_tokens == 0
+    finally:
+        await shared.on_stop()
+
+
+@pytest.mark.parametrize("active", [False, True])
+async def test_new_weights_of_a_job_invalidate_its_cached_prefixes(models, tmp_path, active):
+    """A's weights change (while it is out, or while it is active): its cached prefixes are dropped and the answer
+    equals a fresh engine's holding the new weights; B's cached prefixes are kept."""
+    from safetensors.torch import load_file
+    v1 = WeightBucket(1, load_file(os.path.join(models["B1"], "model.safetensors")))
+    shared = SharedInferenceWorker(engine_cfg(models["A"]), spill_dir=str(tmp_path))
+    try:
+        await shared.add_job("A", models["A"]); await shared.add_job("B", models["B"])
+        await shared.job_send("B", long_request("B", 0, seed=2))
+        await shared.job_send("A", long_request("A", 0, seed=1))
+        if not active:
+            await shared.job_send("B", long_request("B", 1, seed=3))  # A out
+        assert (shared.active == "A") == active
+        assert await shared.job_send("A", UpdateWeights.of(v1)) == 1
+        out = await shared.job_send("A", long_request("A", 1, seed=1))
+        assert out.num_cached_tokens == 0 and out.versions == [1] * 6
+        assert out.token_ids == (await private_answers(models["A"], [long_request("A", 1, seed=1)], weights=v1))[0]
+        assert (await shared.job_send("B", long_request("B", 2, seed=2))).num_cached_tokens == 32
+    finally:
+        await shared.on_stop()

@@ -5,6 +5,12 @@ Blocks are ``block_size`` token slots. A block that is full and computed gets a 
 a later sequence with the same token prefix takes those blocks (``ref_count += 1``) instead of
 recomputing them. Freed blocks keep their hash and sit in an LRU free list, so a finished
 request's history stays reusable by its trajectory's next turn until the space is needed.
+
+Namespaces let one cache serve several sets of weights (the jobs of a shared inference worker): the
+chain of hashes starts from the current ``namespace``, each cached block remembers the namespace it was
+computed in, and only blocks of the current namespace match. A namespace's blocks stay cached while
+another is current (evicted LRU with the rest under pressure) and match again when it comes back;
+``drop_namespace`` forgets them when their weights changed.
 """
 from __future__ import annotations
 
@@ -17,14 +23,20 @@ def chain_hash(prev: int, tokens: tuple[int, ...]) -> int:
     return hash((prev, tokens))
 
 
+def namespace_seed(namespace: str | None) -> int:
+    """First link of the hash chain: 0 for the default namespace (None)."""
+    return 0 if namespace is None else hash(("namespace", namespace))
+
+
 class Block:
-    __slots__ = ("block_id", "ref_count", "hash", "token_ids")
+    __slots__ = ("block_id", "ref_count", "hash", "token_ids", "namespace")
 
     def __init__(self, block_id: int):
         self.block_id = block_id
         self.ref_count = 0
         self.hash: int | None = None
         self.token_ids: tuple[int, ...] = ()
+        self.namespace: str | None = None
 
 
 class BlockManager:
@@ -37,6 +49,9 @@ class BlockManager:
         self.hash_to_block: dict[int, int] = {}
         self.evictions = 0
         """Cached blocks whose content was dropped to make room (prefix-cache evictions)."""
+        self.namespace: str | None = None
+        """Whose weights the K/V computed now belongs to; only its cached blocks match."""
+        self._seed = 0
 
     @property
     def num_free_blocks(self) -> int:
@@ -51,19 +66,20 @@ class BlockManager:
         if block.hash is not None and self.hash_to_block.get(block.hash) == block_id:
             del self.hash_to_block[block.hash]  # evict its cached content
             self.evictions += 1
-        block.hash, block.token_ids, block.ref_count = None, (), 1
+        block.hash, block.token_ids, block.namespace, block.ref_count = None, (), None, 1
         return block_id
 
     def match_prefix(self, seq: Sequence) -> list[int]:
         """Cached blocks covering a prefix of seq's tokens; the last token is always left to compute."""
         if not self.enable_prefix_caching:
             return []
-        hits, h, bs = [], 0, self.block_size
+        hits, h, bs = [], self._seed, self.block_size
         for i in range((seq.num_tokens - 1) // bs):
             tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])
             h = chain_hash(h, tokens)
             block_id = self.hash_to_block.get(h)
-            if block_id is None or self.blocks[block_id].token_ids != tokens:
+            if block_id is None or self.blocks[block_id].token_ids != tokens \
+                    or self.blocks[block_id].namespace != self.namespace:
                 break
             hits.append(block_id)
         return hits
@@ -108,11 +124,11 @@ class BlockManager:
         bs = self.block_size
         for i in range(len(seq.block_hashes), seq.num_computed_tokens // bs):
             tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])
-            h = chain_hash(seq.block_hashes[-1] if seq.block_hashes else 0, tokens)
+            h = chain_hash(seq.block_hashes[-1] if seq.block_hashes else self._seed, tokens)
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]
             if h not in self.hash_to_block:  # else an identical block is already cached; keep that one
-                block.hash, block.token_ids = h, tokens
+                block.hash, block.token_ids, block.namespace = h, tokens, self.namespace
                 self.hash_to_block[h] = block.block_id
 
     def free_seq(self, seq: Sequence) -> None:
@@ -125,7 +141,31 @@ class BlockManager:
         seq.block_table = []
 
     def reset_prefix_cache(self) -> None:
-        """Forget every cached hash (their K/V came from weights that are no longer current)."""
+        """Forget every cached hash of every namespace (their K/V came from weights that are no longer current)."""
         self.hash_to_block.clear()
         for block in self.blocks:
-            block.hash, block.token_ids = None, ()
+            block.hash, block.token_ids, block.namespace = None, (), None
+
+    def set_namespace(self, namespace: str | None) -> None:
+        """Make ``namespace`` current: its cached blocks match from now on, the others' wait (call it with no
+        sequence holding blocks: a running sequence's hash chain belongs to the namespace it started in)."""
+        self.namespace, self._seed = namespace, namespace_seed(namespace)
+
+    def drop_namespace(self, namespace: str | None) -> int:
+        """Forget the cached blocks of ``namespace`` (its weights changed); returns how many were dropped."""
+        dropped = 0
+        for block in self.blocks:
+            if block.hash is not None and block.namespace == namespace:
+                if self.hash_to_block.get(block.hash) == block.block_id:
+                    del self.hash_to_block[block.hash]
+                block.hash, block.token_ids, block.namespace = None, (), None
+                dropped += 1
+        return dropped
+
+    def cached_blocks(self) -> dict[str | None, int]:
+        """Namespace -> number of blocks holding a cached prefix of it."""
+        out: dict[str | None, int] = {}
+        for block in self.blocks:
+            if block.hash is not None and self.hash_to_block.get(block.hash) == block.block_id:
+                out[block.namespace] = out.get(block.namespace, 0) + 1
+        return out

@@ -36,6 +36,8 @@ from rollart.types import EngineStats, GenerationResult, InvalidRequestError, KV
 class LLMEngine:
     supports_kv_transfer = True
     """add_request takes kv= / export_kv= (PD disaggregation, ``rollart.engine.kv_transfer``)."""
+    supports_prefix_namespaces = True
+    """update_weights takes namespace= / reuse_cached= (jobs sharing one engine keep their cached prefixes)."""
 
     def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
         self.config = config
@@ -222,11 +224,15 @@ class LLMEngine:
         return [done[r] for r in ids]
 
     # ---- weights ---------------------------------------------------------------------------------
-    def update_weights(self, weights: WeightBucket) -> None:
+    def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
         """Load new weights (HF names; all checked before any is copied) and move to ``weights.version``.
 
-        In-flight requests keep their tokens; their K/V (and the whole prefix cache) is dropped and
-        recomputed under the new weights before they decode again.
+        In-flight requests keep their tokens; their K/V is dropped and recomputed under the new weights
+        before they decode again. Without ``namespace`` the whole prefix cache is dropped. With one (the job
+        these weights belong to, on an engine that jobs share) only that namespace's cached prefixes are
+        dropped, the other namespaces' stay cached for when their weights come back, and ``namespace``
+        becomes current; ``reuse_cached=True`` says these are exactly the weights its cached prefixes were
+        computed with (a job swapped back in unchanged): they are kept and match again.
         """
         params = dict(self.model.named_parameters())
         tied = self.model.config.tie_word_embeddings
@@ -245,7 +251,10 @@ class LLMEngine:
         self.runner.repack()
         self.version = weights.version
         self._stats.weight_updates += 1
-        self._stats.recomputed_tokens += self.scheduler.reset_all()
+        self._stats.recomputed_tokens += self.scheduler.reset_all(reset_prefix_cache=namespace is None)
+        self.block_manager.set_namespace(namespace)
+        if namespace is not None and not reuse_cached:
+            self.block_manager.drop_namespace(namespace)
 
     def reset_prefix_cache(self) -> None:
         self.block_manager.reset_prefix_cache()

@@ -108,8 +108,9 @@ class Scheduler:
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
 
-    def reset_all(self) -> int:
-        """Drop every running sequence's K/V and the prefix cache (weights changed); returns tokens to recompute."""
+    def reset_all(self, reset_prefix_cache: bool = True) -> int:
+        """Drop every running sequence's K/V and (unless told not to) the prefix cache: the weights changed.
+        Returns the tokens to recompute."""
         tokens = 0
         for seq in reversed(self.running):
             tokens += seq.num_computed_tokens
@@ -117,5 +118,6 @@ class Scheduler:
         self.running.clear()
         for seq in self.waiting:
             seq.imported_kv = None  # K/V from the old weights: computed under the new ones instead
-        self.bm.reset_prefix_cache()
+        if reset_prefix_cache:
+            self.bm.reset_prefix_cache()
         return tokens

@@ -237,6 +237,12 @@ class InferenceWorker:
             self._pull_stats(stats)
         return await self._command_and_wait("UPDATE", weights)
 
+    async def install_weights(self, weights: WeightBucket, namespace: str, reuse_cached: bool = False) -> int:
+        """Install a whole version as the weights of ``namespace`` (one job of a shared worker), between two
+        steps: the engine keeps the other namespaces' cached prefixes and, with ``reuse_cached``, this one's
+        (``LLMEngine.update_weights``); an engine without namespaces drops its prefix cache as on any update."""
+        return await self._command_and_wait("UPDATE", (weights, namespace, reuse_cached))
+
     async def _weight_relay(self) -> Any:
         if self._relay is None:
             from rollart.weightplane import WeightRelay
@@ -393,8 +399,8 @@ class InferenceWorker:
             elif cmd.kind == "ABORT":
                 self.engine.abort_request(cmd.request_id)
             elif cmd.kind == "UPDATE":
-                weights: WeightBucket = cmd.payload
-                await loop.run_in_executor(self._thread, _install, self.engine, weights)
+                weights, *namespace = cmd.payload if isinstance(cmd.payload, tuple) else (cmd.payload,)
+                await loop.run_in_executor(self._thread, _install, self.engine, weights, *namespace)
                 _resolve(cmd.done, weights.version)
             elif cmd.kind in ("SUSPEND", "RESUME"):
                 self._suspended = cmd.kind == "SUSPEND"
@@ -463,9 +469,12 @@ class InferenceWorker:
             return ""
 
 
-def _install(engine: Engine, weights: WeightBucket) -> None:
+def _install(engine: Engine, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
     """Load a complete version; on a GPU wait for the copies so the staged buffers may be freed at once."""
-    engine.update_weights(weights)
+    if namespace is not None and getattr(engine, "supports_prefix_namespaces", False):
+        engine.update_weights(weights, namespace, reuse_cached)
+    else:
+        engine.update_weights(weights)
     first = next(iter(weights.tensors.values()), None)
     if first is not None and getattr(first, "is_cuda", False):
         import torch

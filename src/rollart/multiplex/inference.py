@@ -14,8 +14,15 @@ flight finish (drain), then the swap runs:
 
     1) device -> host/disk   the engine's live parameters are copied out into the StateManager
     2) disk -> host -> device  the chosen job's weights come back (prefetched from disk while draining)
-                             and are installed between two engine steps (the prefix cache is dropped)
+                             and are installed between two engine steps
     3) admit                 the chosen job's queued requests are released to the engine
+
+Each job keeps its own prefix cache across swaps (``job_prefix_cache``, on by default): the engine's cache is
+split into one namespace per job within its one KV budget (``LLMEngine.update_weights(namespace=...)``), so
+the K/V of job A's prompts stays cached while B runs (evicted LRU with the rest only under pressure) and
+matches again when A comes back with the same weights. A job whose weights changed while it was out, or
+while active, drops its own cached prefixes, never the other job's. Off, every swap empties the cache and
+each job re-prefills its prompts after it.
 
 A request is admitted only while its job is active and no swap is pending, and a swap starts only when the
 active job has nothing in flight, so no request is ever answered with another job's weights. Each job keeps
@@ -55,6 +62,11 @@ class _Job:
     requests: int = 0
     queued_s: float = 0.0
     relay: Any = None
+    cache_valid: bool = False
+    """The job's cached prefixes in the engine were computed with its current weights (kept at a swap back)."""
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens of its answered requests, and those of them served from the prefix cache."""
 
 
 class SharedInferenceWorker:
@@ -66,12 +78,13 @@ class SharedInferenceWorker:
         spill_dir: folder of the StateManager's disk tier.
         offload_tier: where an inactive job's weights go: 'host' or 'disk'.
         policy: swap order, 'hrrs' or 'fcfs'.
+        job_prefix_cache: keep each job's cached prefixes across swaps (False: every swap empties the cache).
         engine_obj: an already-built engine (tests).
     """
 
     def __init__(self, engine: Any = None, *, spill_dir: str, backend: str | None = None, name: str = "shared-gen",
                  hw_class: str = "cpu", offload_tier: str = "host", policy: str = "hrrs",
-                 engine_obj: Any = None) -> None:
+                 job_prefix_cache: bool = True, engine_obj: Any = None) -> None:
         if offload_tier not in ("host", "disk"):
             raise ValueError(f"offload_tier must be 'host' or 'disk', got {offload_tier!r}")
         if policy not in ("hrrs", "fcfs"):
@@ -81,6 +94,10 @@ class SharedInferenceWorker:
         self.state = StateManager(spill_dir)
         self.offload_tier = offload_tier
         self.policy = policy
+        self.job_prefix_cache = bool(job_prefix_cache)
+        if self.job_prefix_cache and not getattr(self.worker.engine, "supports_prefix_namespaces", False):
+            log.warning("%s: engine %s keeps no per-job prefix caches; every weight swap empties its prefix cache "
+                        "(engine.backend=torch keeps them)", name, type(self.worker.engine).__name__)
         self.jobs: dict[str, _Job] = {}
         self.active: str | None = None
         self.target: str | None = None
@@ -88,6 +105,9 @@ class SharedInferenceWorker:
         self.switch_cost_s = 0.05
         self.switches = 0
         self.swap_s = 0.0
+        self.drain_s = 0.0
+        """Seconds from choosing the next job to starting its swap (the active job's last requests finish)."""
+        self._drain_t0 = 0.0
         self.answered: list[tuple[str, int]] = []
         """(job, engine version) of the last answered requests: which weights served which job."""
         self._swap: asyncio.Task | None = None
@@ -186,6 +206,8 @@ class SharedInferenceWorker:
             if self.active != j.id:  # cannot happen: admission and swaps exclude each other
                 raise RuntimeError(f"{self.name}: request of {j.id!r} admitted while {self.active!r} is active")
             result = await self.worker.generate(request)
+            j.prompt_tokens += result.num_prompt_tokens
+            j.cached_tokens += result.num_cached_tokens
             self.answered.append((j.id, result.versions[0] if result.versions else j.version))
             del self.answered[:-256]
             j.est_s = 0.7 * j.est_s + 0.3 * (time.monotonic() - t0)
@@ -212,6 +234,7 @@ class SharedInferenceWorker:
                         fut.set_result(True)
                 return
             self.target = chosen.id
+            self._drain_t0 = time.monotonic()
             if self.state.tier(chosen.id) == "disk":
                 self.state.prefetch(chosen.id)  # disk -> host while the active job drains
         if self.active is None or self.jobs[self.active].running == 0:
@@ -219,6 +242,7 @@ class SharedInferenceWorker:
 
     async def _switch(self, target: str) -> None:
         t0 = time.monotonic()
+        self.drain_s += t0 - self._drain_t0
         async with self._guard():
             old = self.active
             if old is not None:  # 1) device -> host/disk
@@ -226,7 +250,7 @@ class SharedInferenceWorker:
                 self.state.offload(old, live, self.offload_tier)
                 self.active = None
             weights = self.state.restore(target)  # 2) disk -> host -> device
-            await self.worker.update_weights(UpdateWeights.of(WeightBucket(self.jobs[target].version, weights)))
+            await self._install(self.jobs[target], WeightBucket(self.jobs[target].version, weights), swap=True)
             self.active = target
         dt = time.monotonic() - t0
         self.swap_s += dt
@@ -244,20 +268,39 @@ class SharedInferenceWorker:
             weights, _ = await j.relay.take(update.version, [update.source] if update.source else [])
         async with self._guard():
             if self.active == j.id:
-                await self.worker.update_weights(UpdateWeights.of(weights))
+                await self._install(j, weights, swap=False)
             else:
                 self.state.offload(j.id, dict(weights.tensors), self.offload_tier)
+                j.cache_valid = False  # its cached prefixes were computed with the weights it had
             j.version = weights.version
         return j.version
 
+    async def _install(self, j: _Job, weights: WeightBucket, swap: bool) -> None:
+        """Put ``j``'s weights into the engine under its prefix-cache namespace; a swap back of unchanged
+        weights keeps its cached prefixes, new weights drop them (the other jobs' stay in either case)."""
+        if self.job_prefix_cache:
+            await self.worker.install_weights(weights, j.id, reuse_cached=swap and j.cache_valid)
+            j.cache_valid = True
+        else:
+            await self.worker.update_weights(UpdateWeights.of(weights))
+
     # ------------------------------------------------------------------ accounting, lifecycle
     def stats(self) -> dict:
-        """Busy seconds of the device (engine steps + weight swaps) against the seconds it was held."""
+        """Busy seconds of the device (engine steps + weight swaps) against the seconds it was held, and where
+        they went: engine steps, swaps, draining toward a swap (part of the engine steps), idle (held, not busy);
+        prompt tokens computed (prefill, recomputation included) and served from the prefix cache."""
         w = self.worker.stats()
         engine_s = w["engine_seconds"]
+        held = time.monotonic() - self._started
+        e = self.worker.engine.stats()
         return {"active_job": self.active, "switches": self.switches, "swap_seconds": self.swap_s,
                 "prefix_hit_rate": w["prefix_hit_rate"], "prompt_tokens": w["prompt_tokens"],
-                "busy_seconds": engine_s + self.swap_s, "held_seconds": time.monotonic() - self._started,
+                "cached_tokens": w["cached_tokens"], "computed_prompt_tokens": e.computed_prompt_tokens,
+                "engine_seconds": engine_s, "drain_seconds": self.drain_s,
+                "idle_seconds": max(held - engine_s - self.swap_s, 0.0), "job_prefix_cache": self.job_prefix_cache,
+                "prefix_hit_rate_by_job": {j.id: j.cached_tokens / j.prompt_tokens if j.prompt_tokens else 0.0
+                                           for j in self.jobs.values()},
+                "busy_seconds": engine_s + self.swap_s, "held_seconds": held,
                 "requests_by_job": {j.id: j.requests for j in self.jobs.values()},
                 "queued_seconds_by_job": {j.id: j.queued_s for j in self.jobs.values()}}
 
