@@ -47,7 +47,7 @@ HELDOUT_TASKS = [TaskSpec(name="FrozenLake-heldout", env_id=TASK.env_id, max_new
 
 def default_config() -> PipelineConfig:
     return PipelineConfig(
-        mode="async", alpha=1, total_steps=200, batch_groups=4,
+        mode="async", alpha=1, total_steps=300, batch_groups=4,
         rollout=SchedulerConfig(group_size=16, max_concurrency=128),
         trainer=TrainerConfig(lr=5e-4, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         eval_every=5, eval_episodes=START_CELLS, stop_at_success=0.9, stop_consecutive=2, time_limit_s=14 * 60,
