@@ -11,6 +11,13 @@ with its position marked P and spelt out (`position r1c2`) and answers one lette
 the goal, -0.1 per invalid answer. Each episode starts on a random frozen cell of the map (S or F, 11 cells).
 The inference worker, the trainer and the weight store run as separate actor processes.
 
+Before RL the fresh model gets a format warm-up (warmup_steps=60, ~20 s; rollart.tools.format_warmup):
+supervised steps on transcripts of uniformly random moves, so it starts answering with a letter, evenly
+over the four in every cell, as a pretrained LLM starts knowing the format, and knowing nothing of the way to
+the goal (warmup_steps=0: RL from the random init, which spends its first ~50 steps learning to answer with a
+letter at all and on some seeds settles on a wrong move in a cell it never explored). A model you give
+(model=FOLDER) starts RL as it is.
+
 The score: every 5 steps the policy plays greedily from each of the 11 start cells once, so greedy success is a
 fraction (k/11; the map is fixed, so the start cells are the ones training draws from, not held out). The run
 stops once it is >= 0.9 on two evaluations in a row and, since one more train step is in flight when that
@@ -23,7 +30,9 @@ The last line printed is `final_success=<greedy success over the 11 start cells,
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import sys
 
 from rollart.config import parse_overrides
 from rollart.pipeline import PipelineConfig
@@ -51,13 +60,27 @@ def default_config() -> PipelineConfig:
         rollout=SchedulerConfig(group_size=16, max_concurrency=128),
         trainer=TrainerConfig(lr=5e-4, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         eval_every=5, eval_episodes=START_CELLS, stop_at_success=0.9, stop_consecutive=2, time_limit_s=14 * 60,
-        run_name="grpo_frozenlake", checkpoint_every=20, env_hosts=1, env_imports=("envs",),
+        run_name="grpo_frozenlake", checkpoint_every=20, warmup_steps=60, env_hosts=1, env_imports=("envs",),
     )
+
+
+def starting_model(folder: str, seed: int, warmup_steps: int | None = None) -> str:
+    """The model a quickstart run of ``seed`` starts from, built in ``folder`` as the run builds it (tiny model,
+    format warm-up of ``warmup_steps``, default the quickstart's): for the benches, which hand several runs the
+    same starting model (they then run with warmup_steps=0)."""
+    from rollart.pipeline.coordinator import ensure_model
+    cfg = default_config()
+    steps = cfg.warmup_steps if warmup_steps is None else warmup_steps
+    return ensure_model(dataclasses.replace(cfg, logdir=folder, run_name=f"start{seed}", seed=seed, quiet=True,
+                                            warmup_steps=steps), [TASK])
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)
+    given = {arg.lstrip("-").split("=", 1)[0] for arg in sys.argv[1:]}
+    if cfg.model and "warmup_steps" not in given:  # the warm-up is the tiny model's; a model you give starts as is
+        cfg = dataclasses.replace(cfg, warmup_steps=0)
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"
     result = run(cfg, [TASK], heldout_tasks=HELDOUT_TASKS)

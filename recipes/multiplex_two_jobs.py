@@ -123,7 +123,8 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
                   eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
                   checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode,
                   batch_groups=r.batch_groups)
-    lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", **common)
+    # the lake job starts from the untrained tiny model (no format warm-up), as the multiplexing figures were measured
+    lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", warmup_steps=0, **common)
     game = PipelineConfig(alpha=1,
                           rollout=SchedulerConfig(group_size=8, max_concurrency=64),
                           trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
@@ -185,8 +186,8 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
     t1 = time.perf_counter()  # the shared devices are held from here: starting them counts, as a private run's does
     async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
                                              offload_tier=r.offload_tier)) as service:
-        for job, (cfg, _) in jobs.items():  # the service's Placer picks the deployment and micro-shift
-            d = await service.register_job(job, shared_trainer_config(cfg))
+        for job, (cfg, task) in jobs.items():  # the service's Placer picks the deployment and micro-shift
+            d = await service.register_job(job, shared_trainer_config(cfg, [task]))
             p = service.placed(job)
             print(f"placement: {job} -> {d} shift={p.shift} slots, reserving "
                   f"{sum(b - a for a, b in p.windows) / service.cfg.placement_horizon:.0%} of it")
@@ -229,7 +230,7 @@ async def shared_inference(service: TrainingService, jobs: dict, r: MultiplexRec
     """One SharedInferenceWorker (in the service's actor system) holding both jobs' weights, and each job's
     view of it for its Coordinator. The engine settings are the first job's; the jobs share one architecture."""
     from rollart.pipeline.coordinator import prepare_run
-    resolved = {job: prepare_run(cfg)[0] for job, (cfg, _) in jobs.items()}
+    resolved = {job: prepare_run(cfg, [task])[0] for job, (cfg, task) in jobs.items()}
     first = next(iter(resolved.values()))
     shared = await service.system.spawn("rollart.multiplex.inference:SharedInferenceWorker", first.engine,
                                         spill_dir=spill, name="shared-gen", offload_tier=r.offload_tier,

@@ -36,6 +36,7 @@ GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tok
     ("mode=fast", r"mode='fast': expected one of \['async', 'areal', 'oneoff', 'sync'\]"),
     ("trainer.rank=1", "trainer.rank is derived from trainer.world_size"),
     ("trainer.world_size=0", "trainer.world_size=0 must be positive"),
+    ("warmup_steps=-1", "warmup_steps=-1 must be >= 0"),
 ])
 def test_bad_values_fail_when_parsed(override, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -118,6 +119,17 @@ def test_model_folder_without_tokenizer_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ConfigError, match="has no tokenizer.json or \\*.safetensors; pass an HF-format model folder"):
         ensure_model(PipelineConfig(model=str(tmp_path)))
+
+
+def test_warmup_of_a_given_model_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="warmup_steps=5 warms up the tiny model built when model is empty"):
+        Coordinator(PipelineConfig(model=str(tmp_path), warmup_steps=5, logdir=str(tmp_path)), [LAKE])
+
+
+def test_warmup_without_tasks_is_named(tmp_path):
+    from rollart.pipeline.coordinator import ensure_model
+    with pytest.raises(ConfigError, match="warmup_steps=5 needs the run's tasks"):
+        ensure_model(PipelineConfig(logdir=str(tmp_path), warmup_steps=5))
 
 
 def test_group_of_one_is_fine_for_ppo():

@@ -8,7 +8,7 @@ from rollart.rollout.scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 SMALL_RUN = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
-             "eval_at_end=false", "quiet=true"]
+             "eval_at_end=false", "quiet=true", "warmup_steps=0"]
 """Command-line overrides that shrink the quickstart recipe to a run of a few seconds a step."""
 
 

@@ -74,7 +74,7 @@ def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
 @pytest.mark.slow
 def test_a_trainer_with_no_restart_left_ends_the_recipe_in_one_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    args = [f"logdir={tmp_path}", "total_steps=1000", *SMALL_RUN[:5], "checkpoint_every=1", "quiet=true",
+    args = [f"logdir={tmp_path}", "total_steps=1000", *SMALL_RUN[:5], "warmup_steps=0", "checkpoint_every=1", "quiet=true",
             "trainer_restarts=0"]
     proc = subprocess.Popen([sys.executable, "-m", "recipes.grpo_frozenlake", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

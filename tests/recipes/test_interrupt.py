@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_message_without_a_checkpoint_says_so(tmp_path):
-    cfg = apply_overrides(default_config(), [f"logdir={tmp_path}"])
+    cfg = apply_overrides(default_config(), [f"logdir={tmp_path}", "warmup_steps=0"])
     msg = interrupted_message(Coordinator(cfg, [TASK]))
     assert msg.startswith("interrupted: no checkpoint in") and "checkpoint_every=20" in msg
 
@@ -24,7 +24,7 @@ def test_message_without_a_checkpoint_says_so(tmp_path):
 def test_ctrl_c_ends_with_the_checkpoint_to_resume(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     cmd = [sys.executable, "-m", "recipes.grpo_frozenlake", f"logdir={tmp_path}", "total_steps=1000", "batch_groups=1",
-           "rollout.group_size=2", "rollout.max_concurrency=4", "eval_every=0", "checkpoint_every=1", "quiet=true"]
+           "rollout.group_size=2", "rollout.max_concurrency=4", "eval_every=0", "checkpoint_every=1", "quiet=true", "warmup_steps=0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
     try:

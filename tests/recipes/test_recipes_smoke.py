@@ -31,7 +31,7 @@ def test_quickstart_recipe_with_actor_processes(tmp_path):
 
 
 @pytest.mark.parametrize("module,extra", [
-    ("recipes.grpo_frozenlake", ["mode=sync"]),
+    ("recipes.grpo_frozenlake", ["mode=sync", "warmup_steps=0"]),
     ("recipes.grpo_multitask", ["batch_groups=3"]),
     ("recipes.grpo_swe", ["env_max_turns=2", "max_new_tokens=16"]),
     ("recipes.grpo_humaneval", ["max_new_tokens=16"]),

@@ -17,7 +17,7 @@ from recipes.grpo_frozenlake import TASK, default_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",
-        "checkpoint_every=1", "quiet=true"]
+        "checkpoint_every=1", "quiet=true", "warmup_steps=0"]
 
 
 def run(tmp_path, *overrides):

@@ -3,7 +3,7 @@
     python tools/bench/quickstart.py --quick     # a few steps of each, 3 seeds: time per training step
     python tools/bench/quickstart.py             # each until the quickstart's target (or 15 min), 3 seeds
 
-Both train the same tiny model (built by make_tiny_model, one per seed) on the quickstart's task
+Both train the same starting model (the quickstart's: tiny, format-warmed; one per seed) on the quickstart's task
 (recipes/grpo_frozenlake.py: FrozenLake with random starts over the 11 frozen cells, the position spelt out)
 with the same chat format, batch (groups x group size), reward, optimiser, learning rate and entropy bonus,
 and score alike: every 5 steps a greedy episode from each of the 11 start cells (the same reset seeds as the
@@ -35,11 +35,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envs  # noqa: E402,F401
-from recipes.grpo_frozenlake import START_CELLS, TASK, default_config  # noqa: E402
+from recipes.grpo_frozenlake import START_CELLS, TASK, default_config, starting_model  # noqa: E402
 from rollart.models import load_model, load_tokenizer  # noqa: E402
 from rollart.pipeline import Coordinator  # noqa: E402
 from rollart.rollout.chat import ChatFormat  # noqa: E402
-from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer.losses import entropy_bonus, group_advantages, token_entropy, token_logprobs  # noqa: E402
 from tts_stats import TimeToTarget, format_summary, summarize, time_to_target, tts_ratio  # noqa: E402
 
@@ -135,7 +134,7 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
 # ---------------------------------------------------------------------------- rollart
 def run_system(model_dir: str, steps: int, target: float | None, budget_s: float, eval_every: int, seed: int,
                logdir: str):
-    cfg = dataclasses.replace(default_config(), model=model_dir, total_steps=steps, seed=seed, logdir=logdir,
+    cfg = dataclasses.replace(default_config(), model=model_dir, warmup_steps=0, total_steps=steps, seed=seed, logdir=logdir,
                               eval_every=eval_every if target else 0, stop_at_success=target,
                               time_limit_s=budget_s, quiet=True, checkpoint_every=0)
     t0 = time.perf_counter()
@@ -200,8 +199,7 @@ def main() -> None:
     for k in range(args.seeds):
         seed = args.seed + k
         with tempfile.TemporaryDirectory() as tmp:
-            model_dir = str(Path(tmp) / "tiny")
-            make_tiny_model(model_dir, seed=seed)
+            model_dir = starting_model(tmp, seed)
             for side in (("system", "loop") if k % 2 == 0 else ("loop", "system")):
                 t0 = utc()
                 if side == "system":

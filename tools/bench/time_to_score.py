@@ -6,8 +6,11 @@
 
 Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
 starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
-position spelt out, reward 1 at the goal and -0.1 per invalid answer; a 0.9M-parameter model from random init
-(one per seed), 4 groups × 16 episodes per step, AdamW lr 5e-4, entropy bonus 0.01. Only the mode changes:
+position spelt out, reward 1 at the goal and -0.1 per invalid answer; the quickstart's starting model, one per
+seed (the 0.9M-parameter tiny model after its format warm-up: it answers with a letter, evenly over the four,
+and knows nothing of the way; built once per seed, shared by that seed's modes, not timed: the paper's runs
+also start from a pretrained model), 4 groups × 16 episodes per step, AdamW lr 5e-4, entropy bonus 0.01. Only
+the mode changes:
 
 * ``sync``: Sync — rollout, then training, then the weight update, with env interaction batched (each turn
   waits for every env of the batch: verl-style lockstep);
@@ -58,11 +61,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envs  # noqa: E402,F401
 from async_training import MODES as ASYNC_MODES, split_cores, start_trainer  # noqa: E402
-from recipes.grpo_frozenlake import START_CELLS, TASK, default_config  # noqa: E402
+from recipes.grpo_frozenlake import START_CELLS, TASK, default_config, starting_model  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.config import apply_overrides, apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
-from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
 
 
@@ -96,7 +98,7 @@ def load_avg() -> str:
 def bench_config(model: str, logdir: str, seed: int, args) -> PipelineConfig:
     """The quickstart's config (model, batch, optimizer, task, evaluation) with the bench's stop and budget."""
     return dataclasses.replace(
-        default_config(), model=model, logdir=logdir, seed=seed, total_steps=100_000, quiet=True,
+        default_config(), model=model, warmup_steps=0, logdir=logdir, seed=seed, total_steps=100_000, quiet=True,
         checkpoint_every=0, eval_at_end=False, eval_every=args.eval_every, eval_episodes=START_CELLS,
         stop_at_success=args.target, stop_consecutive=args.consecutive, time_limit_s=args.budget_s)
 
@@ -122,7 +124,7 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args) -> dict:
 
 
 async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> list[dict]:
-    model = str(make_tiny_model(Path(tmp) / f"model{seed}", seed=seed))
+    model = starting_model(tmp, seed, args.warmup_steps)
     trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
     base = apply_overrides(dataclasses.replace(bench_config(model, tmp, seed, args), rollout_cpus=rollout_cpus),
                            args.set)
@@ -187,7 +189,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="one seed of rollart and syncplus to a low target (0.15 once, evaluated every step, "
-                         "budget 10 s)")
+                         "budget 10 s, a 20-step warm-up)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
     ap.add_argument("--seeds", type=int, default=3, help="seeds per mode (default %(default)s)")
     ap.add_argument("--first-seed", type=int, default=0)
@@ -201,12 +203,15 @@ def main() -> None:
                     help="trainer process on core 0, rollout on the other cores, every mode alike (default on)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a pipeline setting for every mode, e.g. --set trainer.lr=1e-3 (repeatable)")
+    ap.add_argument("--warmup-steps", type=int, default=default_config().warmup_steps,
+                    help="format warm-up of each seed's starting model, shared by its modes and not timed "
+                         "(default: the quickstart's, %(default)s; --quick: 20)")
     ap.add_argument("--out", default="", help="folder for time_to_score.json (rewritten after every run) and the plot")
     ap.add_argument("--plot", default="", help="plot path (default: OUT/time_to_score.png, else tools/bench/plots/)")
     args = ap.parse_args()
     if args.quick:
         args.modes, args.seeds, args.target, args.consecutive = "rollart,syncplus", 1, 0.15, 1
-        args.budget_s, args.eval_every = 10.0, 1
+        args.budget_s, args.eval_every, args.warmup_steps = 10.0, 1, 20
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:

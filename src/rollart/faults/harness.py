@@ -111,7 +111,8 @@ class Harness:
             shutil.rmtree(run_dir)
         settings = dict(total_steps=self.steps, batch_groups=2, rollout=rollout, trainer=trainer, eval_every=0,
                         eval_at_end=False, stop_at_success=None, time_limit_s=0.0, logdir=str(self.workdir),
-                        run_name=name, checkpoint_every=2, keep_checkpoints=2, model=self.model(), quiet=True)
+                        run_name=name, checkpoint_every=2, keep_checkpoints=2, model=self.model(), warmup_steps=0,
+                        quiet=True)
         settings.update(overrides)
         return dataclasses.replace(base, **settings)
 

@@ -1,7 +1,7 @@
 """SharedTrainerClient: lets a Coordinator train through the shared TrainingService.
 
     cfg = grpo_frozenlake.default_config()
-    await service.register_job("lake", shared_trainer_config(cfg))
+    await service.register_job("lake", shared_trainer_config(cfg, [TASK]))
     result = await Coordinator(cfg, [TASK], trainer=SharedTrainerClient(service, "lake")).run()
 
 It serves the methods of ``rollart.pipeline.trainer_actor.TrainerActor`` (version, train_step,
@@ -9,17 +9,18 @@ weight_buckets, save_checkpoint, load_checkpoint) by queueing them as the job's 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from rollart.pipeline.config import PipelineConfig
+from rollart.rollout.env_manager import TaskSpec
 from rollart.trainer.config import TrainerConfig
 
 
-def shared_trainer_config(cfg: PipelineConfig) -> TrainerConfig:
-    """The trainer config a Coordinator would give its private trainer: the resolved run's (model folder,
-    seed, pad id filled in)."""
+def shared_trainer_config(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> TrainerConfig:
+    """The trainer config a Coordinator of ``tasks`` would give its private trainer: the resolved run's (model
+    folder, built as that run builds it, seed, pad id filled in)."""
     from rollart.pipeline.coordinator import prepare_run
-    return prepare_run(cfg)[0].trainer
+    return prepare_run(cfg, tasks)[0].trainer
 
 
 class SharedTrainerClient:

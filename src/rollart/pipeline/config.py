@@ -46,6 +46,10 @@ class PipelineConfig:
 
     model: str = ""
     """HF-format model folder. Empty: a tiny random-init model is built under the run folder."""
+    warmup_steps: int = 0
+    """Format warm-up of that tiny model before RL (rollart.tools.format_warmup): supervised steps on the training
+    tasks' transcripts of uniformly random actions, so it starts knowing how to answer and nothing of how to
+    play, as a pretrained LLM would; 0: none. Applies only to the tiny model built when ``model`` is empty."""
     device: str = "auto"
     """Where engine, trainer and weights live: auto | cpu | cuda | cuda:N (auto: CUDA where a GPU is visible,
     else the CPU). resolve() hands it to every component whose own device is auto (engine.device=...,
@@ -206,6 +210,8 @@ class PipelineConfig:
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
                               f"{r.group_size + r.extra_envs_per_group} envs; raise rollout.max_concurrency")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0 (0 disables)")
         for name in ("eval_every", "heldout_episodes", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",
                      "trainer_restarts", "weight_store_restarts", "env_hosts", "env_host_restarts"):
             if getattr(self, name) < 0:
@@ -326,9 +332,13 @@ class PipelineConfig:
                                   "set that instead")
 
     def check_model(self) -> None:
-        """``model`` (when set) is an HF-format folder with a config, a tokenizer and weights."""
+        """``model`` (when set) is an HF-format folder with a config, a tokenizer and weights, and no warm-up is
+        asked of it. Checked on the run's own config, before resolve() fills ``model`` in."""
         if not self.model:
             return
+        if self.warmup_steps:
+            raise ConfigError(f"warmup_steps={self.warmup_steps} warms up the tiny model built when model is empty, "
+                              f"not model={self.model!r}; set warmup_steps=0 (fine-tune your model beforehand)")
         folder = Path(self.model)
         if not folder.is_dir():
             raise ConfigError(f"model={self.model!r} is not a folder; pass an HF-format model folder with its "

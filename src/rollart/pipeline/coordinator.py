@@ -26,13 +26,17 @@ weights while training on batch k. The same components serve every mode.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import shutil
+import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
 
 from rollart.actors import ActorDeadError, RemoteError
 from rollart.actors.cpus import pinned
+from rollart.config import ConfigError
 from rollart.monitor import MetricsLogger, ProgressBar
 from rollart.pipeline.checkpointing import Checkpointing
 from rollart.pipeline.components import Components, build
@@ -76,19 +80,36 @@ class RunResult:
     """Actor name -> its device and, on a GPU, peak memory in GiB ("peak_memory_gb") at the end of the run."""
 
 
-def ensure_model(cfg: PipelineConfig) -> str:
-    """The model folder to train: cfg.model (checked), or a tiny random-init model built once in the run folder."""
+def ensure_model(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> str:
+    """The model folder to train: cfg.model (checked), or a tiny random-init model built once in the run folder
+    (format-warmed on ``tasks`` when cfg.warmup_steps is set; built aside and moved in when complete, so an
+    interrupted build is redone, not resumed from)."""
     if cfg.model:
         cfg.check_model()
         return cfg.model
     out = cfg.tiny_model_dir()
     if not (out / "model.safetensors").exists():
         from rollart.tools.make_tiny_model import make_tiny_model
-        make_tiny_model(out, seed=cfg.seed)
+        if cfg.warmup_steps and not tasks:
+            raise ConfigError(f"warmup_steps={cfg.warmup_steps} needs the run's tasks to warm the model up on")
+        building = out.with_name(out.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        make_tiny_model(building, seed=cfg.seed)
+        if cfg.warmup_steps:
+            from rollart.tools.format_warmup import format_warmup
+            if not cfg.quiet:
+                print(f"format warm-up of the tiny model: {cfg.warmup_steps} supervised steps on random-action "
+                      "transcripts (the answer format only) ...", file=sys.stderr, flush=True)
+            warm = format_warmup(building, tasks, cfg.warmup_steps, seed=cfg.seed)
+            (building / "warmup.json").write_text(json.dumps(asdict(warm), indent=2) + "\n")
+            log.info("format warm-up: %d steps in %.1f s, answer loss %.2f -> %.2f", warm.steps, warm.seconds,
+                     warm.first_loss, warm.last_loss)
+        shutil.rmtree(out, ignore_errors=True)
+        building.rename(out)
     return str(out)
 
 
-def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
+def prepare_run(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> tuple[PipelineConfig, Any]:
     """The run's resolved config and its tokenizer: the model folder (a tiny one built in the run folder when
     ``cfg.model`` is empty) and its tokenizer's pad id filled in by ``cfg.resolve``. The run folder is made
     only once the config has passed its checks."""
@@ -96,7 +117,7 @@ def prepare_run(cfg: PipelineConfig) -> tuple[PipelineConfig, Any]:
     cfg.check_model()
     cfg.check_derived(cfg.resolve(model=cfg.model or str(cfg.tiny_model_dir()), pad_id=cfg.trainer.pad_id))
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    model = ensure_model(cfg)
+    model = ensure_model(cfg, tasks)
     tokenizer = load_tokenizer(model)
     resolved = cfg.resolve(model=model, pad_id=tokenizer.pad_token_id or 0)
     cfg.check_derived(resolved)  # trainer.pad_id, now that the tokenizer is known
@@ -142,7 +163,7 @@ class Coordinator(RunParts, StepAccounting, Evaluations, Checkpointing):
 
     async def _run(self) -> RunResult:
         started = time.perf_counter()
-        self.cfg, tokenizer = prepare_run(self.cfg)
+        self.cfg, tokenizer = prepare_run(self.cfg, self.tasks)
         cfg = self.cfg  # resolved: what every component receives and config.json records
         self.logger: MetricsLogger | None = None
         self.c: Components = await build(cfg, self.trainer, self.inference)
