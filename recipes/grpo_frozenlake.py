@@ -16,7 +16,10 @@ supervised steps on transcripts of uniformly random moves, so it starts answerin
 over the four in every cell, as a pretrained LLM starts knowing the format, and knowing nothing of the way to
 the goal (warmup_steps=0: RL from the random init, which spends its first ~50 steps learning to answer with a
 letter at all and on some seeds settles on a wrong move in a cell it never explored). A model you give
-(model=FOLDER) starts RL as it is.
+(model=FOLDER) starts RL as it is. GRPO's KL penalty to that starting model (trainer.kl_coef=0.1) keeps every
+cell's moves from collapsing onto one: in a cell where every episode of a group scores alike (all into the same
+hole) GRPO's advantages are 0, and without the penalty nothing stops the move taught by similar-looking cells
+from reaching probability 1 there, after which no episode ever tries another (measured: the top-row cells).
 
 The score: every 5 steps the policy plays greedily from each of the 11 start cells once, so greedy success is a
 fraction (k/11; the map is fixed, so the start cells are the ones training draws from, not held out). The run
@@ -58,7 +61,7 @@ def default_config() -> PipelineConfig:
     return PipelineConfig(
         mode="async", alpha=1, total_steps=300, batch_groups=4,
         rollout=SchedulerConfig(group_size=16, max_concurrency=128),
-        trainer=TrainerConfig(lr=5e-4, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+        trainer=TrainerConfig(lr=5e-4, entropy_coef=0.01, kl_coef=0.1, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         eval_every=5, eval_episodes=START_CELLS, stop_at_success=0.9, stop_consecutive=2, time_limit_s=14 * 60,
         run_name="grpo_frozenlake", checkpoint_every=20, warmup_steps=60, env_hosts=1, env_imports=("envs",),
     )
