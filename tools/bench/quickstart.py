@@ -5,11 +5,13 @@
 
 Both train the same starting model (the quickstart's: tiny, format-warmed; one per seed) on the quickstart's task
 (recipes/grpo_frozenlake.py: FrozenLake with random starts over the 11 frozen cells, the position spelt out)
-with the same chat format, batch (groups x group size), reward, optimiser, learning rate and entropy bonus,
+with the same chat format, batch (groups x group size), reward, optimiser, learning rate, entropy bonus and KL
+penalty to the starting model,
 and score alike: every 5 steps a greedy episode from each of the 11 start cells (the same reset seeds as the
 pipeline's evaluation), the target (greedy success >= 0.9) held on two evaluations in a row. The hand-written
 loop is what one writes without a framework: one process, batched full-recompute forward per turn (no KV
-cache, no actors), a plain GRPO policy-gradient step with the entropy bonus. rollart runs its actors, engine,
+cache, no actors), a plain GRPO policy-gradient step with the entropy bonus and the KL penalty. rollart runs its
+actors, engine,
 buffer and trainer. Seeds are interleaved (seed s: both sides, the side that goes first alternating), each
 run's line carries its UTC time and load average; a run that misses the target is censored at the budget.
 Last line: ``system_vs_loop_step=`` (median over seeds of rollart s/step ÷ loop s/step) and, without --quick,
@@ -39,7 +41,8 @@ from recipes.grpo_frozenlake import START_CELLS, TASK, default_config, starting_
 from rollart.models import load_model, load_tokenizer  # noqa: E402
 from rollart.pipeline import Coordinator  # noqa: E402
 from rollart.rollout.chat import ChatFormat  # noqa: E402
-from rollart.trainer.losses import entropy_bonus, group_advantages, token_entropy, token_logprobs  # noqa: E402
+from rollart.trainer.losses import (entropy_bonus, group_advantages, kl_penalty, token_entropy,  # noqa: E402
+                                    token_logprobs)
 from tts_stats import TimeToTarget, format_summary, summarize, time_to_target, tts_ratio  # noqa: E402
 
 EVAL_SEED = 10_000
@@ -86,7 +89,8 @@ def play(model, chat: ChatFormat, groups: int, group_size: int, max_turns: int, 
     return seqs, masks, rewards, success, [i // group_size for i in range(n)]
 
 
-def train_step(model, opt, seqs, masks, rewards, group_ids, grad_clip: float, entropy_coef: float) -> None:
+def train_step(model, ref, opt, seqs, masks, rewards, group_ids, grad_clip: float, entropy_coef: float,
+               kl_coef: float) -> None:
     adv = group_advantages(rewards, [str(g) for g in group_ids], eps=1e-4)  # (N,)
     width = max(len(s) for s in seqs)
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -98,6 +102,10 @@ def train_step(model, opt, seqs, masks, rewards, group_ids, grad_clip: float, en
     loss = -(adv[:, None] * logp * mask).sum() / mask.sum()
     if entropy_coef > 0:
         loss = loss - entropy_coef * entropy_bonus(token_entropy(logits), mask, float(mask.sum()))
+    if kl_coef > 0:  # to the starting model, as the trainer's reference
+        with torch.no_grad():
+            ref_logp = token_logprobs(ref(ids), ids)
+        loss = loss + kl_coef * kl_penalty(logp, ref_logp, mask, float(mask.sum()))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -109,6 +117,7 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
     torch.manual_seed(seed)
     cfg = default_config()
     model = load_model(model_dir)
+    ref = load_model(model_dir).eval() if cfg.trainer.kl_coef > 0 else None
     chat = ChatFormat(load_tokenizer(model_dir), gym.make(TASK.env_id).unwrapped.system_prompt)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr)
     rng = random.Random(seed)
@@ -117,7 +126,8 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
     while step < steps and time.perf_counter() - t0 < budget_s:
         seqs, masks, rewards, _, groups = play(model, chat, cfg.batch_groups, cfg.rollout.group_size, TASK.max_turns,
                                                  rng)
-        train_step(model, opt, seqs, masks, rewards, groups, cfg.trainer.grad_clip, cfg.trainer.entropy_coef)
+        train_step(model, ref, opt, seqs, masks, rewards, groups, cfg.trainer.grad_clip, cfg.trainer.entropy_coef,
+                   cfg.trainer.kl_coef)
         step += 1
         elapsed_at[step] = time.perf_counter() - t0
         if target is not None and step % eval_every == 0:  # every start cell once, greedily, as the pipeline does
@@ -186,6 +196,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per side (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="the first seed")
     ap.add_argument("--budget-s", type=float, default=15 * 60.0, help="full run: training seconds per run")
+    ap.add_argument("--warmup-steps", type=int, default=None,
+                    help="format warm-up of each seed's starting model, shared by both sides and not timed "
+                         f"(default: the quickstart's, {default_config().warmup_steps}; --quick: 10)")
     args = ap.parse_args()
     if args.seeds < 1:
         raise SystemExit(f"--seeds {args.seeds}: need at least 1")
@@ -199,7 +212,8 @@ def main() -> None:
     for k in range(args.seeds):
         seed = args.seed + k
         with tempfile.TemporaryDirectory() as tmp:
-            model_dir = starting_model(tmp, seed)
+            model_dir = starting_model(tmp, seed, args.warmup_steps if args.warmup_steps is not None
+                                       else 10 if args.quick else None)
             for side in (("system", "loop") if k % 2 == 0 else ("loop", "system")):
                 t0 = utc()
                 if side == "system":
