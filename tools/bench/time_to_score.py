@@ -1,7 +1,7 @@
 """Time to score, as RollArt Fig. 10a measures it: wall time from scratch to a greedy-success target, per mode.
 
     python tools/bench/time_to_score.py --quick     # one seed, rollart α=1 and Sync+, a low target (< 60 s)
-    python tools/bench/time_to_score.py             # six modes × 3 seeds, interleaved (up to ~1.7 h, see below)
+    python tools/bench/time_to_score.py             # six modes × 3 seeds, interleaved (~40 min, see below)
     python tools/bench/time_to_score.py --out DIR   # also DIR/time_to_score.json after every run, the plot in DIR
 
 Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
@@ -32,10 +32,9 @@ evaluation completed that run. A run that does not get there within ``--budget-s
 (reported as ">= budget", never dropped): a median that falls on a censored run is itself a lower bound, and a
 ratio built on one is a bound (``tts_vs_*_bound=lower|upper|none``; ``exact`` when both medians were reached).
 
-Duration: 18 runs of at most ``--budget-s`` (300 s) of training plus ~30-50 s of start-up each: up to ~1.7 h,
-less when runs reach the target. The budget is not lower because the task needs ~100 steps to a greedy 0.7-0.8
-(2-4 minutes per run on a quiet machine at 2.2-3.4 s/step): a budget that fits the 18 runs in an hour would censor
-nearly every run, and a censored median says nothing.
+Duration: 18 runs of at most ``--budget-s`` (300 s) of training plus a few seconds of start-up each, and one
+format warm-up per seed (~20 s): 38 minutes on a quiet machine (2026-11-25), where the runs took 35-119 steps
+(73-300 s) to the target at 1.9-2.5 s/step.
 
 Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+1) so that the load of this
 shared machine falls on the modes alike; each run's line carries its UTC time and load averages.

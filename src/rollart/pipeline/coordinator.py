@@ -89,9 +89,9 @@ def ensure_model(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> str:
         return cfg.model
     out = cfg.tiny_model_dir()
     if not (out / "model.safetensors").exists():
-        from rollart.tools.make_tiny_model import make_tiny_model
         if cfg.warmup_steps and not tasks:
             raise ConfigError(f"warmup_steps={cfg.warmup_steps} needs the run's tasks to warm the model up on")
+        from rollart.tools.make_tiny_model import make_tiny_model
         building = out.with_name(out.name + ".building")
         shutil.rmtree(building, ignore_errors=True)
         make_tiny_model(building, seed=cfg.seed)
