@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 
-from rollart.config import parse_overrides
+from rollart.config import given_keys, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.scheduler import SchedulerConfig
@@ -81,8 +80,7 @@ def starting_model(folder: str, seed: int, warmup_steps: int | None = None) -> s
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)
-    given = {arg.lstrip("-").split("=", 1)[0] for arg in sys.argv[1:]}
-    if cfg.model and "warmup_steps" not in given:  # the warm-up is the tiny model's; a model you give starts as is
+    if cfg.model and "warmup_steps" not in given_keys():  # the warm-up is the tiny model's; a model you give starts as is
         cfg = dataclasses.replace(cfg, warmup_steps=0)
     if cfg.run_name == "grpo_frozenlake" and cfg.mode != "async":
         cfg.run_name = f"grpo_frozenlake_{cfg.mode}"

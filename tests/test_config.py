@@ -4,7 +4,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from rollart.config import ConfigError, apply_overrides, field_docs, parse_overrides
+from rollart.config import ConfigError, apply_overrides, field_docs, given_keys, parse_overrides
 
 
 @dataclass
@@ -31,6 +31,11 @@ def test_overrides_parse_types_and_nesting():
     assert (cfg.mode, cfg.steps, cfg.inner.lr, cfg.ckpt, cfg.resume) == ("sync", 3, 0.5, "/tmp/x", True)
     assert cfg.tags == {"FrozenLake": "H800"}
     assert Outer().inner.lr == 1e-3  # the default is untouched
+
+
+def test_given_keys_read_the_command_line_as_parse_overrides_does():
+    assert given_keys(["--warmup-steps", "30", "model=/m", "--resume", "--inner.lr=0.5"]) == \
+        {"warmup_steps", "model", "resume", "inner.lr"}
 
 
 def test_bare_flag_and_none():

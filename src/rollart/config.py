@@ -147,8 +147,13 @@ def apply_overrides(cfg: T, overrides: Sequence[str]) -> T:
             raise ConfigError(f"bad override {item!r}: write key=value (e.g. total_steps=20), and quote a value "
                               "holding spaces or braces: proxy.hw_affinity='{\"FrozenLake\": \"H800\"}'")
         key, raw = item.split("=", 1)
-        changes[key.lstrip("-").replace("-", "_")] = raw
+        changes[_setting_key(key)] = raw
     return _apply(cfg, _checked_keys(type(cfg), changes), prefix="", parse=True)
+
+
+def _setting_key(key: str) -> str:
+    """``--trainer.kl-coef`` -> ``trainer.kl_coef``: how a command line's key names a setting."""
+    return key.lstrip("-").replace("-", "_")
 
 
 def apply_values(cfg: T, values: dict[str, Any]) -> T:
@@ -212,6 +217,13 @@ def parse_overrides(cfg: T, argv: Sequence[str] | None = None, doc: str | None =
         raise SystemExit(0)
     with exit_on_config_error():
         return apply_overrides(cfg, _flags_to_overrides(argv))
+
+
+def given_keys(argv: Sequence[str] | None = None) -> set[str]:
+    """The settings ``sys.argv[1:]`` (or ``argv``) names, as :func:`parse_overrides` reads them: for a recipe
+    default that depends on what the user set."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return {_setting_key(item.split("=", 1)[0]) for item in _flags_to_overrides(argv)}
 
 
 def _flags_to_overrides(argv: list[str]) -> list[str]:

@@ -30,12 +30,12 @@ from typing import Iterator, Sequence
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from rollart.models import load_model, load_tokenizer, save_model
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.env_protocol import env_defaults
+from rollart.trainer.losses import masked_mean, token_logprobs
 
 
 class WarmupError(ValueError):
@@ -129,9 +129,7 @@ def format_warmup(model_dir: str | Path, tasks: Sequence[TaskSpec], steps: int, 
             for step in range(steps):
                 rows = [sources[(step * batch_size + i) % len(sources)].episode() for i in range(batch_size)]
                 ids, mask = _batch(rows, pad_id)
-                logits = model(ids)[:, :-1].float()
-                nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
-                loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum().clamp(min=1.0)
+                loss = -masked_mean(token_logprobs(model(ids), ids), mask)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
