@@ -144,8 +144,8 @@ def run_loop(model_dir: str, steps: int, target: float | None, budget_s: float, 
 # ---------------------------------------------------------------------------- rollart
 def run_system(model_dir: str, steps: int, target: float | None, budget_s: float, eval_every: int, seed: int,
                logdir: str):
-    cfg = dataclasses.replace(default_config(), model=model_dir, warmup_steps=0, total_steps=steps, seed=seed, logdir=logdir,
-                              eval_every=eval_every if target else 0, stop_at_success=target,
+    cfg = dataclasses.replace(default_config(), model=model_dir, warmup_steps=0, total_steps=steps, seed=seed,
+                              logdir=logdir, eval_every=eval_every if target else 0, stop_at_success=target,
                               time_limit_s=budget_s, quiet=True, checkpoint_every=0)
     t0 = time.perf_counter()
     result = asyncio.run(Coordinator(cfg, [TASK]).run())
@@ -196,24 +196,23 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per side (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="the first seed")
     ap.add_argument("--budget-s", type=float, default=15 * 60.0, help="full run: training seconds per run")
-    ap.add_argument("--warmup-steps", type=int, default=None,
+    ap.add_argument("--warmup-steps", type=int, default=default_config().warmup_steps,
                     help="format warm-up of each seed's starting model, shared by both sides and not timed "
-                         f"(default: the quickstart's, {default_config().warmup_steps}; --quick: 10)")
+                         "(default: the quickstart's, %(default)s; --quick: 10)")
     args = ap.parse_args()
     if args.seeds < 1:
         raise SystemExit(f"--seeds {args.seeds}: need at least 1")
     torch.set_num_threads(2)
     cfg = default_config()
     if args.quick:
-        steps, target, budget, every = 4, None, 60.0, 0
+        steps, target, budget, every, args.warmup_steps = 4, None, 60.0, 0, 10
     else:
         steps, target, budget, every = 10_000, cfg.stop_at_success, args.budget_s, cfg.eval_every
     rows = []
     for k in range(args.seeds):
         seed = args.seed + k
         with tempfile.TemporaryDirectory() as tmp:
-            model_dir = starting_model(tmp, seed, args.warmup_steps if args.warmup_steps is not None
-                                       else 10 if args.quick else None)
+            model_dir = starting_model(tmp, seed, args.warmup_steps)
             for side in (("system", "loop") if k % 2 == 0 else ("loop", "system")):
                 t0 = utc()
                 if side == "system":
