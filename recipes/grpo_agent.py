@@ -21,6 +21,13 @@ What the default run learns (measured with seeds 0 and 1, README): the protocol 
 digit) within ~60 steps; the policy then settles on one digit for every secret, so greedy success is at most
 0.10 (one secret of ten) in 80 steps: copying the tool's digit is not learned yet.
 
+``warmup_steps=60 trainer.kl_coef=0.1`` starts RL from a model that already follows the protocol, as a pretrained
+LLM would: a format warm-up on runs of this very agent through the gateway whose replies are ``sample_reply``'s
+(peek, then a random digit), with GRPO's KL penalty to that start. It does not make the copy learnable in a
+short run either: with four secrets (``SECRETS``), 8 groups x 8 and lr 1e-3 / 2e-3 / 3e-3, greedy success
+stayed at chance (0.25) for 150 steps in three runs, the sampled success rising only from ~0.09 to ~0.2 (the
+answers moving onto the four possible digits, not onto the secret).
+
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
 
@@ -78,8 +85,15 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
     return {"reward": reward, "success": correct}
 
 
+def sample_reply(rng, call: int) -> str:
+    """A reply that follows the agent's instructions and knows nothing of the secret: the first call peeks, the
+    next answers a uniformly random digit. What the format warm-up trains on (``warmup_steps=60``; off by
+    default, see the module docstring)."""
+    return "@" if call == 0 else SECRETS[int(rng.integers(len(SECRETS)))]
+
+
 TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len(SECRETS)], max_new_tokens=8,
-                 tool_syntax=ToolSyntax("@", ""), max_calls=2, timeout_s=120)
+                 tool_syntax=ToolSyntax("@", ""), max_calls=2, timeout_s=120, sample_reply=sample_reply)
 
 
 def default_config() -> PipelineConfig:

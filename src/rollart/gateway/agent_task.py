@@ -79,6 +79,10 @@ class AgentTask:
     """Relative share of groups drawn from this task."""
     tool_syntax: ToolSyntax = ToolSyntax()
     """How the model writes a tool call (rollart.gateway.tool_format); the default ``<tool>NAME ARGS</tool>``."""
+    sample_reply: Callable[[Any, int], str] | None = None
+    """``(rng, call) -> text``: a valid reply at the agent's ``call``-th call (0-based), drawn without looking at the
+    task instance (numpy Generator ``rng``). Lets the run's format warm-up (``warmup_steps``) teach a fresh model
+    the agent's protocol and nothing of its task (rollart.gateway.warmup)."""
 
     def __post_init__(self) -> None:
         if not self.name or not callable(self.agent):

@@ -14,7 +14,9 @@ every state, and no policy: its greedy success afterwards is what a uniformly ra
 
 The transcripts are built exactly as a rollout builds them (rollart.rollout.chat): system prompt, each
 observation as a user turn, each answer as the assistant turn, with the stop token as a target when the task's
-answer budget leaves room for it. Deterministic given ``seed``; the model is rewritten in place.
+answer budget leaves room for it. An agent task (rollart.gateway.agent_task) is warmed up on runs of the agent
+itself through the gateway, its replies drawn by the task's ``sample_reply`` (rollart.gateway.warmup).
+Deterministic given ``seed``; the model is rewritten in place.
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ class _TaskTranscripts:
         self.budget = task.max_new_tokens or budget or 64
         self.rng = rng
 
-    def episode(self) -> tuple[list[int], list[int]]:
+    def episode(self) -> list[tuple[list[int], list[int]]]:
         """Token ids of one episode and its loss mask (1 on the answer tokens the model would generate)."""
         obs, _ = self.env.reset(seed=int(self.rng.integers(2**31)))
         ids = self.chat.first_prompt(str(obs))
@@ -84,10 +86,22 @@ class _TaskTranscripts:
             following = self.chat.next_turn(str(obs), answer)
             ids += following
             mask += [0] * len(following)
-        return ids, mask
+        return [(ids, mask)]
 
     def close(self) -> None:
         self.env.close()
+
+
+def _transcripts(task, tokenizer, rng: np.random.Generator):
+    """Random-action episodes of an env task, or random-reply runs of an agent task (its ``sample_reply``)."""
+    from rollart.gateway.agent_task import AgentTask
+    if isinstance(task, AgentTask):
+        if task.sample_reply is None:
+            raise WarmupError(f"agent task {task.name}: format warm-up needs AgentTask(sample_reply=...) saying what "
+                              "a valid reply looks like at each call; give it one or set warmup_steps=0")
+        from rollart.gateway.warmup import AgentTranscripts
+        return AgentTranscripts(task, tokenizer, rng)
+    return _TaskTranscripts(task, tokenizer, rng)
 
 
 @contextmanager
@@ -117,17 +131,20 @@ def format_warmup(model_dir: str | Path, tasks: Sequence[TaskSpec], steps: int, 
     tokenizer = load_tokenizer(model_dir)
     pad_id = tokenizer.pad_token_id or 0
     rng = np.random.default_rng(seed)
-    sources = [_TaskTranscripts(t, tokenizer, rng) for t in tasks]
+    sources: list = []
     start = time.perf_counter()
     losses: list[float] = []
     try:
+        for task in tasks:
+            sources.append(_transcripts(task, tokenizer, rng))
         with _torch_threads(threads), torch.random.fork_rng():
             torch.manual_seed(seed)
             model = load_model(model_dir)
             model.train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
             for step in range(steps):
-                rows = [sources[(step * batch_size + i) % len(sources)].episode() for i in range(batch_size)]
+                rows = [row for i in range(batch_size)
+                        for row in sources[(step * batch_size + i) % len(sources)].episode()]
                 ids, mask = _batch(rows, pad_id)
                 loss = -masked_mean(token_logprobs(model(ids), ids), mask)
                 optimizer.zero_grad(set_to_none=True)
