@@ -24,9 +24,9 @@ digit) within ~60 steps; the policy then settles on one digit for every secret, 
 ``warmup_steps=60 trainer.kl_coef=0.1`` starts RL from a model that already follows the protocol, as a pretrained
 LLM would: a format warm-up on runs of this very agent through the gateway whose replies are ``sample_reply``'s
 (peek, then a random digit), with GRPO's KL penalty to that start. It does not make the copy learnable in a
-short run either: with four secrets (``SECRETS``), 8 groups x 8 and lr 1e-3 / 2e-3 / 3e-3, greedy success
-stayed at chance (0.25) for 150 steps in three runs, the sampled success rising only from ~0.09 to ~0.2 (the
-answers moving onto the four possible digits, not onto the secret).
+short run either: with the secrets cut to four (0-3), 8 groups x 8 and lr 1e-3 / 2e-3 / 3e-3, greedy success
+stayed at chance (0.25) for 150 steps in three runs (2026-11-26), the sampled success rising only from ~0.09 to
+~0.2 (the answers moving onto the four possible digits, not onto the secret).
 
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
