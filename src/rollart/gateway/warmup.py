@@ -66,7 +66,11 @@ class AgentTranscripts:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="warmup-gateway", daemon=True)
         self._thread.start()
-        self.gateway = self._call(Gateway(ReplySampler(task, tokenizer, rng), tokenizer).start())
+        try:
+            self.gateway = self._call(Gateway(ReplySampler(task, tokenizer, rng), tokenizer).start())
+        except BaseException:
+            self._stop_loop()
+            raise
         self.runner = AgentRunner(self.gateway)
         self._count = 0
 
@@ -100,8 +104,11 @@ class AgentTranscripts:
         try:
             self._call(self._shut())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop.close()
-            if self._gc_was_enabled:
-                gc.enable()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+        if self._gc_was_enabled:
+            gc.enable()
