@@ -28,6 +28,17 @@ short run either: with the secrets cut to four (0-3), 8 groups x 8 and lr 1e-3 /
 stayed at chance (0.25) for 150 steps in three runs (2026-11-26), the sampled success rising only from ~0.09 to
 ~0.2 (the answers moving onto the four possible digits, not onto the secret).
 
+What stands in the way, measured on 2026-11-27 (secrets 0-3, 8 groups x 8, seed 0, no KL penalty): the copy is
+learnable from the gateway's own token rows. GRPO through the same TorchTrainer at lr 1e-3 on the answer token
+alone, with the first call's reply held at the warm-up's "@" + end, reached greedy 0.5 at step 50 and 0.75 at step
+120. In a run, the same updates change what the first call writes, and with it every context the answer is learned
+in: the batches a run trains on hold "@<|im_end|>" in every trajectory at step 1 and replies like "@031@1103" from
+step 2-3 at lr 1e-3 (AdamW's first steps move every weight by about lr, ~5 % of the tiny model's scale); at lr 1e-4
+the first reply drifts to eight "@"s by step 75 (nothing holds a reward-neutral format in place without a KL
+penalty); at lr 3e-4 the format holds but the answers collapse onto one digit. Greedy success stayed at 0.20-0.30
+(the share of the ten evaluation secrets that one digit hits) in all six runs: sync and async at lr 1e-3 (warm-up
+60 steps, 120 steps; warm-up 200, stopped at 140 and 120), async at 3e-4 and 1e-4 (warm-up 200, 200 steps).
+
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
 
