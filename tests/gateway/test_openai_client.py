@@ -138,3 +138,50 @@ async def test_a_prompt_that_drops_history_forks_a_new_segment(served):
     old = traj.info["segments"][0]
     assert [t for t, m in zip(old["token_ids"], old["loss_mask"]) if m] == \
         s.calls[0].completion_ids + s.calls[1].completion_ids
+
+
+PEEK = [{"type": "function", "function": {"name": "peek", "parameters": {"type": "object", "properties": {}}}}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_forced_tool_without_arguments_is_written_by_the_gateway_and_trained_as_context(served, stream):
+    gw, _, _, tok = served
+    s = gw.open(f"t5{stream}", sampling=SamplingParams(max_tokens=3), seed=5)
+    c = client(gw, s.api_key)
+    messages = [{"role": "user", "content": "What is the secret?"}]
+    forced = {"type": "function", "function": {"name": "peek"}}
+    r = await c.chat.completions.create(model="m", messages=messages, tools=PEEK, tool_choice=forced, stream=stream)
+    if stream:
+        chunks = [ch async for ch in r]
+        calls = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+        call_id, name, args = calls[0].id, calls[0].function.name, calls[0].function.arguments
+        msg = {"role": "assistant", "tool_calls": [{"id": call_id, "type": "function",
+                                                    "function": {"name": name, "arguments": args}}]}
+    else:
+        assert r.choices[0].finish_reason == "tool_calls" and r.usage.completion_tokens == 0
+        tc = r.choices[0].message.tool_calls[0]
+        call_id, name, args = tc.id, tc.function.name, tc.function.arguments
+        msg = r.choices[0].message.model_dump(exclude_none=True)
+    assert (name, json.loads(args)) == ("peek", {}) and s.calls == []  # the model sampled nothing
+    messages += [msg, {"role": "tool", "tool_call_id": call_id, "content": "7"}]
+    await c.chat.completions.create(model="m", messages=messages, tools=PEEK, tool_choice="auto")
+    only = s.calls[0]
+    assert len(s.calls) == 1 and "<tool>peek {}</tool>" in tok.decode(only.prompt_ids)  # context, mask 0
+    seg = s.record.segments[0]
+    assert [t for t, m in zip(seg.token_ids, seg.loss_mask) if m] == only.completion_ids
+
+
+@pytest.mark.parametrize("tools, choice, says", [
+    (LOOKUP, {"type": "function", "function": {"name": "lookup"}}, "takes arguments"),
+    (PEEK, {"type": "function", "function": {"name": "poke"}}, "not among the request's tools"),
+    (PEEK + LOOKUP, "required", "leaves the choice to the model"),
+    (PEEK, "always", "tool_choice must be"),
+])
+async def test_tool_choices_the_gateway_cannot_honour_are_refused_in_one_line(served, tools, choice, says):
+    gw, _, _, _ = served
+    s = gw.open("t6", sampling=SamplingParams(max_tokens=2))
+    with pytest.raises(openai.BadRequestError, match=says):
+        await client(gw, s.api_key).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice=choice)
+    assert s.calls == []

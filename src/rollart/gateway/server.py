@@ -5,7 +5,9 @@
     client = openai.AsyncOpenAI(base_url=gw.base_url, api_key=session.api_key)
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` (``stream`` true or false, ``logprobs``),
-``GET /v1/models``. Tools go through the chat template as described in :mod:`rollart.gateway.tool_format`.
+``GET /v1/models``. Tools go through the chat template as described in :mod:`rollart.gateway.tool_format`;
+``tool_choice`` may force a tool that takes no arguments ("required" with one tool, or the tool named): the gateway
+answers that call itself, and it is trained on as context only.
 The key is read from ``X-Rollart-Trajectory``, ``Authorization: Bearer``, or the body's ``user`` field (the
 first one the gateway knows); an unknown key gets 401 with one line. Every response also carries a
 ``rollart`` object: the call's prompt and completion token ids, per-token policy versions and its segment.
@@ -30,7 +32,7 @@ from aiohttp import web
 
 from rollart.gateway.prompt import completion_prompt_ids
 from rollart.gateway.session import AgentSession, CallGuard, CallRefused
-from rollart.gateway.tool_format import ToolFormatError, ToolSyntax, message_text, parse_calls
+from rollart.gateway.tool_format import ToolFormatError, ToolSyntax, forced_tool, message_text, parse_calls
 from rollart.rollout.chat import ChatFormat
 from rollart.types import InvalidRequestError, SamplingParams
 
@@ -162,10 +164,11 @@ class Gateway:
         if not isinstance(messages, list) or not messages:
             raise CallRefused(400, "messages must be a non-empty list")
         tools = body.get("tools") or []
-        if body.get("tool_choice") not in (None, "auto", "none") and tools:
-            raise CallRefused(400, "tool_choice must be 'auto' or 'none': the model decides when to call a tool")
         if body.get("tool_choice") == "none":
             tools = []
+        forced = forced_tool(body.get("tool_choice"), tools)
+        if forced is not None:
+            return self._forced_call(session, forced)
         msgs = session.prompter.messages(messages, tools)
         prompt = session.prompter.prompt_ids(msgs)
         params = session.params(body, session.chat.stop_token_ids)
@@ -201,6 +204,23 @@ class Gateway:
                         "text_offset": offsets}
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": _finish(out.finish_reason)}
         return self._response(session, call, "text_completion", choice)
+
+    def _forced_call(self, session: AgentSession, name: str) -> dict:
+        """The answer to a call whose ``tool_choice`` forces a tool without arguments: the assistant's call is fully
+        determined, so the gateway writes it and the model samples nothing. Nothing is recorded: the call reaches
+        the trajectory as text of the next prompt (loss mask 0), never as tokens the model chose."""
+        if session.ended is not None:
+            raise CallRefused(409, f"trajectory {session.trajectory_id} has ended ({session.ended}); stop calling")
+        session.forced_calls += 1
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": f"call_forced_{session.forced_calls}", "type": "function",
+                                   "function": {"name": name, "arguments": "{}"}}]}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls", "logprobs": None}
+        return {"id": f"chatcmpl-{session.trajectory_id}-forced-{session.forced_calls}", "object": "chat.completion",
+                "created": int(time.time()), "model": self.model_name, "choices": [choice],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "rollart": {"prompt_token_ids": [], "completion_token_ids": [], "policy_versions": [],
+                            "segment": None, "forced": True}}
 
     def _response(self, session: AgentSession, call, kind: str, choice: dict) -> dict:
         n_prompt, n_out = len(call.prompt_ids), len(call.completion_ids)

@@ -51,6 +51,8 @@ class AgentSession:
         self.start_version: int | None = None
         self.ended: str | None = None
         """Why the trajectory ended (calls are then refused)."""
+        self.forced_calls = 0
+        """Calls answered by the gateway without the model (a ``tool_choice`` that forces an argument-free tool)."""
         self.prev_text: str | None = None
         self.prev_ids: list[int] = []
         """/v1/completions: the previous prompt + completion as text and ids (a string prompt may extend them)."""

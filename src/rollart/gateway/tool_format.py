@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 
@@ -92,6 +93,32 @@ def parse_calls(text: str, tools: list[dict], syntax: ToolSyntax = ToolSyntax())
         calls.append(ToolCall(name, _arguments(rest.strip(), specs[name])))
     content = pattern.sub("", text).strip()
     return content, calls
+
+
+def forced_tool(tool_choice: Any, tools: list[dict]) -> str | None:
+    """The tool a request's ``tool_choice`` makes the assistant call ("required", or a named function), or None
+    when the model decides ("auto", "none", absent). Only a tool that takes no arguments can be forced: its call is
+    then fully determined and the gateway writes it without the model (see ``Gateway``)."""
+    if tool_choice in (None, "auto", "none"):
+        return None
+    names = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)]
+    if tool_choice == "required":
+        if len(names) != 1:
+            raise ToolFormatError(f"tool_choice='required' with {len(names)} tools leaves the choice to the model; "
+                                  "name the tool ({'type': 'function', 'function': {'name': ...}}) or use 'auto'")
+        name = names[0]
+    elif isinstance(tool_choice, dict) and isinstance((tool_choice.get("function") or {}).get("name"), str):
+        name = tool_choice["function"]["name"]
+        if name not in names:
+            raise ToolFormatError(f"tool_choice names {name!r}, which is not among the request's tools {names}")
+    else:
+        raise ToolFormatError("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', "
+                              f"'function': {{'name': ...}}}}, not {tool_choice!r}")
+    spec = next(t["function"] for t in tools if t.get("function", {}).get("name") == name)
+    if (spec.get("parameters") or {}).get("properties"):
+        raise ToolFormatError(f"tool_choice forces {name!r}, which takes arguments: the gateway can only force a "
+                              "call it can write whole (a tool without parameters); use tool_choice='auto'")
+    return name
 
 
 def _arguments(rest: str, spec: dict) -> str:
