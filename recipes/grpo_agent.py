@@ -1,43 +1,39 @@
 """Train an existing OpenAI-client agent through the gateway: "peek at the secret digit, then say it", on CPU.
 
-    python -m recipes.grpo_agent                      # 80 steps, ~6.5 minutes on 2 busy cores
+    python -m recipes.grpo_agent                      # 150 steps, ~9 minutes on 2 cores (format warm-up included)
     python -m recipes.grpo_agent total_steps=20       # any PipelineConfig field, as in the other recipes
     python -m recipes.grpo_agent --help
 
 The agent below is a plain ``openai.AsyncOpenAI`` loop with one tool, ``peek``, that reads the instance's secret
 digit (one of ten, by seed); it knows nothing of rollart except the ``base_url`` and ``api_key`` it is handed.
-Each trajectory: ask the model (up to max_new_tokens=8 tokens); if it calls ``peek`` the agent sends the tool's
-result back and asks again for a one-token answer (``max_tokens=1``, as any OpenAI client may ask). The answer
-is the first digit written. Success = the right digit after peeking: the answer depends on the tool's result, so
-guessing gets a tenth at best and is not rewarded. The policy is the tiny ~0.9M-parameter model trained from
-scratch (built on first run under runs/<run>/init_model), so a tool call is the one-token ``@`` anywhere in the
-reply (``ToolSyntax("@", "")``; with one tool offered the name may be left out).
+Each trajectory: the agent's first call names ``peek`` in ``tool_choice`` (as agents do when a step must use a
+tool), so the gateway writes that call and the model samples nothing; the agent sends the tool's result back and
+asks for a one-token answer (``max_tokens=1``). The answer is the first digit written. Success = the right digit:
+the answer depends on the tool's result, so guessing gets a tenth. The policy is the tiny ~0.9M-parameter model
+trained from scratch (built on first run under runs/<run>/init_model, then format-warmed for ``warmup_steps=60``
+on runs of this very agent whose answers are ``sample_reply``'s random digits: it starts answering a digit, any
+digit, as a pretrained LLM would). A tool call is the one-token ``@`` anywhere in a reply (``ToolSyntax("@", "")``).
 
-Reward (shaped, so a policy from random init has something to climb; success alone is the score): 1 for the
-right digit after peeking; after peeking, R_PEEK (0.2) plus R_DIGIT (0.3) for answering with a digit at all,
-or R_PEEK / 2 for calling the tool a second time instead of answering; 0 without peeking.
+Reward (shaped; success alone is the score): 1 for the right digit; R_PEEK (0.2) plus R_DIGIT (0.3) for any other
+digit, R_PEEK / 2 for calling the tool again instead of answering, R_PEEK for an answer without a digit.
 
-What the default run learns (measured with seeds 0 and 1, README): the protocol (peek once, then answer one
-digit) within ~60 steps; the policy then settles on one digit for every secret, so greedy success is at most
-0.10 (one secret of ten) in 80 steps: copying the tool's digit is not learned yet.
+What the default run learns (2026-11-27, the machine shared with one or two other runs), greedy success over the
+ten secrets every 10 steps: seed 0 0.10 (chance) at steps 10-30, 0.40 at step 40, 0.50-0.60 from step 50 to 150,
+``final_success=0.60`` (537 s: it reads the tool's result for six of the ten digits); seed 1 rose to 0.40 at
+step 50 and fell back to 0.10 from step 90 (``final_success=0.10``, 711 s); seed 0 with lr 2e-3 climbed slowly to
+0.30 (706 s). So learning the copy is shown, and not yet reliable across seeds. With the secrets cut to four
+(``SECRETS = "0123"``), seed 0 reached 1.00 at step 30 and the run stopped at 1.00 after 41 steps (273 s); seed 1
+stayed at chance (0.20-0.30) for its first 70 steps.
 
-``warmup_steps=60 trainer.kl_coef=0.1`` starts RL from a model that already follows the protocol, as a pretrained
-LLM would: a format warm-up on runs of this very agent through the gateway whose replies are ``sample_reply``'s
-(peek, then a random digit), with GRPO's KL penalty to that start. It does not make the copy learnable in a
-short run either: with the secrets cut to four (0-3), 8 groups x 8 and lr 1e-3 / 2e-3 / 3e-3, greedy success
-stayed at chance (0.25) for 150 steps in three runs (2026-11-26), the sampled success rising only from ~0.09 to
-~0.2 (the answers moving onto the four possible digits, not onto the secret).
-
-What stands in the way, measured on 2026-11-27 (secrets 0-3, 8 groups x 8, seed 0, no KL penalty): the copy is
-learnable from the gateway's own token rows. GRPO through the same TorchTrainer at lr 1e-3 on the answer token
-alone, with the first call's reply held at the warm-up's "@" + end, reached greedy 0.5 at step 50 and 0.75 at step
-120. In a run, the same updates change what the first call writes, and with it every context the answer is learned
-in: the batches a run trains on hold "@<|im_end|>" in every trajectory at step 1 and replies like "@031@1103" from
-step 2-3 at lr 1e-3 (AdamW's first steps move every weight by about lr, ~5 % of the tiny model's scale); at lr 1e-4
-the first reply drifts to eight "@"s by step 75 (nothing holds a reward-neutral format in place without a KL
-penalty); at lr 3e-4 the format holds but the answers collapse onto one digit. Greedy success stayed at 0.20-0.30
-(the share of the ten evaluation secrets that one digit hits) in all six runs: sync and async at lr 1e-3 (warm-up
-60 steps, 120 steps; warm-up 200, stopped at 140 and 120), async at 3e-4 and 1e-4 (warm-up 200, 200 steps).
+``FORCE_PEEK = False`` leaves the peek to the model (the free protocol: ask, and if the reply calls ``peek`` answer
+its result and ask again). That does not learn the copy, measured: from random init (80 steps) the protocol is
+learned but greedy success stays at 0.00-0.10; with the format warm-up, secrets 0-3 and 8 groups x 8, greedy
+success stayed at chance (0.20-0.30: one digit for every secret) in nine runs of 100-200 steps, sync and async,
+lr 1e-4 to 3e-3, with and without a KL penalty. The cause, measured on batches dumped from those runs: the
+updates also move what the first call writes, and with it every context the answer is learned in ("@<|im_end|>"
+in every trajectory at step 1, replies like "@031@1103" from step 2-3 at lr 1e-3; eight "@"s by step 75 at lr
+1e-4), or, at lr 3e-4, the answers collapse onto one digit. With the first reply held fixed, the same trainer
+learns the copy offline (greedy 0.75 after 120 steps), which is what the forced call gives a run.
 
 The gateway records every call's token ids, logprobs and policy version; the trainer trains on exactly those
 tokens (the model's own, loss-masked; prompts and tool results are context only). No re-tokenisation.
@@ -69,6 +65,11 @@ R_PEEK = 0.2
 """Reward for calling the tool once (the protocol), halved for calling it again instead of answering."""
 R_DIGIT = 0.3
 """Added after peeking for answering with a digit at all (any digit; the right one earns 1)."""
+FORCE_PEEK = True
+"""The agent makes its first call with ``tool_choice`` naming ``peek`` (the gateway writes that call; the model
+samples nothing), so the model learns to say the digit the tool returned. False: the model decides whether to peek
+(the free protocol; measured not to learn the copy, see the module docstring)."""
+FORCED = {"type": "function", "function": {"name": "peek"}}
 
 
 async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
@@ -80,8 +81,9 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
                 {"role": "user", "content": "What is the secret?"}]
     peeked = False
     for _ in range(2):
+        force = {"tool_choice": FORCED} if FORCE_PEEK and not peeked else {}
         reply = (await client.chat.completions.create(model="policy", messages=messages, tools=PEEK,
-                                                      max_tokens=1 if peeked else None)).choices[0].message
+                                                      max_tokens=1 if peeked else None, **force)).choices[0].message
         if not reply.tool_calls or peeked:
             break
         peeked = True
@@ -97,10 +99,10 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
 
 
 def sample_reply(rng, call: int) -> str:
-    """A reply that follows the agent's instructions and knows nothing of the secret: the first call peeks, the
-    next answers a uniformly random digit. What the format warm-up trains on (``warmup_steps=60``; off by
-    default, see the module docstring)."""
-    return "@" if call == 0 else SECRETS[int(rng.integers(len(SECRETS)))]
+    """A reply that follows the agent's instructions and knows nothing of the secret: a uniformly random digit
+    (with ``FORCE_PEEK = False`` the first call peeks first). What the format warm-up trains on
+    (``warmup_steps``)."""
+    return "@" if call == 0 and not FORCE_PEEK else SECRETS[int(rng.integers(len(SECRETS)))]
 
 
 TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len(SECRETS)], max_new_tokens=8,
@@ -109,10 +111,10 @@ TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len
 
 def default_config() -> PipelineConfig:
     return PipelineConfig(
-        mode="async", alpha=1, total_steps=80, batch_groups=4,
-        rollout=SchedulerConfig(group_size=16, max_concurrency=64),
-        trainer=TrainerConfig(lr=3e-3, entropy_coef=0.01, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
-        eval_every=5, eval_episodes=10, stop_at_success=0.9, stop_consecutive=2, time_limit_s=12 * 60,
+        mode="async", alpha=1, total_steps=150, batch_groups=8, warmup_steps=60,
+        rollout=SchedulerConfig(group_size=8, max_concurrency=64),
+        trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+        eval_every=10, eval_episodes=10, stop_at_success=0.9, stop_consecutive=2, time_limit_s=25 * 60,
         run_name="grpo_agent", env_hosts=0,
     )
 

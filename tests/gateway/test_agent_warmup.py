@@ -14,6 +14,7 @@ from rollart.models import load_model, load_tokenizer
 from rollart.tools.format_warmup import WarmupError, format_warmup
 from rollart.tools.make_tiny_model import make_tiny_model
 
+from recipes import grpo_agent
 from recipes.grpo_agent import SECRETS, TASK
 
 
@@ -36,7 +37,11 @@ def answer_rows(tok, n, seed=0):
     return rows
 
 
-def test_rows_train_the_replies_only_in_the_gateway_sequence(tmp_path):
+@pytest.mark.parametrize("force_peek", [True, False])
+def test_rows_train_the_replies_only_in_the_gateway_sequence(tmp_path, monkeypatch, force_peek):
+    """The recipe's agent forces its peek (the gateway writes that call: context, not a reply) or leaves it to the
+    model (then the model's "@" is a reply, trained)."""
+    monkeypatch.setattr(grpo_agent, "FORCE_PEEK", force_peek)
     folder = make_tiny_model(tmp_path / "m", seed=0)
     tok = load_tokenizer(folder)
     replies = []
@@ -57,7 +62,10 @@ def test_rows_train_the_replies_only_in_the_gateway_sequence(tmp_path):
             assert said == "".join(replies[start:]), (said, replies[start:])  # exactly the replies, nothing else
             text = tok.decode(ids)
             assert text.startswith("<|im_start|>system\nCall peek, then answer with the secret digit.")
-            assert replies[start] == "@" and len(replies) - start == 2  # peeked, then answered
+            if force_peek:
+                assert len(replies) - start == 1 and "@peek {}" in text  # the gateway's call, then the answer
+            else:
+                assert replies[start] == "@" and len(replies) - start == 2  # peeked, then answered
             assert "<|im_start|>tool\n" in text  # the tool's result: context (mask 0) before the answer
     finally:
         transcripts.close()

@@ -1,5 +1,5 @@
-"""recipes.grpo_agent: a smoke run end to end (actor processes, the gateway, the openai client agent), and
-(slow) a default run in which the agent learns the protocol (peek once, then answer a digit)."""
+"""recipes.grpo_agent: a smoke run end to end (format warm-up, actor processes, the gateway, the openai client
+agent), and (slow) a default run in which the model learns to answer the digit the tool returned."""
 import os
 import re
 import subprocess
@@ -24,17 +24,16 @@ def run_agent_recipe(tmp_path, *overrides):
 
 
 def test_agent_recipe_smoke(tmp_path):
-    out = run_agent_recipe(tmp_path)
+    out = run_agent_recipe(tmp_path, "warmup_steps=2")
     assert "sampled success by step: 1:" in out and "steps=1 " in out
 
 
 @pytest.mark.slow
-def test_agent_recipe_learns(tmp_path):
-    """The recipe's defaults learn the protocol (sampled reward: never peeking earns 0, peeking then a digit 0.5).
-    Reading the secret is not learned yet (greedy final_success 0.10 / 0.00 in two runs), so it is not asserted."""
-    out = run_agent_recipe(tmp_path, "total_steps=80", "batch_groups=4", "rollout.group_size=16",
-                           "rollout.max_concurrency=64", "eval_episodes=10", "checkpoint_every=0", "time_limit_s=1500")
-    rewards = [float(s.split(":")[1]) for s in re.search(r"sampled reward by step: (.*)", out).group(1).split(", ")]
-    first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
-    # measured (defaults): reward 10-step means 0.04 -> 0.54 (seed 0), 0.04 -> 0.41 (seed 1)
-    assert last >= first + 0.25, out[-1500:]
+def test_agent_recipe_learns_to_read_the_tool(tmp_path):
+    """The recipe's defaults (what the smoke runner's TINY overrides is set back): greedy success over the ten
+    secrets starts at chance and reaches four times chance, reading the tool's digit for several of them (measured
+    with seed 0: 0.10 -> 0.60, held to the end; seed 1 peaked at 0.40 and fell back, so only the peak is asserted)."""
+    out = run_agent_recipe(tmp_path, "total_steps=150", "batch_groups=8", "rollout.group_size=8",
+                           "rollout.max_concurrency=64", "eval_episodes=10", "checkpoint_every=0", "time_limit_s=2400")
+    greedy = [float(s.split(":")[1]) for s in re.search(r"greedy success by step: (.*)", out).group(1).split(", ")]
+    assert greedy[0] <= 0.2 and max(greedy) >= 0.4, out[-1500:]
