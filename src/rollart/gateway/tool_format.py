@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 
-
 class ToolFormatError(ValueError):
     """A request's tools or messages cannot be rendered (the message names the field)."""
 
@@ -101,7 +100,9 @@ def forced_tool(tool_choice: Any, tools: list[dict]) -> str | None:
     then fully determined and the gateway writes it without the model (see ``Gateway``)."""
     if tool_choice in (None, "auto", "none"):
         return None
-    names = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)]
+    specs = {t["function"].get("name"): t["function"] for t in tools
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    names = list(specs)
     if tool_choice == "required":
         if len(names) != 1:
             raise ToolFormatError(f"tool_choice='required' with {len(names)} tools leaves the choice to the model; "
@@ -114,8 +115,7 @@ def forced_tool(tool_choice: Any, tools: list[dict]) -> str | None:
     else:
         raise ToolFormatError("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', "
                               f"'function': {{'name': ...}}}}, not {tool_choice!r}")
-    spec = next(t["function"] for t in tools if t.get("function", {}).get("name") == name)
-    if (spec.get("parameters") or {}).get("properties"):
+    if (specs[name].get("parameters") or {}).get("properties"):
         raise ToolFormatError(f"tool_choice forces {name!r}, which takes arguments: the gateway can only force a "
                               "call it can write whole (a tool without parameters); use tool_choice='auto'")
     return name
