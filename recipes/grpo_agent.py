@@ -23,7 +23,7 @@ ten secrets every 10 steps: seed 0 0.10 (chance) at steps 10-30, 0.40 at step 40
 step 50 and fell back to 0.10 from step 90 (``final_success=0.10``, 711 s); seed 0 with lr 2e-3 climbed slowly to
 0.30 (706 s). So learning the copy is shown, and not yet reliable across seeds. With the secrets cut to four
 (``SECRETS = "0123"``), seed 0 reached 1.00 at step 30 and the run stopped at 1.00 after 41 steps (273 s); seed 1
-stayed at chance (0.20-0.30) for its first 70 steps.
+stayed at chance (0.20-0.30: one digit for every secret) for all 150 steps (634 s).
 
 ``FORCE_PEEK = False`` leaves the peek to the model (the free protocol: ask, and if the reply calls ``peek`` answer
 its result and ask again). That does not learn the copy, measured: from random init (80 steps) the protocol is
