@@ -1,6 +1,6 @@
 """Train an existing OpenAI-client agent through the gateway: "peek at the secret digit, then say it", on CPU.
 
-    python -m recipes.grpo_agent                      # 150 steps, ~9 minutes on 2 cores (format warm-up included)
+    python -m recipes.grpo_agent                      # 150 steps, ~10-15 minutes on 2 cores (format warm-up included)
     python -m recipes.grpo_agent total_steps=20       # any PipelineConfig field, as in the other recipes
     python -m recipes.grpo_agent --help
 
@@ -17,19 +17,31 @@ digit, as a pretrained LLM would). A tool call is the one-token ``@`` anywhere i
 Reward (shaped; success alone is the score): 1 for the right digit; R_PEEK (0.2) plus R_DIGIT (0.3) for any other
 digit, R_PEEK / 2 for calling the tool again instead of answering, R_PEEK for an answer without a digit.
 
-What the default run learns (2026-11-27, the machine shared with one or two other runs), greedy success over the
-ten secrets every 10 steps: seed 0 0.10 (chance) at steps 10-30, 0.40 at step 40, 0.50-0.60 from step 50 to 150,
-``final_success=0.60`` (537 s: it reads the tool's result for six of the ten digits); seed 1 rose to 0.40 at
-step 50 and fell back to 0.10 from step 90 (``final_success=0.10``, 711 s); seed 0 with lr 2e-3 climbed slowly to
-0.30 (706 s). So learning the copy is shown, and not yet reliable across seeds. With the secrets cut to four
-(``SECRETS = "0123"``), seed 0 reached 1.00 at step 30 and the run stopped at 1.00 after 41 steps (273 s); seed 1
-stayed at chance (0.20-0.30: one digit for every secret) for all 150 steps (634 s).
+What the default run learns (2026-11-27, two runs at a time on the 2-core machine, 520-805 s each), greedy
+success over the ten secrets every 10 steps, seeds 0-4: seed 0 0.10 to step 40, 0.50 at step 90, 0.80 at step
+120, ``final_success=1.00`` (the slow test's run); seed 1 0.40 at step 40, 0.90 from step 70 (stopped after 81
+steps, final 0.90); seed 2 0.50 at step 50, 0.40-0.50 to step 120, final 0.60; seed 3 0.50 at step 60, 0.90 at
+step 100, 1.00 at step 110 (stopped after 111 steps, final 0.90); seed 4 0.40 at step 70, 0.70 at step 110, final
+0.90. Every seed reads the tool's result for six to ten of the digits.
+
+Three settings got it there, each measured. The agent's prompt is one short user message and ``peek`` has no
+description, so the row the answer is learned in is 77 tokens where it was 126 (a system message "Call peek, then
+answer with the secret digit." and the tool's description "read the secret digit"): a supervised probe of the copy
+on the format-warmed seed-1 models (64 rows a step, lr 1e-3; not part of the recipe) leaves chance after ~20 steps
+on the short row and ~50 on the long one (then holds 0.70 to step 100, where the long row's reaches 0.90 at step
+80), and RL, where about a tenth of the samples are right at first, needs several times as many steps. 16
+trajectories a group (8 groups, 128 a step): with the short prompt, no KL and 8 x 8, seeds 1 and 2 learned (0.70,
+0.50) and seed 0 stayed at 0.10 for 150 steps; with 8 x 16 (or 16 x 8) seed 0 ended at 0.70. A KL penalty of 0.1
+to the format-warmed model (``kl_coef``), which holds the answer format: with the short prompt, 8 x 16 and no KL,
+seeds 0-3 ended at 0.70, 1.00, 0.50 and 0.80, and seed 4 stayed at 0.10-0.20, its sampled reward falling from
+~0.55 to ~0.3 from step 78 (answers without a digit, or a second call). With the long prompt and 8 x 8 (no KL),
+seed 0 ended at 0.60 and seed 1 peaked at 0.40 and fell back to 0.10.
 
 ``FORCE_PEEK = False`` leaves the peek to the model (the free protocol: ask, and if the reply calls ``peek`` answer
-its result and ask again). That does not learn the copy, measured: from random init (80 steps) the protocol is
-learned but greedy success stays at 0.00-0.10; with the format warm-up, secrets 0-3 and 8 groups x 8, greedy
-success stayed at chance (0.20-0.30: one digit for every secret) in nine runs of 100-200 steps, sync and async,
-lr 1e-4 to 3e-3, with and without a KL penalty. The cause, measured on batches dumped from those runs: the
+its result and ask again). That does not learn the copy, measured (with the long prompt and 8 x 8): from random
+init (80 steps) the protocol is learned but greedy success stays at 0.00-0.10; with the format warm-up, secrets 0-3,
+greedy success stayed at chance (0.20-0.30: one digit for every secret) in nine runs of 100-200 steps, sync and
+async, lr 1e-4 to 3e-3, with and without a KL penalty. The cause, measured on batches dumped from those runs: the
 updates also move what the first call writes, and with it every context the answer is learned in ("@<|im_end|>"
 in every trajectory at step 1, replies like "@031@1103" from step 2-3 at lr 1e-3; eight "@"s by step 75 at lr
 1e-4), or, at lr 3e-4, the answers collapse onto one digit. With the first reply held fixed, the same trainer
@@ -59,7 +71,7 @@ from recipes.launch import run
 
 SECRETS = "0123456789"
 """The secret digits (one per task instance, by seed; evaluation plays each once)."""
-PEEK = [{"type": "function", "function": {"name": "peek", "description": "read the secret digit",
+PEEK = [{"type": "function", "function": {"name": "peek",
                                           "parameters": {"type": "object", "properties": {}}}}]
 R_PEEK = 0.2
 """Reward for calling the tool once (the protocol), halved for calling it again instead of answering."""
@@ -77,8 +89,7 @@ async def agent(base_url: str, api_key: str, task: AgentInstance) -> dict:
     import openai  # the recipe's extra: pip install -e ".[agent]"
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
-    messages = [{"role": "system", "content": "Call peek, then answer with the secret digit."},
-                {"role": "user", "content": "What is the secret?"}]
+    messages = [{"role": "user", "content": "What is the secret?"}]
     peeked = False
     for _ in range(2):
         force = {"tool_choice": FORCED} if FORCE_PEEK and not peeked else {}
@@ -112,8 +123,8 @@ TASK = AgentTask("peek", agent, make_task=lambda seed: SECRETS[(seed or 0) % len
 def default_config() -> PipelineConfig:
     return PipelineConfig(
         mode="async", alpha=1, total_steps=150, batch_groups=8, warmup_steps=60,
-        rollout=SchedulerConfig(group_size=8, max_concurrency=64),
-        trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
+        rollout=SchedulerConfig(group_size=16, max_concurrency=128),
+        trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4, kl_coef=0.1),
         eval_every=10, eval_episodes=10, stop_at_success=0.9, stop_consecutive=2, time_limit_s=25 * 60,
         run_name="grpo_agent", env_hosts=0,
     )

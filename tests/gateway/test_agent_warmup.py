@@ -61,7 +61,8 @@ def test_rows_train_the_replies_only_in_the_gateway_sequence(tmp_path, monkeypat
             said = tok.decode(trained, skip_special_tokens=True)
             assert said == "".join(replies[start:]), (said, replies[start:])  # exactly the replies, nothing else
             text = tok.decode(ids)
-            assert text.startswith("<|im_start|>system\nCall peek, then answer with the secret digit.")
+            assert text.startswith("<|im_start|>system\nTools: peek()\n")  # the gateway's tool prompt
+            assert "<|im_start|>user\nWhat is the secret?<|im_end|>" in text  # the agent's one message
             if force_peek:
                 assert len(replies) - start == 1 and "@peek {}" in text  # the gateway's call, then the answer
             else:

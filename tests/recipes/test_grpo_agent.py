@@ -29,11 +29,13 @@ def test_agent_recipe_smoke(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)
 def test_agent_recipe_learns_to_read_the_tool(tmp_path):
     """The recipe's defaults (what the smoke runner's TINY overrides is set back): greedy success over the ten
-    secrets starts at chance and reaches four times chance, reading the tool's digit for several of them (measured
-    with seed 0: 0.10 -> 0.60, held to the end; seed 1 peaked at 0.40 and fell back, so only the peak is asserted)."""
-    out = run_agent_recipe(tmp_path, "total_steps=150", "batch_groups=8", "rollout.group_size=8",
-                           "rollout.max_concurrency=64", "eval_episodes=10", "checkpoint_every=0", "time_limit_s=2400")
+    secrets starts at chance and ends at four times chance or more, reading the tool's digit for several of them
+    (measured over seeds 0-4: final 0.60-1.00; seed 0, this test's, 1.00 in 805 s)."""
+    out = run_agent_recipe(tmp_path, "total_steps=150", "batch_groups=8", "rollout.group_size=16",
+                           "rollout.max_concurrency=128", "eval_episodes=10", "checkpoint_every=0", "time_limit_s=2400")
     greedy = [float(s.split(":")[1]) for s in re.search(r"greedy success by step: (.*)", out).group(1).split(", ")]
-    assert greedy[0] <= 0.2 and max(greedy) >= 0.4, out[-1500:]
+    final = float(out.strip().splitlines()[-1].split("=")[1])
+    assert greedy[0] <= 0.2 and final >= 0.4, out[-1500:]
