@@ -11,6 +11,8 @@ pytest.importorskip("openai", reason="recipes.grpo_agent's agent uses the openai
 
 from test_recipes_smoke import ROOT, TINY  # noqa: E402
 
+from recipes.grpo_agent import default_config  # noqa: E402
+
 
 def run_agent_recipe(tmp_path, *overrides):
     """Like the smoke runner, keeping this interpreter's PYTHONPATH (where openai may have been installed)."""
@@ -34,8 +36,11 @@ def test_agent_recipe_learns_to_read_the_tool(tmp_path):
     """The recipe's defaults (what the smoke runner's TINY overrides is set back): greedy success over the ten
     secrets starts at chance and ends at four times chance or more, reading the tool's digit for several of them
     (measured over seeds 0-4: final 0.60-1.00; seed 0, this test's, 1.00 in 805 s)."""
-    out = run_agent_recipe(tmp_path, "total_steps=150", "batch_groups=8", "rollout.group_size=16",
-                           "rollout.max_concurrency=128", "eval_episodes=10", "checkpoint_every=0", "time_limit_s=2400")
+    cfg = default_config()
+    out = run_agent_recipe(tmp_path, f"total_steps={cfg.total_steps}", f"batch_groups={cfg.batch_groups}",
+                           f"rollout.group_size={cfg.rollout.group_size}",
+                           f"rollout.max_concurrency={cfg.rollout.max_concurrency}",
+                           f"eval_episodes={cfg.eval_episodes}", "checkpoint_every=0", "time_limit_s=2400")
     greedy = [float(s.split(":")[1]) for s in re.search(r"greedy success by step: (.*)", out).group(1).split(", ")]
     final = float(out.strip().splitlines()[-1].split("=")[1])
     assert greedy[0] <= 0.2 and final >= 0.4, out[-1500:]
