@@ -7,6 +7,8 @@ GPU is visible, else the CPU and float32. An actor started for a GPU sees only i
 """
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 DEVICES_HELP = "auto | cpu | cuda | cuda:N"
 DTYPES = ("float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+log = logging.getLogger(__name__)
 
 
 def check_device(spec: str, key: str = "device") -> None:
@@ -53,7 +56,8 @@ def resolve_device(spec: str = "auto", key: str = "device") -> torch.device:
 
 
 def resolve_dtype(spec: str, device: torch.device, key: str = "dtype") -> torch.dtype:
-    """The torch dtype a setting names on ``device``; ``auto`` is bfloat16 on a GPU that has it, else float32."""
+    """The torch dtype a setting names on ``device``; ``auto`` is bfloat16 on a GPU that has it, else float32
+    (on the CPU too: bf16 is faster there only with native bf16, and float32 is exact)."""
     import torch
 
     check_dtype(spec, key)
@@ -61,7 +65,22 @@ def resolve_dtype(spec: str, device: torch.device, key: str = "dtype") -> torch.
         if device.type == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32
+    if spec == "bfloat16" and device.type == "cpu":
+        _warn_bf16_without_native(key)
     return getattr(torch, spec)
+
+
+@functools.cache
+def _warn_bf16_without_native(key: str) -> None:
+    """One line, once per setting and process, where bf16 is asked for on a CPU that only emulates it."""
+    from rollart.cpu_features import bf16_linear_slowdown, cpu_features
+
+    cpu = cpu_features()
+    if not cpu.native_bf16:
+        slowdown = bf16_linear_slowdown()
+        advice = f"; {key}=auto (float32) is faster on this CPU" if slowdown > 1 else ""
+        log.warning("%s=bfloat16 on a CPU without native bf16 (%s): a bf16 linear took %.1fx the time of a float32 "
+                    "one here%s", key, cpu.describe(), slowdown, advice)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ runs under one weight version, recorded by the engine as the tokens come back.
 """
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from rollart.devices import Placement
@@ -21,6 +23,8 @@ from rollart.engine.scheduler import ScheduledBatch
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, ModelConfig, cpu_linear
 from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
+
+log = logging.getLogger(__name__)
 
 
 def kv_bytes_per_block(mc: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -57,10 +61,13 @@ class ModelRunner:
         self.graphs = None
         self.max_model_len = 0
         self.packed = None
-        if config.onednn_linears and cpu_linear.available(placement.device):
-            self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
-            self.model.paged_linear = self.packed
-            self.repack()
+        if config.onednn_linears and placement.device.type == "cpu":
+            why_not = cpu_linear.unavailable(placement.dtype)
+            (log.warning if why_not else log.info)("engine: %s", cpu_linear.describe(placement.dtype))
+            if not why_not:
+                self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
+                self.model.paged_linear = self.packed
+                self.repack()
         self.forward_tokens = 0
         """Tokens that went through a forward (prefill chunks and decode tokens alike)."""
 

@@ -2,23 +2,69 @@
 
 ``F.linear`` on the CPU runs fp32 through MKL's sgemm, which on some CPUs (AMD EPYC here) is several times slower
 than oneDNN for the engine's shapes (a few to a few hundred rows); prepacking the weight into oneDNN's blocked
-layout also saves a reorder per call in bf16. Measured on this machine, one thread, 16 x 576 -> 3072: fp32
-0.73 -> 0.25 ms, bf16 0.20 -> 0.13 ms; the 49152-row lm_head 47 -> 12 ms (fp32). Same accumulation in fp32:
-outputs equal ``F.linear``'s in our tests.
+layout also saves a reorder per call in bf16. ``tools/bench/cpu_linear.py`` measures both paths per dtype and
+names the CPU; BENCHMARKS.md keeps its figures. Same accumulation in fp32: outputs equal ``F.linear``'s in our
+tests.
+
+Whether the packed path runs is decided per dtype by what the CPU supports (``rollart.cpu_features``: oneDNN's
+bf16 kernels need avx512bw/vl/dq or avx_ne_convert) and one trial pack of a small weight, once per process;
+where it cannot, ``F.linear`` serves that dtype with the same outputs. ``ROLLART_PORTABLE_CPU=1`` forces the
+fallback for every dtype.
 
 The packed copies live next to the weights (one more copy of every matrix the engine multiplies by, on the
 CPU only) and go stale when the weights change in place: the engine repacks after every weight update.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rollart.cpu_features import PORTABLE_ENV, cpu_features
 
-def available(device: torch.device) -> bool:
-    return device.type == "cpu" and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn,
-                                                                                      "_linear_pointwise")
+FALLBACK = "F.linear"
+PACKED = "oneDNN packed"
+
+
+@functools.cache
+def unavailable(dtype: torch.dtype) -> str:
+    """Why the packed path cannot serve ``dtype`` on this CPU, or '' where it can (asked once per dtype)."""
+    cpu = cpu_features()
+    if cpu.forced_portable:
+        return f"{PORTABLE_ENV}=1"
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return "torch built without oneDNN"
+    if dtype == torch.bfloat16 and not cpu.onednn_bf16:
+        return "oneDNN bf16 needs avx512bw+avx512vl+avx512dq or avx_ne_convert"
+    if dtype == torch.float16 and not cpu.onednn_fp16:
+        return "oneDNN fp16 needs avx512_fp16 or amx_fp16"
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(8, 16, generator=g).to(dtype), torch.randn(2, 16, generator=g).to(dtype)
+    try:  # the CPU queries above are torch's; a trial pack catches what they do not know
+        y = torch.ops.mkldnn._linear_pointwise(x, torch.ops.mkldnn._reorder_linear_weight(w, 2), None, "none", [], "")
+    except RuntimeError as e:
+        return f"trial pack failed: {str(e).splitlines()[0]}"
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    if not torch.allclose(y.float(), F.linear(x, w).float(), rtol=tol, atol=tol):
+        return "trial pack gave outputs unlike F.linear's"
+    return ""
+
+
+def path(device: torch.device, dtype: torch.dtype) -> str:
+    """The linear path that serves ``dtype`` on ``device``: ``PACKED`` or ``FALLBACK``."""
+    return PACKED if device.type == "cpu" and not unavailable(dtype) else FALLBACK
+
+
+def describe(dtype: torch.dtype) -> str:
+    """One line for the engine's start: which path serves which dtype on this CPU, and why not where not."""
+    parts = []
+    for d in (torch.float32, torch.bfloat16):
+        why = unavailable(d)
+        parts.append(f"{str(d).removeprefix('torch.')} -> {FALLBACK} ({why})" if why else
+                     f"{str(d).removeprefix('torch.')} -> {PACKED}")
+    return f"CPU linears on {cpu_features().describe()}: {', '.join(parts)}; this engine runs {str(dtype).removeprefix('torch.')}"
 
 
 class PackedLinears:

@@ -1,0 +1,145 @@
+"""CPU linear paths: F.linear against oneDNN's prepacked linear, fp32 and bf16, on SmolLM2-135M's engine shapes.
+
+    python tools/bench/cpu_linear.py --quick     # < 60 s on 2 cores
+    python tools/bench/cpu_linear.py             # more repetitions, batch 1 / 16 / 64
+
+Workload: the five matrices a decode step of SmolLM2-135M multiplies by (fused qkv 576->960, o 576->576, fused
+gate/up 576->3072, down 1536->576, lm_head 576->49152), at 16 rows (and 1 and 64 without --quick), one thread,
+the median of several calls with the weights out of the inner caches between shapes. Both paths run in one
+process side by side; a child process repeats the measurement with torch and oneDNN capped to AVX2
+(``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``), which approximates a CPU without AVX-512 on this one: there
+torch refuses oneDNN's bf16 path (the packed bf16 column is absent) as it does on such a CPU. The capped figures
+are EMULATED (same silicon, fewer instructions allowed), named so on the output.
+
+Keys (speed-ups are time ratios, > 1 is faster; geometric means over the shapes at 16 rows):
+`packed_vs_flinear_fp32`, `packed_vs_flinear_bf16` (the engine's packed path over F.linear), `bf16_vs_fp32`
+(the best bf16 path over the best fp32 path: does bf16 pay on this CPU), and `capped_*` the same in the child.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536), "lm_head": (49152, 576)}
+CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def timed(fn, reps: int) -> float:
+    fn()
+    runs = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def measure(rows_list: list[int], reps: int) -> dict:
+    from rollart.cpu_features import cpu_features
+    from rollart.models import cpu_linear
+
+    torch.set_num_threads(1)
+    out = {"cpu": cpu_features().describe(), "times": {}}
+    for dtype in (torch.float32, torch.bfloat16):
+        name = str(dtype).removeprefix("torch.")
+        packed_ok = not cpu_linear.unavailable(dtype)
+        for shape, (n, k) in SHAPES.items():
+            w = torch.randn(n, k).to(dtype)
+            lin = None
+            if packed_ok:
+                lin = cpu_linear.PackedLinears(batch_hint=16)
+                lin.pack([w])
+            for rows in rows_list:
+                x = torch.randn(rows, k).to(dtype)
+                out["times"][f"{name}/flinear/{shape}/{rows}"] = timed(lambda: F.linear(x, w), reps)
+                if lin is not None:
+                    out["times"][f"{name}/packed/{shape}/{rows}"] = timed(lambda: lin(x, w), reps)
+    return out
+
+
+def geo(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def keys(times: dict, rows: int = 16, prefix: str = "") -> dict:
+    def t(dtype, path, shape):
+        return times.get(f"{dtype}/{path}/{shape}/{rows}")
+
+    res = {}
+    for dtype in ("float32", "bfloat16"):
+        pairs = [(t(dtype, "flinear", s), t(dtype, "packed", s)) for s in SHAPES]
+        res[f"{prefix}packed_vs_flinear_{'fp32' if dtype == 'float32' else 'bf16'}"] = (
+            geo([f / p for f, p in pairs]) if all(p for _, p in pairs) else float("nan"))
+
+    def best(dtype, s):
+        return min(x for x in (t(dtype, "flinear", s), t(dtype, "packed", s)) if x)
+    res[f"{prefix}bf16_vs_fp32"] = geo([best("float32", s) / best("bfloat16", s) for s in SHAPES])
+    return res
+
+
+def plot(native: dict, capped: dict | None, rows: int, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sets = [("this CPU", native)] + ([("AVX2-capped (EMULATED)", capped)] if capped else [])
+    fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4), squeeze=False)
+    combos = [("float32", "flinear"), ("float32", "packed"), ("bfloat16", "flinear"), ("bfloat16", "packed")]
+    for ax, (title, res) in zip(axes[0], sets):
+        width = 0.2
+        for j, (dtype, p) in enumerate(combos):
+            ys = [res["times"].get(f"{dtype}/{p}/{s}/{rows}", 0) * 1e3 for s in SHAPES]
+            ax.bar([i + (j - 1.5) * width for i in range(len(SHAPES))], ys, width, label=f"{dtype} {p}")
+        ax.set_xticks(range(len(SHAPES)), list(SHAPES))
+        ax.set_yscale("log")
+        ax.set_ylabel(f"ms per call ({rows} rows, 1 thread)")
+        ax.set_title(f"{title}\n{res['cpu']}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="16 rows only, fewer repetitions (< 60 s)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-capped", action="store_true", help="skip the AVX2-capped child measurement")
+    a = p.parse_args()
+    rows_list = [16] if a.quick else [1, 16, 64]
+    reps = 7 if a.quick else 25
+    if a.child:
+        print(json.dumps(measure(rows_list, reps)))
+        return
+    native = measure(rows_list, reps)
+    capped = None
+    if not a.no_capped:
+        argv = [sys.executable, __file__, "--child"] + (["--quick"] if a.quick else [])
+        proc = subprocess.run(argv, env={**os.environ, **CAP}, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            sys.exit(f"the AVX2-capped child failed: {proc.stderr.strip().splitlines()[-1:]}")
+        capped = json.loads(proc.stdout.strip().splitlines()[-1])
+    plot(native, capped, 16, Path(__file__).parent / "plots" / "cpu_linear.png")
+    for rows in rows_list:
+        for k, v in sorted(native["times"].items()):
+            if k.endswith(f"/{rows}"):
+                print(f"{native['cpu']}  {k}: {v * 1e3:.3f} ms")
+        if capped:
+            for k, v in sorted(capped["times"].items()):
+                if k.endswith(f"/{rows}"):
+                    print(f"EMULATED {capped['cpu']} capped to AVX2  {k}: {v * 1e3:.3f} ms")
+    res = keys(native["times"]) | (keys(capped["times"], prefix="capped_") if capped else {})
+    print(f"cpu={native['cpu'].split(' (')[0].replace(' ', '_')} " + " ".join(f"{k}={v:.2f}" for k, v in res.items()))
+
+
+if __name__ == "__main__":
+    main()
