@@ -23,9 +23,10 @@ class LedgerTrainer(TorchTrainer):
         self.ledger = Path(path)
         self._write({"event": "start", "version": self.version})
 
-    def train_step(self, batch: Any) -> dict:
-        metrics = super().train_step(batch)
-        if isinstance(batch, list):  # a dict batch (from build_batch) carries no trajectory ids
+    def train_step(self, batch: Any, shard: dict | None = None) -> dict:
+        metrics = super().train_step(batch, shard=shard)
+        if isinstance(batch, list):  # a dict batch (from build_batch) carries no trajectory ids; with ``shard``,
+            # each data-parallel rank writes its own rows' ids, so the ledger still holds each trajectory once
             self._write({"event": "train", "version": self.version, "ids": [t.trajectory_id for t in batch],
                          "rewards": [float(t.reward) for t in batch]})
         return metrics
