@@ -60,11 +60,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.gateway.agent_task import AgentInstance, AgentTask
 from rollart.gateway.tool_format import ToolSyntax
 from rollart.pipeline import PipelineConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -130,6 +130,7 @@ def default_config() -> PipelineConfig:
     )
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)

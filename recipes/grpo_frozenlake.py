@@ -36,10 +36,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from rollart.config import given_keys, parse_overrides
+from rollart.config import exit_on_config_error, given_keys, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import peak_gpu_memory_line, run
@@ -70,13 +70,14 @@ def starting_model(folder: str, seed: int, warmup_steps: int | None = None) -> s
     """The model a quickstart run of ``seed`` starts from, built in ``folder`` as the run builds it (tiny model,
     format warm-up of ``warmup_steps``, default the quickstart's): for the benches, which hand several runs the
     same starting model (they then run with warmup_steps=0)."""
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
     cfg = default_config()
     steps = cfg.warmup_steps if warmup_steps is None else warmup_steps
     return ensure_model(dataclasses.replace(cfg, logdir=folder, run_name=f"start{seed}", seed=seed, quiet=True,
                                             warmup_steps=steps), [TASK])
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)

@@ -15,10 +15,10 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.sandbox import SandboxConfig
 from rollart.trainer import TrainerConfig
 
@@ -54,6 +54,7 @@ def humaneval_task(cfg: HumanEvalRecipe) -> TaskSpec:
                     max_total_tokens=cfg.max_total_tokens, step_action="envs.humaneval.env:step_action")
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)

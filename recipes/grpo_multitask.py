@@ -41,11 +41,11 @@ import dataclasses
 import logging
 import sys
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -100,6 +100,7 @@ def route_chosen(cfg: PipelineConfig, tasks: list[TaskSpec]) -> PipelineConfig:
     return cfg
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     tasks, argv = select_tasks(sys.argv[1:])

@@ -18,11 +18,11 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.config import parse_overrides
+from rollart.config import exit_on_config_error, parse_overrides
 from rollart.engine.config import EngineConfig
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from recipes.launch import run
@@ -71,6 +71,7 @@ def smollm2_folder(cache=None):
     return get_smollm2(cache)
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from rollart.config import ConfigError, exit_on_config_error, parse_overrides
 from rollart.pipeline import PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.sandbox import SandboxConfig
 from rollart.trainer import TrainerConfig
 
@@ -64,9 +64,10 @@ def default_config() -> SWEConfig:
 
 
 def check_tasks_load(cfg: SWEConfig) -> int:
-    """Load the task suite once before starting (a missing file or snapshot folder, or a bad JSONL line, is
-    named here rather than failing every episode); returns the number of tasks."""
-    from envs.swe.env import SWEEnvConfig, load_tasks
+    """Load the task suite once before starting (a missing file or snapshot folder, a bad JSONL line, or pytest
+    not installed is named here rather than failing every episode); returns the number of tasks."""
+    from envs.swe.env import SWEEnvConfig, load_tasks, require_pytest
+    require_pytest()
     try:
         tasks = load_tasks(SWEEnvConfig(tasks=cfg.tasks, repos_root=cfg.repos_root))
     except (OSError, ValueError, KeyError) as e:
@@ -103,11 +104,11 @@ def env_latency_report(timings: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)
-    with exit_on_config_error():
-        check_tasks_load(cfg)
+    check_tasks_load(cfg)
     check_sandbox(cfg.sandbox.mode)
     result = run(cfg, [swe_task(cfg)])
     print(env_latency_report(result.timings))

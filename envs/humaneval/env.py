@@ -6,6 +6,9 @@ defines the entry point it is appended to the prompt; otherwise it is taken as t
 continues the prompt (HumanEval's completion format). The program + the problem's ``check`` run in a
 sandbox through a harness that prints a nonce only after ``check`` returned. Reward 1.0 iff it did.
 With ``max_attempts > 1`` a failed attempt returns the error output as feedback and the episode goes on.
+
+``info`` depends only on the seed and the actions (gymnasium's ``check_env`` holds it to that); the wall-clock
+seconds of the last call are in ``env.timings`` (``env/reset_s``, ``env/step_s``).
 """
 from __future__ import annotations
 
@@ -106,6 +109,9 @@ class HumanEvalEnv(EnvDefaults, gym.Env):
         self.attempts = 0
         self.done = True
         self._last_obs = ""
+        self.timings: dict[str, float] = {}
+        """Wall-clock seconds of the last reset (``env/reset_s``) or step (``env/step_s``); kept out of ``info``
+        so that equal seeds and actions give equal infos."""
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -122,9 +128,8 @@ class HumanEvalEnv(EnvDefaults, gym.Env):
         self.sandbox = Sandbox(self.config.sandbox, name="humaneval")
         self.attempts, self.done = 0, False
         self._last_obs = INSTRUCTIONS.format(prompt=self.problem.prompt)
-        info = {"task_id": self.problem.task_id, "sandbox_mode": self.sandbox.mode,
-                "timings": {"env/reset_s": time.monotonic() - start}}
-        return self._last_obs, info
+        self.timings = {"env/reset_s": time.monotonic() - start}
+        return self._last_obs, {"task_id": self.problem.task_id, "sandbox_mode": self.sandbox.mode}
 
     def step(self, action: str):
         if self.done or self.sandbox is None:
@@ -147,8 +152,8 @@ class HumanEvalEnv(EnvDefaults, gym.Env):
         if self.done:
             self.close()
         self._last_obs = obs
-        info = {"task_id": self.problem.task_id, "success": passed, "attempt": self.attempts,
-                "timings": {"env/step_s": time.monotonic() - start}}
+        info = {"task_id": self.problem.task_id, "success": passed, "attempt": self.attempts}
+        self.timings = {"env/step_s": time.monotonic() - start}
         return obs, reward, self.done, False, info
 
     def scripted_action(self, observation: str) -> str:

@@ -6,8 +6,9 @@ workspace and returns the instructions + issue. Each ``step`` takes the model's 
 ``submit`` (or reaching ``max_turns``, which submits automatically) ends the episode: the hidden tests
 run in a fresh sandbox and the reward is 1.0 iff all FAIL_TO_PASS and PASS_TO_PASS tests pass.
 
-``info["timings"]`` carries ``env/reset_s`` (workspace preparation) and ``env/step_s`` (plus
-``env/eval_s`` at the end) for tensorboard.
+``info`` depends only on the seed and the actions (gymnasium's ``check_env`` holds it to that); the wall-clock
+seconds of the last call are in ``env.timings``: ``env/reset_s`` (workspace preparation) or ``env/step_s``
+(plus ``env/eval_s``, the hidden-test run, on the step that ends the episode).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from envs.swe.scripted import gold_patch_actions
 from envs.swe.toolcall import FORMAT_HINT, ToolCallError, format_tool_call, parse_tool_calls
 from envs.swe.tools import TOOL_SCHEMAS, SWETools
 from envs.text_space import AnyText
+from rollart.config import ConfigError
 from rollart.rollout.env_protocol import EnvDefaults
 from rollart.sandbox import Sandbox, SandboxConfig, resolve_mode, truncate_text
 
@@ -80,6 +82,16 @@ class SWEEnvConfig:
             raise ValueError(f"SWE env tasks={self.tasks!r} is a JSONL file: set repos_root to its snapshots")
 
 
+def require_pytest() -> None:
+    """The repositories' tests run under pytest, which the sandbox copies from this Python's installed packages
+    (``SandboxConfig.python_packages``) and runs with the sandbox's own python3: a one-line ConfigError naming
+    the extra where it is not installed."""
+    if importlib.util.find_spec("pytest") is None:
+        raise ConfigError("the SWE env runs the repositories' tests with pytest, copied into its sandbox from the "
+                          "Python running rollart, where it is not installed: pip install -e \".[swe]\" "
+                          "(or pip install pytest)")
+
+
 def load_tasks(cfg: SWEEnvConfig) -> list[SWETask]:
     if cfg.tasks == "builtin":
         tasks = load_builtin_tasks()
@@ -108,8 +120,7 @@ class SWEEnv(EnvDefaults, gym.Env):
     def __init__(self, config: SWEEnvConfig | None = None, render_mode: str | None = None, **overrides) -> None:
         cfg = config or SWEEnvConfig()
         self.config = dataclasses.replace(cfg, **overrides) if overrides else cfg
-        if importlib.util.find_spec("pytest") is None:
-            raise RuntimeError("the SWE env runs tests with pytest inside its sandbox: pip install pytest")
+        require_pytest()
         self.tasks = load_tasks(self.config)
         resolve_mode(self.config.sandbox.mode)  # no isolation here: refuse now, in one line, not once per episode
         self.render_mode = render_mode
@@ -121,6 +132,9 @@ class SWEEnv(EnvDefaults, gym.Env):
         self.turn = 0
         self.done = True
         self.last_eval: EvalResult | None = None
+        self.timings: dict[str, float] = {}
+        """Wall-clock seconds of the last reset or step (see the module docstring); kept out of ``info`` so that
+        equal seeds and actions give equal infos."""
         self._last_obs = ""
         self._script: list[str] = []
 
@@ -145,9 +159,9 @@ class SWEEnv(EnvDefaults, gym.Env):
         self._script = gold_patch_actions(self.task, run_tests=True)
         obs = INSTRUCTIONS.format(workspace=self.sandbox.paths.workspace, problem=self.task.problem_statement)
         self._last_obs = obs
-        reset_s = time.monotonic() - start
+        self.timings = {"env/reset_s": time.monotonic() - start}
         info = {"task_id": self.task.instance_id, "sandbox_mode": self.sandbox.mode,
-                "test_files": len(suite_files(self.task)), "timings": {"env/reset_s": reset_s}}
+                "test_files": len(suite_files(self.task))}
         return obs, info
 
     def step(self, action: str):
@@ -206,7 +220,7 @@ class SWEEnv(EnvDefaults, gym.Env):
         if self.done:
             self._teardown()
         timings["env/step_s"] = time.monotonic() - start
-        info["timings"] = timings
+        self.timings = timings
         return obs, reward, self.done, False, info
 
     def render(self):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from envs.swe.patch import parse_patch, patched_files
 from envs.swe.task import SWETask
-from rollart.actions.placement import granted_cores
+from rollart.cpus import granted_cores
 from rollart.sandbox import Sandbox, SandboxConfig, UnsafePathError
 
 

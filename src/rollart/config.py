@@ -21,7 +21,7 @@ import os
 import sys
 import types
 import typing
-from typing import Any, Sequence, TypeVar
+from typing import Any, NoReturn, Sequence, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("rollart.config")
@@ -39,25 +39,10 @@ ONE_LINE_ERRORS: list[type[BaseException]] = [ConfigError]
 
 
 def one_line_error(cls: type[T]) -> type[T]:
-    """Class decorator: an uncaught ``cls`` ends a script with one ``error: ...`` line instead of a traceback
-    (once :func:`install_excepthook` ran; ``ROLLART_TRACEBACK=1`` shows the traceback)."""
+    """Class decorator: ``cls`` is one of the errors :func:`exit_on_config_error` turns into one ``error: ...``
+    line instead of a traceback when it ends a command-line run."""
     ONE_LINE_ERRORS.append(cls)
     return cls
-
-
-def install_excepthook() -> None:
-    """Print uncaught ONE_LINE_ERRORS as one line; a hook someone else installed (IPython, a debugger) is kept."""
-    if sys.excepthook is not sys.__excepthook__:
-        return
-    previous = sys.excepthook
-
-    def hook(exc_type, exc, tb):
-        if issubclass(exc_type, tuple(ONE_LINE_ERRORS)) and not os.environ.get("ROLLART_TRACEBACK"):
-            sys.stderr.write(f"error: {exc}\n")
-            return
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = hook
 
 
 def _parse_value(raw: str, tp: Any, name: str) -> Any:
@@ -244,14 +229,32 @@ def _flags_to_overrides(argv: list[str]) -> list[str]:
     return out
 
 
+def exit_with_error(message: str) -> NoReturn:
+    """End a command-line run with one line, ``error: <message>``, on stderr and exit status 1.
+
+    It raises ``SystemExit`` (so a caller or a test can still catch it). Called while an exception is being
+    handled with ``ROLLART_TRACEBACK=1`` set, it re-raises that exception instead, traceback and all.
+    """
+    handled = sys.exc_info()[1]
+    if handled is not None and os.environ.get("ROLLART_TRACEBACK"):
+        raise handled
+    raise SystemExit(f"error: {message}") from None
+
+
 @contextlib.contextmanager
-def exit_on_config_error():
-    """For command-line entry points: a ConfigError (or another of ONE_LINE_ERRORS) inside becomes a one-line
-    ``error: ...`` exit (status 1) instead of a traceback, e.g. around ``Coordinator(cfg, tasks)``."""
+def exit_on_config_error(*also: type[BaseException]):
+    """The one way a command-line entry point (a recipe's ``main``, a ``python -m rollart...`` main, a tool)
+    ends with a one-line error: a ConfigError, another of ONE_LINE_ERRORS or one of ``also`` raised inside
+    becomes :func:`exit_with_error`; any other exception (a bug) stays a traceback.
+
+    Use it as ``with exit_on_config_error(): ...`` or as a decorator, ``@exit_on_config_error()`` on ``main``.
+    Nothing is installed process-wide: importing rollart leaves ``sys.excepthook`` alone, so a plain script
+    wraps its run in this to get the same one-line errors.
+    """
     try:
         yield
-    except tuple(ONE_LINE_ERRORS) as e:
-        raise SystemExit(f"error: {e}") from None
+    except (*ONE_LINE_ERRORS, *also) as e:
+        exit_with_error(str(e))
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

@@ -3,8 +3,8 @@ the other.
 
 Three users share it: the ResourceManager ranks and substitutes classes (rollart.distributed.hardware),
 the planner builds device topologies from the GPU specs (rollart.planner.topology), and an inference
-worker in simulated-hardware mode sleeps for the :class:`SpeedModel`'s step time (rollart.inference.worker;
-the paper-scale simulators in rollart.sim use the same model). Units are the tables' own: TFLOP/s, GB,
+worker in simulated-hardware mode steps an engine that sleeps for the :class:`SpeedModel`'s step time
+(rollart.sim.engine_speed; the paper-scale simulators in rollart.sim use the same model). Units are the tables' own: TFLOP/s, GB,
 GB/s.
 
 The speed model is a roofline: prefill is compute-bound and decode memory-bandwidth-bound (RollArt §3.1,

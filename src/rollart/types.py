@@ -241,8 +241,6 @@ class PullWeights:
     """The weight store's address, asked when ``source`` loses or corrupts a bucket or is gone."""
     ipc_source: str = ""
     """The trainer's weight-plane address when it shares this worker's node and GPU kind (CUDA IPC)."""
-    link_bytes_per_s: float = 0.0
-    """> 0 *simulates* a slower link (benchmarks; label figures simulated)."""
     timeout_s: float = 30.0
     """Seconds one bucket may take before it counts as lost and is asked for again."""
     retries: int = 3

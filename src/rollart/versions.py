@@ -11,8 +11,8 @@ hold. Who holds which version (one holder per role):
     engine       engine.version             the weights loaded now; the tag on each sampled token
     buffer       SampleBuffer.version       the agent LLM's version n that gates the window n - alpha
 
-An actor answers ``get_version()`` with the version it holds (TrainerActor, the multiplex worker and service,
-InferenceWorker).
+An actor answers ``rollart.messages.GetVersion`` with the version it holds (TrainerActor, WeightStore,
+InferenceWorker, and the multiplex services for a job).
 """
 from __future__ import annotations
 

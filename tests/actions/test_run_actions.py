@@ -11,12 +11,13 @@ import pytest
 
 from rollart.actions.basic import max_in_window
 from rollart.actions.config import ActionsConfig
-from rollart.actions.placement import granted_cores, on_cores, pin_preexec
+from rollart.cpus import granted_cores, on_cores, pin_preexec
 from rollart.actions.run import RunActions
 from rollart.config import ConfigError
 from rollart.rollout.env_host import EnvHost
 from rollart.sandbox.config import SandboxConfig
 from rollart.sandbox.limits import make_preexec
+from rollart.messages import CloseEnv, CreateEnv, ResetEnv, StepEnv
 
 AFFINITY = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
 CORES = sorted(os.sched_getaffinity(0))
@@ -53,14 +54,14 @@ async def test_env_steps_run_on_the_cores_the_scheduler_grants():
     actions = RunActions(ActionsConfig(enabled=True, cores=tuple(CORES)))
     keys = []
     try:
-        keys += [(await host.create("test/Affinity-v0"))["key"] for _ in range(2 * len(CORES))]
+        keys += [(await host.create(CreateEnv("test/Affinity-v0")))["key"] for _ in range(2 * len(CORES))]
         for key in keys:
-            await host.reset(key)
+            await host.reset(ResetEnv(key))
 
         async def step(key):
             async def on(cores):
                 assert len(cores) == 1
-                result = await host.step(key, "go", list(cores))
+                result = await host.step(StepEnv(key, "go", list(cores)))
                 return cores, result["observation"]
             return await actions.env_step(on, trajectory=key)
 
@@ -77,7 +78,7 @@ async def test_env_steps_run_on_the_cores_the_scheduler_grants():
     finally:
         await actions.close()
         for key in keys:
-            await host.close(key)
+            await host.close(CloseEnv(key))
 
 
 async def test_reward_calls_keep_to_the_api_quota():
@@ -123,7 +124,7 @@ async def test_a_test_run_gets_the_cores_its_profiled_curve_pays_for(speedup, ex
 
 
 def test_granted_cores_are_capped_by_a_cgroup_cpu_quota_where_writable():
-    from rollart.actions.placement import cpu_limit, cpu_limit_line
+    from rollart.cpus import cpu_limit, cpu_limit_line
     line = cpu_limit_line()
     assert line.startswith("actions: ")
     if not cpu_limit().mode:

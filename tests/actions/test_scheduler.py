@@ -8,7 +8,7 @@ import pytest
 from rollart.actions.action import Action, amdahl
 from rollart.actions.basic import CountPool
 from rollart.actions.gpu import GpuPool
-from rollart.actions.scheduler import ElasticScheduler
+from rollart.actions.elastic import ElasticScheduler
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Covers PipelineConfig's composition: one place per value, resolve()'s derived values, renamed command-line keys."""
+"""Covers PipelineConfig's composition: one place per value, resolve's derived values, renamed command-line keys."""
 import dataclasses
 import logging
 
@@ -8,28 +8,34 @@ from rollart.config import ConfigError, apply_overrides, apply_values, parse_ove
 from rollart.engine.config import EngineConfig
 from rollart.hardware import SpeedModelConfig
 from rollart.pipeline import PipelineConfig
+from rollart.pipeline.resolve import resolve, with_pad_id
 from rollart.rollout.buffer import BufferConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
+
+
+def resolved(cfg: PipelineConfig, model: str = "/m", pad_id: int = 0) -> PipelineConfig:
+    """``cfg`` resolved as a run of ``model`` whose tokenizer pads with ``pad_id`` would be."""
+    return with_pad_id(resolve(dataclasses.replace(cfg, model=model)), pad_id)
 
 
 def test_resolve_derives_every_dependent_value_once():
     cfg = PipelineConfig(mode="areal", alpha=2, batch_groups=3, seed=7, num_inference_workers=3,
                          hw_classes=("H800", "cpu"), simulate_hardware=True, sim_time_scale=0.5,
                          rollout=SchedulerConfig(group_size=4, max_concurrency=16, extra_groups=1))
-    r = cfg.resolve(model="/m", pad_id=5)
+    r = resolved(cfg, pad_id=5)
     assert r.buffer == BufferConfig(mode="areal", alpha=2, group_size=4, capacity=48, max_outstanding_groups=10)
     assert (r.model, r.engine.model, r.engine.seed, r.rollout.seed) == ("/m", "/m", 7, 7)
     assert (r.trainer.model_path, r.trainer.seed, r.trainer.pad_id) == ("/m", 7, 5)
     # one speed model per simulated class; "cpu" has none
     assert r.speed_models == {"H800": SpeedModelConfig(hw_class="H800", time_scale=0.5)}
-    assert cfg.rollout.seed == 0 and cfg.buffer == BufferConfig()  # resolve() returns a copy
-    sync = dataclasses.replace(cfg, mode="sync").resolve(model="/m", pad_id=0)
+    assert cfg.rollout.seed == 0 and cfg.buffer == BufferConfig()  # resolve returns a copy
+    sync = resolved(dataclasses.replace(cfg, mode="sync"))
     assert sync.buffer.alpha == 0 and sync.buffer.max_outstanding_groups == 0
 
 
 def test_capacity_holds_a_batch_even_with_few_envs():
     cfg = PipelineConfig(alpha=0, batch_groups=8, rollout=SchedulerConfig(group_size=4, max_concurrency=4))
-    assert cfg.resolve(model="m", pad_id=0).buffer.capacity == cfg.batch_size == 32
+    assert resolved(cfg, model="m").buffer.capacity == cfg.batch_size == 32
 
 
 def test_the_run_engine_is_the_engine_config_with_one_kv_default():

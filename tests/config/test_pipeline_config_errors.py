@@ -1,4 +1,5 @@
-"""Covers PipelineConfig's fail-fast checks: engine/trainer backends, ranges, hw_affinity and the run's tasks."""
+"""Covers a run's fail-fast checks: PipelineConfig's values (engine/trainer backends, ranges), and preflight's
+(hw_affinity against the workers and the run's tasks, env ids, backends installed, model folders)."""
 import logging
 import re
 
@@ -6,11 +7,17 @@ import pytest
 
 from rollart.config import ConfigError, apply_overrides
 from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline.preflight import check_env_ids, preflight
+from rollart.pipeline.run_state import RunTasks
 from rollart.rollout.buffer import BufferConfig
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
 
 import envs  # noqa: F401  (registers rollart/* ids)
+
+def check_tasks(cfg: PipelineConfig, tasks: list[TaskSpec]) -> None:
+    preflight(cfg, RunTasks(tasks, tasks, []))
+
 
 LAKE = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", max_new_tokens=1)
 GAME = TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", max_new_tokens=2)
@@ -63,13 +70,14 @@ def test_custom_trainer_class_string_is_accepted():
 
 def test_hw_affinity_must_name_a_class_some_worker_has():
     with pytest.raises(ConfigError, match=r"proxy.hw_affinity\['FrozenLake'\]='A100': no inference worker has that"):
-        PipelineConfig(hw_classes=("H20",), proxy=ProxyConfig(hw_affinity={"FrozenLake": "A100"}))
+        check_tasks(PipelineConfig(hw_classes=("H20",), proxy=ProxyConfig(hw_affinity={"FrozenLake": "A100"})), [LAKE])
     # two classes listed but one worker: only H800 exists
     with pytest.raises(ConfigError, match=r"'H20': no inference worker.*workers: \['H800'\]"):
-        PipelineConfig(num_inference_workers=1, hw_classes=("H800", "H20"),
-                       proxy=ProxyConfig(hw_affinity={"default": "H20"}))
+        check_tasks(PipelineConfig(num_inference_workers=1, hw_classes=("H800", "H20"),
+                                   proxy=ProxyConfig(hw_affinity={"default": "H20"})), [LAKE])
     ok = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
                         proxy=ProxyConfig(hw_affinity={"default": "H20"}))
+    check_tasks(ok, [LAKE])
     assert ok.worker_hw_classes() == ["H800", "H20"]
 
 
@@ -77,23 +85,23 @@ def test_task_without_route_fails_unless_default():
     cfg = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
                          proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"}))
     with pytest.raises(ConfigError, match=r"routes no worker for task\(s\) \['GuessNumber'\].*'default' entry"):
-        cfg.check_tasks([LAKE, GAME])
-    cfg.check_tasks([LAKE])  # every task routed: fine
+        check_tasks(cfg, [LAKE, GAME])
+    check_tasks(cfg, [LAKE])  # every task routed: fine
 
 
 def test_affinity_entry_naming_no_task_is_reported(caplog):
     cfg = PipelineConfig(num_inference_workers=2, hw_classes=("H800", "H20"),
                          proxy=ProxyConfig(hw_affinity={"Frozen": "H800", "default": "H20"}))
-    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
-        cfg.check_tasks([LAKE])
+    with caplog.at_level(logging.WARNING, logger="rollart.rollout.routing"):
+        check_tasks(cfg, [LAKE])
     assert "proxy.hw_affinity entries ['Frozen'] name no task of this run" in caplog.text
 
 
 def test_unknown_env_id_fails_with_gymnasiums_suggestion():
     task = TaskSpec(name="Lake", env_id="rollart/FrozenLak-v0")
     with pytest.raises(ConfigError, match=r"task 'Lake': env_id='rollart/FrozenLak-v0' is not registered.*FrozenLake"):
-        PipelineConfig().check_tasks([task])
-    PipelineConfig().check_tasks([task], registered_envs=False)  # envs made on remote hosts: not checked here
+        check_env_ids([task])
+    preflight(PipelineConfig(), RunTasks([task], [task], []), registered_envs=False)  # envs made on remote hosts
 
 
 def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
@@ -106,8 +114,8 @@ def test_coordinator_checks_tasks_before_starting_anything(tmp_path):
 
 
 def test_a_backend_not_installed_fails_before_starting(tmp_path):
-    from rollart.pipeline.config import _installed
-    if _installed("vllm"):
+    import importlib.util
+    if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
     cfg = apply_overrides(PipelineConfig(), [f"logdir={tmp_path}", "engine.backend=vllm"])
     with pytest.raises(ConfigError, match="engine.backend=vllm: the 'vllm' engine backend needs vllm.*backend=torch"):
@@ -115,7 +123,7 @@ def test_a_backend_not_installed_fails_before_starting(tmp_path):
 
 
 def test_model_folder_without_tokenizer_is_named(tmp_path):
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ConfigError, match="has no tokenizer.json or \\*.safetensors; pass an HF-format model folder"):
         ensure_model(PipelineConfig(model=str(tmp_path)))
@@ -127,7 +135,7 @@ def test_warmup_of_a_given_model_is_refused(tmp_path):
 
 
 def test_warmup_without_tasks_is_named(tmp_path):
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
     with pytest.raises(ConfigError, match="warmup_steps=5 needs the run's tasks"):
         ensure_model(PipelineConfig(logdir=str(tmp_path), warmup_steps=5))
 

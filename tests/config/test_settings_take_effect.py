@@ -67,10 +67,11 @@ def test_derived_field_set_in_python_is_refused_before_any_folder_exists(tmp_pat
 
 
 def test_a_resolved_config_passes_its_own_derived_check():
-    cfg = PipelineConfig(model="/m", seed=3)
-    cfg.check_derived(cfg.resolve(model="/m", pad_id=0))
-    resolved = cfg.resolve(model="/m", pad_id=7)
-    resolved.check_derived(resolved.resolve(model="/m", pad_id=7))
+    from rollart.pipeline.resolve import resolve, with_pad_id
+    resolved = with_pad_id(resolve(PipelineConfig(model="/m", seed=3)), 7)
+    assert with_pad_id(resolve(resolved), 7) == resolved  # resolving again changes nothing and refuses nothing
+    with pytest.raises(ConfigError, match=r"trainer.pad_id=7 would be replaced by 0, derived from the model's "):
+        with_pad_id(resolve(resolved), 0)
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -3,7 +3,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from rollart.config import ConfigError, apply_overrides, describe, exit_on_config_error, field_docs, parse_overrides
+from rollart.config import (ConfigError, apply_overrides, describe, exit_on_config_error, exit_with_error, field_docs,
+                            parse_overrides)
 
 
 @dataclass
@@ -83,6 +84,35 @@ def test_exit_on_config_error_only_catches_config_errors():
     with pytest.raises(KeyError):
         with exit_on_config_error():
             raise KeyError("a bug stays a traceback")
+
+
+def test_exit_on_config_error_as_decorator_with_more_error_types(monkeypatch):
+    monkeypatch.delenv("ROLLART_TRACEBACK", raising=False)
+
+    @exit_on_config_error(LookupError)
+    def main(error):
+        raise error
+
+    for error in (ConfigError("bad tag"), LookupError("no such plan")):
+        with pytest.raises(SystemExit) as e:
+            main(error)
+        assert e.value.code == f"error: {error}"  # one line on stderr, exit status 1
+    with pytest.raises(TypeError):
+        main(TypeError("a bug stays a traceback"))
+
+
+def test_rollart_traceback_lets_the_error_through(monkeypatch):
+    monkeypatch.setenv("ROLLART_TRACEBACK", "1")
+    with pytest.raises(ConfigError, match="bad tag"):
+        with exit_on_config_error():
+            raise ConfigError("bad tag")
+    with pytest.raises(KeyError):
+        try:
+            raise KeyError("lost")
+        except KeyError:
+            exit_with_error("rollout stopped: lost")
+    with pytest.raises(SystemExit, match="error: no exception here"):
+        exit_with_error("no exception here")  # nothing to show a traceback of: the one line
 
 
 def test_help_of_a_subclassed_config_shows_inherited_docs():

@@ -18,13 +18,14 @@ import envs  # noqa: E402,F401  (registers rollart/FrozenLake-v0)
 from rollart.actors.curve import is_loopback  # noqa: E402
 from rollart.distributed.cluster_config import ClusterConfig  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
-from rollart.pipeline.components import build  # noqa: E402
-from rollart.pipeline.coordinator import prepare_run  # noqa: E402
-from rollart.pipeline.weights import WeightSync  # noqa: E402
+from rollart.pipeline.run_actors import start_actors  # noqa: E402
+from rollart.pipeline.prepare import prepare_run  # noqa: E402
+from rollart.weightplane.sync import WeightSync  # noqa: E402
 from rollart.rollout.proxy_config import ProxyConfig  # noqa: E402
-from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
+from rollart.rollout.group_scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
+from rollart.messages import GetStats, GetVersion, WeightsDigest  # noqa: E402
 
 from tests.distributed.two_class import FROZEN, make_plan, planned, with_train_ranks  # noqa: E402
 
@@ -92,11 +93,11 @@ def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_mo
         while coordinator.step < 3:  # trained a few steps on both nodes
             assert not run.done(), run.result()
             await asyncio.sleep(0.2)
-        placed = {name: list(runs) for name, runs in coordinator.c.backend.placements.items()}
+        placed = {name: list(runs) for name, runs in coordinator.parts.actors.backend.placements.items()}
         said = caplog.text.count(WAITING)  # a slow first start may have said it already
         cluster.remove_node(nodes["H20"])  # gen-1's node is gone; its requests go to gen-0 meanwhile
         lost_at = coordinator.step
-        gen1 = coordinator.c.workers[1][2]
+        gen1 = coordinator.parts.actors.workers[1].handle
         while gen1.state == "ready":
             await asyncio.sleep(0.1)
         # the restart waits for H20 capacity, saying so; training goes on with gen-0 meanwhile
@@ -145,20 +146,20 @@ def test_plan_places_actors_as_planned_on_ray_with_curve(tmp_path, tiny_model, r
                          cluster=ClusterConfig(backend="ray", address=cluster.address, bind_host=bind_host))
 
     async def start():
-        resolved, _ = prepare_run(cfg)
-        c = await build(resolved)
+        prepared = prepare_run(cfg)
+        c = await start_actors(prepared.config, prepared.plan)
         try:
-            version = await c.trainer.call("get_version")  # the trainer answers over the (CURVE) socket
+            version = await c.trainer.send(GetVersion())  # the trainer answers over the (CURVE) socket
             # a weight version moves trainer -> store -> workers on the weight plane, bound where the actors are
             sync = WeightSync(c.trainer, c.store, c.proxy, bucket_bytes=64 << 10)
             stats = await sync.publish(1)
             await sync.update_workers()
-            trainer = await c.trainer.call("weights_digest")
+            trainer = await c.trainer.send(WeightsDigest())
             pulls = []
             for _, _, handle in c.workers:
-                assert await handle.call("weights_digest") == trainer
-                pulls.append((await handle.call("stats"))["last_weight_pull"])
-            moved = (stats.bytes, sync.store_address, sync.trainer_info["address"], pulls)
+                assert await handle.send(WeightsDigest()) == trainer
+                pulls.append((await handle.send(GetStats()))["last_weight_pull"])
+            moved = (stats.bytes, sync.store_address, sync.trainer_info.address, pulls)
             return dict(c.backend.placements), c.backend.curve_dir, c.system.endpoint, version, moved
         finally:
             await c.close()
@@ -196,15 +197,15 @@ def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny
 
     async def drive():
         run = await started_until_step(co, 2)
-        first = co.c.backend.placements["trainer-0"][-1]
+        first = co.parts.actors.backend.placements["trainer-0"][-1]
         os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
         return first, await run
 
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         first, result = asyncio.run(drive())
-    runs = co.c.backend.placements["trainer-0"]
+    runs = co.parts.actors.backend.placements["trainer-0"]
     assert len(runs) == 2 and runs[1]["pid"] != first["pid"] and runs[1]["node_id"] == first["node_id"]
-    assert co.recovery.counters["trainer_restarts"] == 1
+    assert co.parts.recovery.counters["trainer_restarts"] == 1
     assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
     assert result.version == 4 and [h["step"] for h in result.history] == [1, 2, 3, 4]
     assert (tmp_path / "kill" / "checkpoints" / "step_00000004").is_dir()
@@ -231,20 +232,20 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
         async def drive():
             run = await started_until_step(co, 2)
             spare = cluster.add_node(num_cpus=2)
-            before = co.weights.store_address
+            before = co.parts.weights.store_address
             cluster.remove_node(services)  # the trainer's and the store's node is gone
             return spare.node_id, before, await run
 
         with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
             spare, store_before, result = asyncio.run(drive())
-        placed = co.c.backend.placements
+        placed = co.parts.actors.backend.placements
         for name in ("trainer-0", "weight-store-0"):
             assert [p["node_id"] for p in placed[name]] == [services.node_id, spare], (name, placed[name])
         assert [p["node_id"] for p in placed["gen-0"]] == [h800.node_id]  # the worker's node was not touched
-        assert co.recovery.counters["trainer_restarts"] == 1 and co.recovery.counters["store_restarts"] >= 1
+        assert co.parts.recovery.counters["trainer_restarts"] == 1 and co.parts.recovery.counters["store_restarts"] >= 1
         assert "is back from step_" in caplog.text, caplog.text  # resumed from a checkpoint, not the initial weights
         if bind_host:  # the coordinator learned where the restarted store serves
-            assert co.weights.store_address != store_before and "serves weights at" in caplog.text
+            assert co.parts.weights.store_address != store_before and "serves weights at" in caplog.text
         assert result.version == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
         stats = result.buffer
         assert stats["trained"] == 5 * cfg.batch_size

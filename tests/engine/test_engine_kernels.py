@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams
 from rollart.models import load_model
-from rollart.types import WeightBucket
+from rollart.types import GenerateRequest, WeightBucket
 
 from engine_helpers import greedy_reference, random_prompts
 
@@ -49,7 +49,7 @@ def test_kernel_path_preemption_and_weight_update(gqa_models):
     prompts = random_prompts([14, 11, 9], seed=8)
     engine = _kernel_engine(path, num_kv_blocks=7, block_size=8)             # 3 x 3 blocks needed: preempts
     for i, p in enumerate(prompts):
-        engine.add_request(f"r{i}", p, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
+        engine.add_request(GenerateRequest(f"r{i}", p, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)))
     done = {}
     while max(len(s.output_token_ids) for s in engine.requests.values()) < 3:
         done.update((o.request_id, o) for o in engine.step())
@@ -70,11 +70,10 @@ def test_kernel_path_preemption_and_weight_update(gqa_models):
 def test_decode_bucket_buffers_pad_and_match_full_recompute(gqa_models):
     """The CUDA-graph decode path's static buffers, run eagerly on the CPU: batches padded up to a bucket
     (context 0, K/V to the scratch block), stale block-table rows from earlier steps, shrinking batches."""
-    from rollart.engine.cuda_graphs import DecodeGraphs
     (path, _), (model, _) = gqa_models
     engine = _kernel_engine(path, block_size=8, max_num_seqs=6)
     runner = engine.runner
-    runner.graphs = DecodeGraphs(runner, 6, -(-engine.max_model_len // 8), capture=False)
+    runner.graphs = runner.decode_graphs(capture=False)
     assert runner.graphs.buckets == [1, 2, 4, 6]
     replays, run = [], runner.graphs.run
     runner.graphs.run = lambda batch: replays.append(len(batch.seqs)) or run(batch)

@@ -23,7 +23,7 @@ def over_the_wire(request: GenerateRequest) -> GenerateRequest:
 
 def run_pd(prefill: LLMEngine, decode: LLMEngine, prompts):
     for i, p in enumerate(prompts):
-        prefill.add_request(f"p{i}", p, FIRST, export_kv="frames")
+        prefill.add_request(GenerateRequest(f"p{i}", p, FIRST, export_kv="frames"))
     firsts = {}
     while prefill.has_unfinished_requests():
         firsts.update({o.request_id: o for o in prefill.step()})
@@ -31,7 +31,7 @@ def run_pd(prefill: LLMEngine, decode: LLMEngine, prompts):
         first = firsts[f"p{i}"]
         assert first.kv is not None and first.kv.num_tokens == len(p)
         req = over_the_wire(GenerateRequest(f"d{i}", p + first.token_ids, REST, kv=first.kv))
-        decode.add_request(req.request_id, req.prompt_token_ids, req.sampling, kv=req.kv)
+        decode.add_request(req)
     rest = {}
     while decode.has_unfinished_requests():
         rest.update({o.request_id: o for o in decode.step()})
@@ -68,19 +68,19 @@ def test_imported_blocks_serve_the_decode_sides_prefix_cache(tiny_model):
 def test_kv_from_other_weights_is_recomputed_and_bad_kv_is_refused(tiny_model):
     prompt = random_prompts([30])[0]
     prefill = LLMEngine(EngineConfig(model=tiny_model, num_kv_blocks=64))
-    prefill.add_request("p", prompt, FIRST, export_kv="frames")
+    prefill.add_request(GenerateRequest("p", prompt, FIRST, export_kv="frames"))
     first = prefill.step()[0]
     decode = LLMEngine(EngineConfig(model=tiny_model, num_kv_blocks=64))
     decode.version = 1                                                     # another policy version
-    decode.add_request("d", prompt + first.token_ids, REST, kv=first.kv)
+    decode.add_request(GenerateRequest("d", prompt + first.token_ids, REST, kv=first.kv))
     while decode.has_unfinished_requests():
         decode.step()
     assert decode.stats().extra["imported_kv_tokens"] == 0 and decode.stats().computed_prompt_tokens == 31
     wrong = KVBlocks(num_tokens=30, dtype="float32", version=1, data=torch.zeros(1, 2, 30, 1, 4))
     with pytest.raises(InvalidRequestError, match="does not fit this model"):
-        decode.add_request("bad", prompt + [5], REST, kv=wrong)
+        decode.add_request(GenerateRequest("bad", prompt + [5], REST, kv=wrong))
     with pytest.raises(InvalidRequestError, match="export_kv='pigeon'"):
-        decode.add_request("bad", prompt, REST, export_kv="pigeon")
+        decode.add_request(GenerateRequest("bad", prompt, REST, export_kv="pigeon"))
     assert not decode.has_unfinished_requests()
 
 

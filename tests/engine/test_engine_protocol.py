@@ -1,11 +1,19 @@
-"""The Engine protocol: the torch engine implements it and returns the shared vocabulary types."""
-from rollart.engine import Engine, EngineConfig, EngineStats, GenerationResult, LLMEngine, SamplingParams
+"""The Engine protocol: the torch engine implements it, declares what it supports beyond the core, and returns the
+shared vocabulary types."""
+from rollart.engine import (Engine, EngineCapabilities, EngineConfig, EngineStats, GenerationResult, LLMEngine,
+                            SamplingParams)
+from rollart.types import GenerateRequest
 
 
 def test_torch_engine_satisfies_the_engine_protocol(tiny_model):
     engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64))
     assert isinstance(engine, Engine)
-    engine.add_request("r", [5, 6, 7], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
+    assert engine.capabilities == EngineCapabilities(kv_transfer=True, prefix_namespaces=True)
+    assert engine.weights_device.type == "cpu"
+    weights = dict(engine.named_weights())
+    assert "model.norm.weight" in weights and weights["model.norm.weight"].device == engine.weights_device
+    engine.add_request(GenerateRequest("r", [5, 6, 7], SamplingParams(temperature=0.0, max_tokens=3,
+                                                                      ignore_eos=True)))
     outs = []
     while engine.has_unfinished_requests():
         outs += engine.step()

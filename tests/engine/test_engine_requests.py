@@ -3,6 +3,7 @@ import pytest
 
 from rollart.engine import EngineConfig, InvalidRequestError, LLMEngine, SamplingParams
 from rollart.models import load_model
+from rollart.types import GenerateRequest
 
 from engine_helpers import greedy_reference, random_prompts
 
@@ -31,7 +32,7 @@ def test_abort_running_waiting_finished_and_unknown(tiny_model, model):
     engine = _engine(tiny_model, max_num_seqs=2)
     prompts = random_prompts([10, 12, 14], seed=1)
     for i, p in enumerate(prompts):
-        engine.add_request(f"r{i}", p, GREEDY)
+        engine.add_request(GenerateRequest(f"r{i}", p, GREEDY))
     engine.step()                                   # r0, r1 running; r2 waiting (max_num_seqs=2)
     assert engine.abort_request("r0") is True       # running
     assert engine.abort_request("r0") is False      # twice: no-op
@@ -40,7 +41,7 @@ def test_abort_running_waiting_finished_and_unknown(tiny_model, model):
     assert set(done) == {"r1", "r2"}
     assert done["r2"].token_ids == greedy_reference(model, prompts[2], 16)[0]
     assert engine.abort_request("r1") is False      # finished
-    engine.add_request("w", prompts[0], GREEDY)     # waiting, never scheduled
+    engine.add_request(GenerateRequest("w", prompts[0], GREEDY))     # waiting, never scheduled
     assert engine.abort_request("w") is True and not engine.has_unfinished_requests()
     assert engine.block_manager.num_free_blocks == engine.num_blocks
 
@@ -127,7 +128,7 @@ def test_stop_token_stop_string_eos_and_length(tiny_model):
 def test_bad_requests_get_clear_errors_while_others_finish(tiny_model, model):
     engine = _engine(tiny_model, max_model_len=64)
     good = random_prompts([10, 30], seed=8)
-    engine.add_request("ok0", good[0], GREEDY)
+    engine.add_request(GenerateRequest("ok0", good[0], GREEDY))
     engine.step()
     bad = [("empty", [], GREEDY, "empty prompt"),
            ("long", list(range(3, 70)), GREEDY, "max_model_len"),
@@ -136,8 +137,8 @@ def test_bad_requests_get_clear_errors_while_others_finish(tiny_model, model):
     for rid, prompt, sp, msg in bad:
         rid = "ok0" if rid == "dup" else rid
         with pytest.raises(InvalidRequestError, match=msg or "already in flight"):
-            engine.add_request(rid, prompt, sp)
-    engine.add_request("ok1", good[1], GREEDY)
+            engine.add_request(GenerateRequest(rid, prompt, sp))
+    engine.add_request(GenerateRequest("ok1", good[1], GREEDY))
     done = _run(engine)
     assert set(done) == {"ok0", "ok1"}
     for i, p in enumerate(good):
@@ -163,8 +164,10 @@ def test_failure_inside_one_request_is_reported_and_others_finish(tiny_model, mo
     first = greedy_reference(model, p[0], 16)[0][0]
     engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64),
                        tokenizer=_BrokenDecode(load_tokenizer(tiny_model), bad=first))
-    engine.add_request("bad", p[0], SamplingParams(temperature=0, max_tokens=16, stop=["zzz"], ignore_eos=True))
-    engine.add_request("good", p[1], SamplingParams(temperature=0, max_tokens=16, ignore_eos=True))
+    sp = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    engine.add_request(GenerateRequest("bad", p[0], SamplingParams(temperature=0, max_tokens=16, stop=["zzz"],
+                                                                   ignore_eos=True)))
+    engine.add_request(GenerateRequest("good", p[1], sp))
     done = _run(engine)
     assert done["bad"].finish_reason == "error" and "cannot decode" in done["bad"].error
     assert done["good"].error == "" and done["good"].token_ids == greedy_reference(model, p[1], 16)[0]

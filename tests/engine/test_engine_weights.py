@@ -4,7 +4,7 @@ import torch
 from safetensors.torch import load_file
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams
-from rollart.types import WeightBucket
+from rollart.types import GenerateRequest, WeightBucket
 from rollart.models import load_model
 
 from engine_helpers import greedy_reference, random_prompts
@@ -29,7 +29,7 @@ def test_update_mid_generation_recomputes_kv_under_new_weights(tiny_model, tiny_
     engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64))
     sp = SamplingParams(temperature=0, max_tokens=N, ignore_eos=True)
     for i, p in enumerate(prompts):
-        engine.add_request(f"r{i}", p, sp)
+        engine.add_request(GenerateRequest(f"r{i}", p, sp))
     switch = 7
     _step_until_tokens(engine, switch)
     engine.update_weights(WeightBucket.of(1, load_file(str(tiny_model_v2 / "model.safetensors"))))

@@ -20,10 +20,11 @@ async def served(tiny_model_dir):
     from rollart.gateway.server import Gateway
     from rollart.inference.worker import InferenceWorker
     from rollart.models import load_tokenizer
-    from rollart.rollout.proxy import LLMProxy, LocalWorker
+    from rollart.actors import LocalHandle
+    from rollart.rollout.proxy import LLMProxy
 
     worker = InferenceWorker(dict(model=tiny_model_dir, num_kv_blocks=256, max_num_seqs=16), name="cpu-0")
-    proxy = LLMProxy([("cpu-0", "cpu", LocalWorker(worker))])
+    proxy = LLMProxy([("cpu-0", "cpu", LocalHandle(worker, worker.name))])
     tok = load_tokenizer(tiny_model_dir)
     gw = await Gateway(proxy, tok).start()
     yield gw, proxy, worker, tok

@@ -7,7 +7,7 @@ import pytest
 
 from rollart.gateway.agent_task import AgentTask
 from rollart.pipeline import Coordinator, PipelineConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.tools.make_tiny_model import make_tiny_model
 from rollart.trainer import TrainerConfig
 

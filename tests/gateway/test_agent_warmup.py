@@ -97,7 +97,7 @@ def test_warmed_model_answers_a_digit_evenly_whatever_the_secret(tmp_path):
 def test_a_run_warms_up_its_agent_task_from_inside_its_event_loop(tmp_path):
     """As Coordinator.run builds its model: from a coroutine, so the warm-up's gateway needs a loop of its own."""
     from rollart.pipeline import PipelineConfig
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
 
     async def build():
         return ensure_model(PipelineConfig(logdir=str(tmp_path), run_name="agent", warmup_steps=2, quiet=True), [TASK])

@@ -28,7 +28,7 @@ def test_unknown_backend_and_settings_are_named():
         create_engine("sglang", {})
     with pytest.raises(ValueError, match="unknown engine settings.*max_seqs"):
         engine_config(dict(model="x", max_seqs=4))
-    with pytest.raises(ValueError, match="module:Class"):
+    with pytest.raises(ValueError, match="'no_colon_here' is not a 'package.module:name' string"):
         register_engine("mine", "no_colon_here")
     assert set(ENGINES) >= {"torch", "vllm"}
 

@@ -1,11 +1,12 @@
 """InferenceWorker command loop in-process on the tiny model: completion order, abort, cancel, update, suspend,
-what the engine refuses, typed messages."""
+what the engine refuses (its declared capabilities included), typed messages, a simulated speed."""
 import asyncio
 
 import pytest
 
-from rollart.engine import EngineConfig, LLMEngine
+from rollart.engine import EngineCapabilities, EngineConfig, LLMEngine
 from rollart.inference.worker import InferenceWorker
+from rollart.messages import GetVersion
 from rollart.types import (AbortRequest, GenerateRequest, InvalidRequestError, SamplingParams, UpdateWeights,
                            WeightBucket)
 
@@ -78,7 +79,7 @@ async def test_update_mid_generation_tags_versions(worker, tiny_weights_v2):
     res = await task
     assert res.versions[0] == 0 and res.versions[-1] == 1
     assert res.versions == sorted(res.versions)  # old tokens keep version 0, later ones are 1
-    assert await worker.get_version() == 1
+    assert await worker.get_version(GetVersion()) == 1
 
 
 async def test_suspend_holds_steps_and_resume_continues(worker):
@@ -114,14 +115,43 @@ async def test_finish_callback_and_prefix_stats(worker):
     assert worker.stats()["prefix_hit_rate"] > 0
 
 
-async def test_speed_model_times_each_step_from_engine_work(engine_config):
-    """Simulated seconds come from the engine's real per-step work: a long prompt costs more on H20."""
-    sims = {}
-    for hw in ("H800", "H20"):
-        w = InferenceWorker(engine_config, name=hw, hw_class=hw, speed=dict(hw_class=hw, time_scale=0.0))
-        try:
-            await gen(w, "p", list(range(3, 503)), **GREEDY, max_tokens=2)
-            sims[hw] = w.stats()["simulated_seconds"]
-        finally:
-            await w.shutdown()
-    assert 0 < sims["H800"] < sims["H20"]
+async def test_a_speed_config_wraps_the_engine_and_its_sleeps_hold_the_engine_thread_only(engine_config):
+    """SIMULATED speed: every step lasts the simulated time, while the actor's event loop stays free; the stats
+    count the real step seconds apart from the simulated ones."""
+    w = InferenceWorker(engine_config, name="h20", hw_class="H20", speed=dict(hw_class="H20", time_scale=50.0))
+    try:
+        assert w.simulated is w.engine and isinstance(w.simulated.inner, LLMEngine)
+        task = asyncio.create_task(gen(w, "p", [5, 6, 7], **GREEDY, max_tokens=4))
+        lags = []
+        while not task.done():  # each simulated step is ~350 ms: a blocked loop would lag that long
+            t0 = asyncio.get_running_loop().time()
+            await asyncio.sleep(0.005)
+            lags.append(asyncio.get_running_loop().time() - t0 - 0.005)
+        assert len((await task).token_ids) == 4 and len(lags) > 20 and max(lags) < 0.15
+        st = w.stats()
+        assert st["steps"] == 4 and st["simulated_scaled_seconds"] == pytest.approx(50 * st["simulated_seconds"])
+        assert 0 < st["engine_seconds"] < 0.5 * st["simulated_scaled_seconds"]
+    finally:
+        await w.shutdown()
+    plain = InferenceWorker(engine_config, name="cpu")
+    try:
+        await gen(plain, "p", [5, 6, 7], **GREEDY, max_tokens=2)
+        st = plain.stats()
+        assert plain.simulated is None and st["simulated_seconds"] == st["simulated_scaled_seconds"] == 0.0
+        assert st["engine_seconds"] > 0
+    finally:
+        await plain.shutdown()
+
+
+async def test_an_engine_without_kv_transfer_refuses_pd_requests_alone(engine_config):
+    class CoreOnly(LLMEngine):
+        capabilities = EngineCapabilities()
+
+    w = InferenceWorker(engine_obj=CoreOnly(EngineConfig(**engine_config)), name="core")
+    try:
+        with pytest.raises(InvalidRequestError, match="cannot hand over K/V; PD disaggregation needs engine.backend"):
+            await w.generate(GenerateRequest("pd", [5, 6], SamplingParams(max_tokens=1), export_kv="frames"))
+        assert len((await gen(w, "ok", [5, 6], **GREEDY, max_tokens=3)).token_ids) == 3
+        assert w.stats()["failed"] == 1 and w.stats()["finished"] == 1
+    finally:
+        await w.shutdown()

@@ -5,6 +5,7 @@ import warnings
 
 from rollart.actors import ActorSystem
 from rollart.types import GenerateRequest, SamplingParams
+from rollart.messages import GetStats
 
 
 async def test_generate_cancelled_in_the_same_drain_is_not_left_unawaited(engine_config):
@@ -25,7 +26,7 @@ async def test_generate_cancelled_in_the_same_drain_is_not_left_unawaited(engine
             done = await worker.send(GenerateRequest("late", [5, 6, 7], SamplingParams(
                 temperature=0.0, max_tokens=3, ignore_eos=True)))
             assert done.finish_reason == "length" and len(done.token_ids) == 3
-            stats = await worker.call("get_stats")
+            stats = await worker.send(GetStats())
             assert stats["requests"] == 1 and stats["running"] == 0  # the cancelled ones never reached it
         gc.collect()  # shutdown is where the orphaned coroutines used to be reported
     unawaited = [str(w.message) for w in caught if "never awaited" in str(w.message)]

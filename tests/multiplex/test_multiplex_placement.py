@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from rollart.multiplex.placement import IntervalSet, Placer, SegmentTree, Trace
+from rollart.multiplex.placer import IntervalSet, Placer, SegmentTree, Trace
 
 
 def test_segment_tree_matches_brute_force():

@@ -5,8 +5,12 @@ import asyncio
 
 import pytest
 
+from rollart.messages import GetVersion, TrainStep
+from rollart.multiplex.messages import AddJob, Operation, Prefetch, op_name
 from rollart.multiplex.router import Router, check_serial
-from rollart.multiplex.scheduler import (JobClosedError, JobState, Scheduler, SLOViolation, hrrs_priority, pick)
+from rollart.multiplex.hrrs import (JobClosedError, JobState, Scheduler, SLOViolation, hrrs_priority, pick)
+
+ADD = AddJob(config=None)  # the fake group builds no trainer
 
 
 class Clock:
@@ -44,23 +48,27 @@ def test_no_starvation_under_a_stream_of_resident_work():
 
 
 class FakeGroup:
-    """A worker group stand-in that records calls (the real one is tested in test_service.py)."""
+    """A worker group stand-in that records the operations it is sent (the real one is tested in
+    test_multiplex_service.py)."""
 
     def __init__(self):
         self.calls = []
+        self.hints = []
         self.gate = None
 
-    async def call(self, op, *args):
-        if op == "prefetch":  # a hint, outside the serial order
+    async def send(self, message):
+        if isinstance(message, Prefetch):  # a hint, outside the serial order
+            self.hints.append(message.job)
             return None
-        seq, job, *args = args
-        self.calls.append((seq, job, op))
-        if op == "train_step" and args and args[0] == "boom":
+        assert isinstance(message, Operation), message
+        op = op_name(message.request)
+        self.calls.append((message.seq, message.job, op))
+        if op == "train_step" and message.request.trajectories == "boom":
             raise ValueError("bad batch")
         if self.gate is not None and op == "train_step":
             await self.gate.wait()
         await asyncio.sleep(0)
-        return (job, op, tuple(args))
+        return (message.job, op, message.request)
 
 
 async def test_switches_are_prepended_and_order_is_fifo_per_job():
@@ -68,8 +76,8 @@ async def test_switches_are_prepended_and_order_is_fifo_per_job():
     router.add("d", [group])
     s = Scheduler(router, policy="hrrs")
     s.add_job("A", "d"); s.add_job("B", "d")
-    futs = [s.submit("A", "add_job"), s.submit("B", "add_job")]
-    futs += [s.submit("A", "train_step", i) for i in range(3)] + [s.submit("B", "train_step", i) for i in range(3)]
+    futs = [s.submit("A", ADD), s.submit("B", ADD)]
+    futs += [s.submit("A", TrainStep([i])) for i in range(3)] + [s.submit("B", TrainStep([i])) for i in range(3)]
     await asyncio.gather(*futs)
     ops = [(j, o) for _, j, o in group.calls]
     assert ops[0] == ("A", "add_job") and ops.count(("B", "add_job")) == 1
@@ -87,7 +95,10 @@ async def test_switches_are_prepended_and_order_is_fifo_per_job():
         else:
             assert job == resident
     check_serial(router.log["d"])
+    assert [r.op for r in router.log["d"]] == [op for _, _, op in group.calls]
     assert s.jobs["A"].state == JobState.RUNNING
+    await asyncio.sleep(0)  # let the prefetch hints land
+    assert group.hints  # the waiting job was named ahead of its switch
     await s.close()
 
 
@@ -99,11 +110,11 @@ async def test_hrrs_switches_less_than_fcfs_on_interleaved_arrivals():
         s = Scheduler(router, policy=policy, default_est_s=0.01)
         s.switch_cost["d"] = 1.0
         s.add_job("A", "d"); s.add_job("B", "d")
-        await asyncio.gather(s.submit("A", "add_job"), s.submit("B", "add_job"))
+        await asyncio.gather(s.submit("A", ADD), s.submit("B", ADD))
         group.gate = asyncio.Event()
-        first = s.submit("A", "train_step", "hold")  # occupies the deployment while the queues fill
+        first = s.submit("A", TrainStep(["hold"]))  # occupies the deployment while the queues fill
         await asyncio.sleep(0.01)
-        futs = [s.submit(j, "train_step", i) for i in range(5) for j in ("B", "A")]
+        futs = [s.submit(j, TrainStep([i])) for i in range(5) for j in ("B", "A")]
         group.gate.set()
         await asyncio.gather(first, *futs)
         counts[policy] = s.stats()["switches"]
@@ -116,18 +127,20 @@ async def test_failing_request_and_closed_job_do_not_stop_others():
     router.add("d", [group])
     s = Scheduler(router)
     s.add_job("A", "d"); s.add_job("B", "d")
-    await asyncio.gather(s.submit("A", "add_job"), s.submit("B", "add_job"))
-    bad = s.submit("B", "train_step", "boom")
+    await asyncio.gather(s.submit("A", ADD), s.submit("B", ADD))
+    bad = s.submit("B", TrainStep("boom"))
     with pytest.raises(ValueError, match="bad batch"):
         await bad
-    pending = s.submit("B", "train_step", 1)
+    with pytest.raises(TypeError, match="GetVersion is no operation"):
+        s.submit("B", GetVersion())  # a query is never queued
+    pending = s.submit("B", TrainStep([1]))
     s.close_job("B", JobState.FAILED, "controller crashed")
-    with pytest.raises(JobClosedError):
+    with pytest.raises(JobClosedError, match="controller crashed"):
         await pending
     with pytest.raises(JobClosedError):
-        s.submit("B", "train_step", 2)
-    assert (await s.submit("A", "train_step", 3))[0] == "A"
-    assert s.jobs["B"].state == JobState.FAILED
+        s.submit("B", TrainStep([2]))
+    assert (await s.submit("A", TrainStep([3])))[0] == "A"
+    assert s.jobs["B"].state == JobState.FAILED and s.jobs["B"].reason == "controller crashed"
     await s.close()
 
 
@@ -149,10 +162,10 @@ async def test_router_serialises_one_group_and_runs_groups_concurrently():
     ga, gb = FakeGroup(), FakeGroup()
     router.add("a", [ga]); router.add("b", [gb])
     ga.gate = asyncio.Event()
-    held = asyncio.create_task(router.execute("a", "J", "train_step", 0))
-    queued = asyncio.create_task(router.execute("a", "K", "train_step", 1))
+    held = asyncio.create_task(router.execute("a", "J", TrainStep([0])))
+    queued = asyncio.create_task(router.execute("a", "K", TrainStep([1])))
     await asyncio.sleep(0.01)
-    assert await router.execute("b", "K", "train_step", 2) == ("K", "train_step", (2,))  # b is not blocked by a
+    assert await router.execute("b", "K", TrainStep([2])) == ("K", "train_step", TrainStep([2]))  # a blocks not b
     assert not queued.done() and len(ga.calls) == 1  # a's second op waits for the first
     ga.gate.set()
     await asyncio.gather(held, queued)

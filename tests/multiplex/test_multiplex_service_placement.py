@@ -4,9 +4,10 @@ import random
 
 import pytest
 
-from rollart.multiplex.placement import Trace
+from rollart.messages import TrainStep
+from rollart.multiplex.placer import Trace
 from rollart.multiplex.router import OpRecord
-from rollart.multiplex.scheduler import JobState
+from rollart.multiplex.hrrs import JobState
 from rollart.multiplex.service import PlacementError, ServiceConfig, TrainingService, profiled_trace
 
 from mx_fixtures import save_tiny_policy, trainer_config, trajectories
@@ -81,7 +82,7 @@ async def test_random_registrations_never_overcommit_and_follow_the_placer(tmp_p
             assert stats[d][0]["jobs"] == sorted(j for j in live if s.placement[j] == d)
         busiest = max(s.names, key=lambda d: len(stats[d][0]["jobs"]))
         for job in stats[busiest][0]["jobs"][:2]:
-            m = await s.call(job, "train_step", trajectories(seed=1))
+            m = await s.send(job, TrainStep(trajectories(seed=1)))
             assert m["charts/version"] == 1.0
 
 
@@ -143,7 +144,7 @@ async def test_cold_start_profile_then_repack_in_place(tmp_path):
         with pytest.raises(ValueError, match="at least two"):
             s.repack("p")
         for k in range(3):  # steps with a pause between them, as if the job's rollout were running
-            await s.call("p", "train_step", trajectories(seed=k))
+            await s.send("p", TrainStep(trajectories(seed=k)))
             await asyncio.sleep(0.1)
         with pytest.raises(ValueError, match="not being profiled"):
             s.repack("a")
@@ -159,5 +160,5 @@ async def test_cold_start_profile_then_repack_in_place(tmp_path):
             with pytest.raises(PlacementError):
                 await s.register_job("b", trainer_config(model), deployment="train0",
                                      demand={"period": 20, "segments": [(0, 1)]})
-        m = await s.call("p", "train_step", trajectories(seed=9))
+        m = await s.send("p", TrainStep(trajectories(seed=9)))
         assert m["charts/version"] == 4.0

@@ -4,7 +4,7 @@ conftest.py: test modules import it by name, as they do crash_envs and reward_fu
 from recipes.grpo_frozenlake import default_config
 from rollart.config import apply_overrides
 from rollart.pipeline import PipelineConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 SMALL_RUN = ["batch_groups=1", "rollout.group_size=2", "rollout.max_concurrency=4", "eval_episodes=1", "eval_every=0",

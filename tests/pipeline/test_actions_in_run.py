@@ -15,7 +15,7 @@ from rollart.actions.config import ActionsConfig
 from rollart.pipeline import Coordinator
 from rollart.rewards.config import RewardConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from run_configs import config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_env_steps_and_reward_calls_of_a_run_are_scheduled_actions(tmp_path, tin
     assert steps >= 2 * 2 * 2 and rewards >= 2 * 2 * 2  # every trained trajectory stepped and was scored
     assert all(v == 1 for v in s["system/actions/env_step/units_mean"])  # actions.step_cores cores granted
     assert "system/actions/env_step/queue_s_mean" in s and "system/actions/evictions" in s
-    quota = coordinator.actions.pools["api:reward"]
+    quota = coordinator.parts.actions.pools["api:reward"]
     assert max_in_window(quota.history, 0.5) <= 8  # the endpoint's quota held over the whole run
 
 
@@ -66,8 +66,10 @@ def test_grpo_swe_runs_its_test_runs_as_elastic_actions(tmp_path):
 
 @pytest.mark.slow
 def test_grpo_humaneval_scores_with_judges_restored_and_evicted_by_the_service_manager(tmp_path):
-    # 3 judges of 1.8 / 3.5 / 5.8 MiB in a 6 MiB budget: each trajectory's scoring restores and evicts
-    s, _ = run_recipe("recipes.grpo_humaneval", tmp_path, "max_new_tokens=16", "reward.judges=3",
+    # 3 judges of 3.5 MiB each in a 6 MiB budget: each trajectory's scoring restores and evicts
+    from rollart.tools.make_tiny_model import make_tiny_model
+    judges = ",".join(str(make_tiny_model(tmp_path / f"judge{i}", seed=100 + i)) for i in range(3))
+    s, _ = run_recipe("recipes.grpo_humaneval", tmp_path, "max_new_tokens=16", f"reward.judges={judges}",
                       "actions.service_memory_mb=6")
     assert sum(s["system/actions/test_run/count"]) >= 2 and all(v == 1 for v in s["system/actions/test_run/units_mean"])
     assert sum(s["system/actions/reward_model/count"]) >= 2 * 3

@@ -28,7 +28,7 @@ async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
     run = asyncio.create_task(coordinator.run())
     while getattr(coordinator, "step", 0) < step and not run.done():
         await asyncio.sleep(0.05)  # waiting for a state, not timing anything
-    pid = getattr(coordinator.c, role).pid
+    pid = getattr(coordinator.parts.actors, role).pid
     os.kill(pid, signal.SIGKILL)
     coordinator.result = await run
     return pid
@@ -39,8 +39,8 @@ def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finish
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         pid = asyncio.run(kill_at_step(co, "trainer", 2))
     result = co.result
-    assert co.c.trainer.restarts == 1 and co.c.trainer.pid != pid
-    assert co.recovery.counters["trainer_restarts"] == 1
+    assert co.parts.actors.trainer.restarts == 1 and co.parts.actors.trainer.pid != pid
+    assert co.parts.recovery.counters["trainer_restarts"] == 1
     assert "is back from step_0000000" in caplog.text, caplog.text  # reloaded a checkpoint, not the initial weights
     assert "buffered samples newer than it:" in caplog.text
     assert result.version == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
@@ -51,9 +51,9 @@ def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finish
 def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
     co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "total_steps=5"), [TASK])
     pid = asyncio.run(kill_at_step(co, "store", 2))
-    assert co.c.store.restarts == 1 and co.c.store.pid != pid
-    assert co.recovery.counters["store_restarts"] == 1
-    assert co.result.version == 5 and co.c.proxy.version == 5  # every version after the restart reached the workers
+    assert co.parts.actors.store.restarts == 1 and co.parts.actors.store.pid != pid
+    assert co.parts.recovery.counters["store_restarts"] == 1
+    assert co.result.version == 5 and co.parts.actors.proxy.version == 5  # every version after the restart reached the workers
 
 
 @pytest.mark.slow
@@ -67,8 +67,8 @@ def test_an_env_that_kills_its_host_fails_only_its_trajectory(tmp_path):
     result = asyncio.run(co.run())
     assert marker.exists()  # an env host process did die inside step
     assert result.version == 3
-    assert co.scheduler.counters["failed"] == 1  # the other env of its group lived on the other host
-    assert sum(h.restarts for h in co.c.env_pool.host_objects) == 1
+    assert co.parts.scheduler.counters["failed"] == 1  # the other env of its group lived on the other host
+    assert sum(h.restarts for h in co.parts.actors.env_pool.host_objects) == 1
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator
+from rollart.pipeline import evaluate as evaluate_module
+from rollart.pipeline.train_steps import TrainSteps
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
 from run_configs import config
@@ -88,7 +90,7 @@ def test_process_actors_and_tensorboard(tmp_path, tiny_model):
         assert needed in tags, (needed, tags)
 
 
-def test_split_cores_pins_trainer_and_rollout(tmp_path, tiny_model):
+def test_split_cores_pins_trainer_and_rollout(tmp_path, tiny_model, monkeypatch):
     """trainer_cpus/rollout_cpus: the trainer process on one core, this process on the other while it runs."""
     import os
     cores = sorted(os.sched_getaffinity(0))
@@ -97,15 +99,17 @@ def test_split_cores_pins_trainer_and_rollout(tmp_path, tiny_model):
     before = os.sched_getaffinity(0)
     seen = {}
 
-    class Probe(Coordinator):
-        async def _train(self, batch, extra):
-            seen["rollout"] = os.sched_getaffinity(0)
-            seen["trainer"] = await self.c.trainer.call("placement")
-            return await super()._train(batch, extra)
+    train = TrainSteps.train
 
+    async def probe(self, batch, extra=None):
+        seen["rollout"] = os.sched_getaffinity(0)
+        seen["trainer"] = await self.parts.actors.trainer.call("placement")
+        return await train(self, batch, extra)
+
+    monkeypatch.setattr(TrainSteps, "train", probe)
     cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, trainer_actor_mode="process",
                  trainer_cpus=(cores[0],), rollout_cpus=(cores[1],))
-    result = asyncio.run(Probe(cfg, [FROZEN]).run())
+    result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
     assert result.version == 1
     assert seen["rollout"] == {cores[1]}
     assert seen["trainer"]["cpus"] == [cores[0]] and seen["trainer"]["pid"] != os.getpid()
@@ -154,24 +158,22 @@ def test_stop_at_success_must_hold_on_consecutive_evaluations(tmp_path, tiny_mod
     assert result.final_success == result.evals[-1][1]  # the run ends with the weights evaluated last
 
 
-class ScriptedScores(Coordinator):
+def scripted_scores(monkeypatch, scores):
     """The real loop with evaluation scores read from a script, so the stop logic meets a chosen sequence."""
+    scores = list(scores)
 
-    def __init__(self, scores, *args, **kw):
-        super().__init__(*args, **kw)
-        self.scores = list(scores)
+    async def scripted(manager, tasks, episodes, seed):
+        return {"FrozenLake": scores.pop(0), "mean": 0.0}
 
-    async def _evaluate(self):
-        success = {"FrozenLake": self.scores.pop(0), "mean": 0.0}
-        self.evals.append((self.step, success))
-        return success
+    monkeypatch.setattr(evaluate_module, "evaluate", scripted)
 
 
-def test_async_run_ends_only_on_weights_that_meet_the_target(tmp_path, tiny_model):
+def test_async_run_ends_only_on_weights_that_meet_the_target(tmp_path, tiny_model, monkeypatch):
     # the target holds at step 1 while step 2 trains; step 2's weights (the final ones) miss it, so training goes
     # on; it holds again at step 3, and step 4's weights, evaluated in turn, hold it: the run ends there
     cfg = config(tmp_path, tiny_model, mode="async", total_steps=10, eval_every=1, stop_at_success=0.9,
                  stop_consecutive=1)
-    result = asyncio.run(ScriptedScores([1.0, 0.0, 1.0, 1.0], cfg, [FROZEN]).run())
+    scripted_scores(monkeypatch, [1.0, 0.0, 1.0, 1.0])
+    result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
     assert [step for step, _ in result.evals] == [1, 2, 3, 4]
     assert result.steps == result.version == 4 and result.final_success["FrozenLake"] == 1.0

@@ -44,7 +44,7 @@ def test_heldout_eval_runs_in_the_background_of_async_training(tmp_path, tiny_mo
     coordinator = Coordinator(cfg, [TRAIN], heldout_tasks=[slow])
     result = asyncio.run(coordinator.run())
     assert result.steps == 5
-    heldout = coordinator.heldout
+    heldout = coordinator.parts.heldout
     # every train step triggered one; the ones that found the previous evaluation still running were skipped:
     # train steps finished while it played
     assert heldout.started >= 1 and heldout.skipped >= 1 and heldout.started + heldout.skipped == 5

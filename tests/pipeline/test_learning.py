@@ -11,7 +11,7 @@ import pytest
 
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from rollart.config import ConfigError
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from run_configs import config
 
 LAKE = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
@@ -37,5 +37,6 @@ def test_a_pd_run_hands_the_kv_from_the_prefill_group_to_the_decode_group(tmp_pa
     (dict(proxy=ProxyConfig(hw_affinity={"FrozenLake": "H800"})), "would route nothing"),
 ])
 def test_a_bad_pd_combination_is_one_clear_line(tmp_path, tiny_model, kw, message):
-    with pytest.raises(ConfigError, match=message):
-        config(tmp_path, tiny_model, **{**PD, **kw})
+    with pytest.raises(ConfigError, match=message):  # found before anything starts
+        Coordinator(config(tmp_path, tiny_model, **{**PD, **kw}), [LAKE])
+    assert not (tmp_path / "pd").exists()

@@ -8,11 +8,12 @@ import torch
 
 from recipes.launch import resume_command
 from rollart.pipeline import PipelineConfig
-from rollart.pipeline.components import build
+from rollart.pipeline.run_actors import start_actors
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
-from rollart.rollout.scheduler import SchedulerConfig
-from rollart.trainer.weight_store import WeightStore
+from rollart.rollout.group_scheduler import SchedulerConfig
+from rollart.weightplane.store import WeightStore
 from rollart.types import Trajectory, WeightBucket
+from rollart.messages import GetStats, PublishVersion, PutBucket, RewindVersions
 
 
 def group(gid: str, token_versions: list[int], start: int = 0) -> list[Trajectory]:
@@ -33,11 +34,11 @@ async def test_rewind_keeps_samples_within_alpha_of_the_checkpoint_and_drops_new
 def test_store_rewind_forgets_newer_versions_so_the_checkpoint_publishes_again():
     store = WeightStore(keep_versions=3)
     for v in (3, 4, 5):
-        store.put_bucket(WeightBucket(v, {"w": torch.zeros(2)}, 0))
-        store.publish(v, 1)
-    assert store.rewind(4) == 2 and store.latest_version() == 3
-    store.put_bucket(WeightBucket(4, {"w": torch.ones(2)}, 0))
-    store.publish(4, 1)
+        store.put_bucket(PutBucket(WeightBucket(v, {"w": torch.zeros(2)}, 0)))
+        store.publish(PublishVersion(v, 1))
+    assert store.rewind(RewindVersions(4)) == 2 and store.latest_version() == 3
+    store.put_bucket(PutBucket(WeightBucket(4, {"w": torch.ones(2)}, 0)))
+    store.publish(PublishVersion(4, 1))
     assert store.latest_version() == 4
 
 
@@ -45,14 +46,14 @@ async def test_restart_settings_reach_the_actors(tmp_path):
     cfg = PipelineConfig(actor_mode="inprocess", trainer_restarts=3, weight_store_restarts=1, env_hosts=2,
                          env_host_restarts=5, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
                          logdir=str(tmp_path))
-    from rollart.pipeline.coordinator import prepare_run
-    cfg, _ = prepare_run(cfg)
-    c = await build(cfg)
+    from rollart.pipeline.prepare import prepare_run
+    cfg = prepare_run(cfg).config
+    c = await start_actors(cfg)
     try:
         policies = {cl.name: cl.restart.max_restarts for cl in c.clusters}
         assert policies == {"gen": 2, "weight-store": 1, "envhost": 5, "trainer": 3}
         assert len(c.env_pool.hosts) == 2
-        assert [await h.call("stats") for h in c.env_pool.host_objects][0]["live_envs"] == 0
+        assert [await h.send(GetStats()) for h in c.env_pool.host_objects][0]["live_envs"] == 0
     finally:
         await c.close()
 
@@ -73,20 +74,17 @@ def test_checkpoint_every_s_saves_between_step_checkpoints_and_env_hosts_serve_t
     result = asyncio.run(co.run())
     assert result.version == 2
     assert (tmp_path / "grpo_frozenlake" / "checkpoints" / "step_00000001").is_dir()  # by time, not by steps
-    assert co.c.env_pool.counters["opened"] > 0 and co.scheduler.counters["failed"] == 0
+    assert co.parts.actors.env_pool.counters["opened"] > 0 and co.parts.scheduler.counters["failed"] == 0
 
 
 def test_a_rollout_stopped_by_dead_workers_names_their_death_first():
     from types import SimpleNamespace as NS
-    from rollart.pipeline import Coordinator
-    from rollart.rollout.scheduler import RolloutError
+    from rollart.rollout.proxy import LLMProxy
     slot = NS(name="gen-0", dead=True, handle=NS(dead_reason="process 7 exited with code -9"))
-    co = NS(c=NS(proxy=NS(workers={"gen-0": slot})))
-    msg = Coordinator._rollout_cause(co, RolloutError("33 GRPO groups in a row could not be completed"))
-    assert msg == ("every inference worker is dead (gen-0: process 7 exited with code -9); so 33 GRPO groups in a "
-                   "row could not be completed")
+    proxy = NS(workers={"gen-0": slot})
+    assert LLMProxy.all_dead_cause(proxy) == "every inference worker is dead (gen-0: process 7 exited with code -9)"
     slot.dead = False
-    assert Coordinator._rollout_cause(co, RolloutError("x")) == "x"
+    assert LLMProxy.all_dead_cause(proxy) == ""
 
 
 @pytest.mark.timeout(30)
@@ -98,7 +96,7 @@ def test_waiting_for_a_restart_lets_the_runtime_run():
     class Restarting:
         name, alive, restarted, probes = "trainer-0", True, False, 0
 
-        async def call(self, method):
+        async def send(self, message, timeout=None):
             self.probes += 1
             if not self.restarted:
                 raise ActorDeadError(self.name, "Host unreachable")
@@ -106,7 +104,7 @@ def test_waiting_for_a_restart_lets_the_runtime_run():
     async def main():
         handle = Restarting()
         asyncio.get_running_loop().call_later(0.2, setattr, handle, "restarted", True)  # the runtime's restart
-        await wait_back(handle, "get_version", ActorDeadError("trainer-0", "killed"))
+        await wait_back(handle, ActorDeadError("trainer-0", "killed"))
         return handle.probes
 
     assert 2 <= asyncio.run(main()) < 50

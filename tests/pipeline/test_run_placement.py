@@ -1,7 +1,8 @@
-"""Covers rollart.pipeline.placement: a planner plan (from `python -m rollart.planner --out`) places a run's
+"""Covers rollart.pipeline.run_plan: a planner plan (from `python -m rollart.planner --out`) places a run's
 inference workers and trainer on the plan's classes and devices (one trainer rank per data-parallel replica of
 actor_train); bad plans and plans that do not fit stop with one line."""
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -9,13 +10,21 @@ import pytest
 import envs  # noqa: F401  (registers rollart/FrozenLake-v0)
 from rollart.config import ConfigError, parse_overrides
 from rollart.pipeline import PipelineConfig
-from rollart.pipeline.components import build
-from rollart.pipeline.coordinator import prepare_run
-from rollart.pipeline.placement import RunPlacement
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.pipeline.run_actors import start_actors
+from rollart.pipeline.prepare import prepare_run
+from rollart.pipeline.run_plan import RunPlacement
+from rollart.pipeline.preflight import preflight
+from rollart.pipeline.resolve import resolve
+from rollart.pipeline.run_state import RunTasks
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer import TrainerConfig
 
 from tests.distributed.two_class import make_plan, planned, with_train_ranks
+
+
+def checked(cfg: PipelineConfig) -> PipelineConfig:
+    """What a run does with ``cfg`` before it starts anything: preflight (reads the plan), then resolve."""
+    return resolve(cfg, preflight(cfg, RunTasks([], [], [])))
 
 
 @pytest.fixture(scope="module")
@@ -29,15 +38,15 @@ def test_a_plan_sets_the_workers_and_places_them_locally(tmp_path, plan):
     train_classes, train_ids, train_dp = planned(doc, "actor_train")
     cfg = parse_overrides(PipelineConfig(), [f"placement={path}", f"logdir={tmp_path}", "run_name=p",
                                              "actor_mode=inprocess", "trainer_actor_mode=process", "quiet=true"])
-    assert cfg.num_inference_workers == gen_dp and set(cfg.hw_classes) == gen_classes
-    assert cfg.trainer.world_size == train_dp  # one trainer rank per actor_train replica
-    cfg = PipelineConfig(**{**cfg.__dict__, "rollout": SchedulerConfig(group_size=2, max_concurrency=4),
-                            "trainer": TrainerConfig(num_threads=1, world_size=train_dp)})
-    cfg.preflight([])  # on CPU the classes are labels: a plan of 4 GPUs fits
+    cfg = dataclasses.replace(cfg, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+                              trainer=TrainerConfig(num_threads=1))
+    prepared = prepare_run(cfg)  # on CPU the classes are labels: a plan of 4 GPUs fits
+    resolved = prepared.config
+    assert resolved.num_inference_workers == gen_dp and set(resolved.hw_classes) == gen_classes
+    assert resolved.trainer.world_size == train_dp  # one trainer rank per actor_train replica
 
     async def start():
-        resolved, _ = prepare_run(cfg)
-        c = await build(resolved)
+        c = await start_actors(resolved, prepared.plan)
         try:
             return {b.owner: (b.hw_class, list(b.devices)) for b in c.resources.bindings}
         finally:
@@ -64,12 +73,11 @@ def test_the_trainer_world_size_comes_from_the_plan(tmp_path, plan):
     assert placement.train_dp == 2 and placement.devices_per_rank == 1
     assert placement.train_ranks == [(train_classes.pop(), [train_ids[0]]), (placement.train[0], [train_ids[1]])]
     assert "as 2 data-parallel ranks" in placement.describe()
-    cfg = PipelineConfig(placement=str(dp_plan), trainer_actor_mode="process")
-    assert cfg.trainer.world_size == 2
+    assert checked(PipelineConfig(placement=str(dp_plan), trainer_actor_mode="process")).trainer.world_size == 2
     with pytest.raises(ConfigError, match=r"trainer.world_size=3 but placement=.* plans 2 data-parallel trainer"):
-        PipelineConfig(placement=str(dp_plan), trainer=TrainerConfig(world_size=3))
-    with pytest.raises(ConfigError, match=r"trainer.world_size=2 starts one process per rank"):
-        PipelineConfig(placement=str(dp_plan), actor_mode="inprocess")
+        checked(PipelineConfig(placement=str(dp_plan), trainer=TrainerConfig(world_size=3)))
+    with pytest.raises(ConfigError, match=r"plans 2 data-parallel trainer ranks, one process each"):
+        checked(PipelineConfig(placement=str(dp_plan), actor_mode="inprocess"))
 
 
 def test_plans_that_do_not_fit_or_conflict_stop_with_one_line(tmp_path, plan):
@@ -80,13 +88,13 @@ def test_plans_that_do_not_fit_or_conflict_stop_with_one_line(tmp_path, plan):
         placement.check_fits_locally(cuda=True, visible_gpus=1)
     placement.check_fits_locally(cuda=True, visible_gpus=4)
     with pytest.raises(ConfigError, match="num_inference_workers / hw_classes come from placement="):
-        PipelineConfig(placement=path, num_inference_workers=3)
+        checked(PipelineConfig(placement=path, num_inference_workers=3))
     with pytest.raises(ConfigError, match="cannot read it"):
-        PipelineConfig(placement=str(tmp_path / "missing.json"))
+        checked(PipelineConfig(placement=str(tmp_path / "missing.json")))
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"groups": [{"tasks": ["actor_gen"], "devices": []}]}))
     with pytest.raises(ConfigError, match="is not a planner plan: group 0: needs 'devices' and 'parallel'"):
-        PipelineConfig(placement=str(bad))
+        checked(PipelineConfig(placement=str(bad)))
     shared = json.loads(json.dumps(doc))
     for g in shared["groups"]:  # colocate training with generation, on the generation GPUs
         if "actor_train" in g["tasks"]:
@@ -97,4 +105,4 @@ def test_plans_that_do_not_fit_or_conflict_stop_with_one_line(tmp_path, plan):
     gen_group["parallel"]["actor_train"] = gen_group["parallel"]["actor_gen"]
     (tmp_path / "shared.json").write_text(json.dumps(shared))
     with pytest.raises(ConfigError, match="actor_gen and actor_train share GPUs"):
-        PipelineConfig(placement=str(tmp_path / "shared.json"))
+        checked(PipelineConfig(placement=str(tmp_path / "shared.json")))

@@ -15,7 +15,7 @@ from rollart.pipeline import Coordinator
 from rollart.rewards.config import RewardConfig
 from rollart.rewards.local import LocalEndpoint
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.reward_dispatch import RewardDispatcher, endpoint_reward
+from rollart.rewards.dispatch import RewardDispatcher, endpoint_reward
 from rollart.rewards.client import ClientConfig, RewardClient
 from rollart.types import Trajectory
 from run_configs import config
@@ -95,7 +95,7 @@ def test_a_run_scores_through_a_local_endpoint_and_stops_it(tmp_path, tiny_model
     coordinator = Coordinator(cfg, [FROZEN])
     result = asyncio.run(coordinator.run())
     assert result.steps == 2
-    local = coordinator.scoring.local
+    local = coordinator.parts.scoring.local
     assert local.url.startswith("http://127.0.0.1:") and local.proc.returncode is not None  # stopped at the end
     acc = EventAccumulator(result.run_dir)
     acc.Reload()

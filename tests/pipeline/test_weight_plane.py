@@ -7,8 +7,9 @@ import os
 import pytest
 
 from rollart.pipeline import Coordinator
-from rollart.pipeline.weights import WeightSync
+from rollart.weightplane.sync import WeightSync
 from rollart.weightplane.traffic import available, tcp_bytes
+from rollart.messages import WeightsDigest
 
 from run_configs import config
 from test_coordinator import FROZEN
@@ -33,9 +34,9 @@ def test_three_workers_train_and_match_the_trainer_while_the_coordinator_carries
         if model_bytes:
             after = tcp_bytes(os.getpid())
             measured.append((sum(after) - sum(self._window), model_bytes))
-            trainer = await self.trainer.call("weights_digest")
+            trainer = await self.trainer.send(WeightsDigest())
             for slot in self.proxy.workers.values():
-                worker = await slot.handle.call("weights_digest")
+                worker = await slot.handle.send(WeightsDigest())
                 assert worker.keys() <= trainer.keys()
                 checks.append(all(trainer[n] == c for n, c in worker.items()))
         return out

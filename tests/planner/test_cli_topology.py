@@ -97,7 +97,7 @@ def test_cli_prints_table_and_json_plan(tmp_path):
 
 def test_cli_reports_errors_without_traceback():
     r = _run("--topology", "nowhere.yaml", "--workflow", "ppo")
-    assert r.returncode == 2 and "error: topology 'nowhere.yaml'" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "error: topology 'nowhere.yaml'" in r.stderr and "Traceback" not in r.stderr
     r = _run("--topology", "single-region", "--gpus", "L4:2", "--workflow", "ppo", "model=qwen3-32b",
              "--budget", "20")
-    assert r.returncode == 2 and "no plan fits in memory" in r.stderr
+    assert r.returncode == 1 and "no plan fits in memory" in r.stderr and "Traceback" not in r.stderr

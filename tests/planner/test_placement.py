@@ -1,9 +1,9 @@
-"""Covers rollart.planner.placement: a plan's JSON becomes one placement per DP replica of every task."""
+"""Covers rollart.distributed.plan_placements: a plan's JSON becomes one placement per DP replica of every task."""
 import json
 
 import pytest
 
-from rollart.planner.placement import PlacementError, resource_pools, worker_placements
+from rollart.distributed.plan_placements import PlacementError, resource_pools, worker_placements
 from rollart.planner.scenarios import scenario
 from rollart.planner.search import SHAEA, SearchConfig
 from rollart.planner.taskcost import PlanContext
@@ -50,7 +50,7 @@ def test_malformed_plans_are_rejected_with_the_field_named(plan_json):
 
 def test_resource_manager_binds_exactly_the_planned_gpus(plan_json):
     pytest.importorskip("rollart.distributed.resources", reason="needs the foundation's ResourceManager")
-    from rollart.planner.placement import place_on_resource_manager
+    from rollart.distributed.plan_placements import place_on_resource_manager
     rm, bound, workers = place_on_resource_manager(plan_json)
     for group, bindings in zip(plan_json["groups"], bound):
         assert sorted(i for b in bindings for i in b.devices) == sorted(d["id"] for d in group["devices"])
@@ -63,7 +63,7 @@ def test_resource_manager_binds_exactly_the_planned_gpus(plan_json):
 def test_resource_manager_conflict_is_reported_not_rebound(plan_json):
     resources = pytest.importorskip("rollart.distributed.resources",
                                     reason="needs the foundation's ResourceManager")
-    from rollart.planner.placement import place_on_resource_manager, resource_pools
+    from rollart.distributed.plan_placements import place_on_resource_manager, resource_pools
     rm = resources.ResourceManager(resource_pools(plan_json))
     first = plan_json["groups"][0]["devices"][0]
     rm.allocate("train", hw=first["type"], count=1, owner="someone-else")  # takes a planned GPU

@@ -12,7 +12,7 @@ import pytest
 from recipes.launch import run
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

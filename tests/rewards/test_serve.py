@@ -165,22 +165,6 @@ async def test_pool_grows_with_queue_and_shrinks_to_zero():
         await runner.cleanup()
 
 
-async def test_distributed_serverless_client_speaks_the_same_protocol():
-    """register_serverless's client (rollart.distributed.serverless) against this endpoint."""
-    serverless = pytest.importorskip("rollart.distributed.serverless")
-    endpoint, runner, url = await start(token="t0k")
-    try:
-        fn = serverless.ServerlessFunction(url, "math_reward", token="t0k")
-        assert await fn("so \\boxed{12}", reference="12") == 1.0
-        bad = serverless.ServerlessFunction(url, "boom", token="t0k")
-        with pytest.raises(serverless.ServerlessError, match="boom.. failed"):  # final, not retried
-            await bad()
-        await fn.client.close()
-        await bad.client.close()
-    finally:
-        await runner.cleanup()
-
-
 async def test_function_error_is_not_retried_but_worker_crash_is():
     endpoint, runner, url = await start()
     try:

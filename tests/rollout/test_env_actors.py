@@ -6,7 +6,7 @@ import pytest
 
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ByteTokenizer, ScriptedPolicy
 
 actors = pytest.importorskip("rollart.actors")

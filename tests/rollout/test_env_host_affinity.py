@@ -12,14 +12,15 @@ from rollart.rollout.env_host import EnvHost, EnvHostConfig
 _HOST_SCRIPT = """
 import asyncio, json, os, sys, threading
 from rollart.rollout.env_host import EnvHost, EnvHostConfig
+from rollart.messages import CreateEnv, PrewarmEnvs, ResetEnv, StepEnv
 
 async def main():
     host = EnvHost(EnvHostConfig(min_threads=2, max_threads=64, reuse_envs=True, cpu_affinity=json.loads(sys.argv[1])),
                    imports=["envs"])
-    await host.prewarm("rollart/FrozenLake-v0", count=24)  # starts 22 more env threads after the host started
-    keys = [(await host.create("rollart/FrozenLake-v0"))["key"] for _ in range(24)]
-    await asyncio.gather(*(host.reset(k, seed=i) for i, k in enumerate(keys)))
-    steps = await asyncio.gather(*(host.step(k, "D") for k in keys))
+    await host.prewarm(PrewarmEnvs("rollart/FrozenLake-v0", count=24))  # starts 22 more env threads after the host started
+    keys = [(await host.create(CreateEnv("rollart/FrozenLake-v0")))["key"] for _ in range(24)]
+    await asyncio.gather(*(host.reset(ResetEnv(k, seed=i)) for i, k in enumerate(keys)))
+    steps = await asyncio.gather(*(host.step(StepEnv(k, "D")) for k in keys))
     tids = os.listdir("/proc/self/task")
     print(json.dumps({
         "steps_ok": sum(s["ok"] for s in steps),

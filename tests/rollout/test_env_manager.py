@@ -3,8 +3,9 @@ import asyncio
 
 from rollout_helpers import host_of, make_manager, next_policy
 
+from rollart.messages import GetStats
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ScriptedPolicy
 
 
@@ -26,7 +27,7 @@ async def test_user_registered_env_runs_unchanged_through_scheduler(tokenizer):
         assert tokenizer.decode(traj.token_ids).startswith("<|im_start|>system\nSay next.<|im_end|>")
     assert policy.tasks == {"countdown": 18}  # every request carried its task
     assert len({t.group_id for t in groups[0]}) == 1 and groups[0][0].info["seed"] == groups[0][1].info["seed"]
-    assert manager.pool.live == 0 and host_of(manager).stats()["live_envs"] == 0
+    assert manager.pool.live == 0 and host_of(manager).stats(GetStats())["live_envs"] == 0
 
 
 async def test_each_turn_prompt_extends_the_previous_prompt_and_output(tokenizer):

@@ -63,7 +63,8 @@ def test_bad_hw_affinity_value_is_one_clear_line():
     from rollart.pipeline.config import PipelineConfig
     cfg = apply_overrides(PipelineConfig(), ["proxy.hw_affinity=auto"])
     assert cfg.proxy.hw_affinity == "auto"
-    cfg.check_tasks([])  # 'auto' routes every task: nothing to check
+    from rollart.rollout.routing import check_hw_affinity
+    check_hw_affinity(cfg.proxy.hw_affinity, ["H20"], ["AnyTask"])  # 'auto' routes every task: nothing to check
     assert apply_overrides(PipelineConfig(), ['proxy.hw_affinity={"x": "H20"}']).proxy.hw_affinity == {"x": "H20"}
 
 
@@ -84,13 +85,14 @@ def test_router_in_auto_mode_follows_the_profilers_mapping():
 def test_proxy_auto_learns_prefill_to_h800_decode_to_h20_on_real_workers(tiny_model_dir):
     """Two real InferenceWorkers (tiny model) that sleep a Qwen3-8B step's time on H800 / H20."""
     from rollart.inference.worker import InferenceWorker
-    from rollart.rollout.proxy import LLMProxy, LocalWorker
+    from rollart.actors import LocalHandle
+    from rollart.rollout.proxy import LLMProxy
 
     async def main():
         workers = [InferenceWorker(dict(model=tiny_model_dir, num_kv_blocks=1024, max_num_batched_tokens=1024),
                                    name=hw, hw_class=hw, speed=dict(hw_class=hw, time_scale=5.0))
                    for hw in ("H800", "H20")]
-        proxy = LLMProxy([(w.name, w.hw_class, LocalWorker(w)) for w in workers], ProxyConfig(hw_affinity="auto"))
+        proxy = LLMProxy([(w.name, w.hw_class, LocalHandle(w, w.name)) for w in workers], ProxyConfig(hw_affinity="auto"))
         proxy.profiler.min_samples, proxy.profiler.min_interval = 3, 12
         served = {}
         try:

@@ -5,8 +5,10 @@ import os
 import pytest
 
 from rollart.inference.worker import InferenceWorker
-from rollart.rollout.proxy import LLMProxy, LocalWorker, NoWorkerError, ProxyConfig, UnknownTaskError
+from rollart.actors import LocalHandle
+from rollart.rollout.proxy import LLMProxy, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.types import InvalidRequestError, WeightBucket
+from rollart.messages import GetVersion
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 GREEDY = dict(temperature=0.0, ignore_eos=True)
@@ -26,7 +28,7 @@ async def make_proxy(tiny_model):
         workers = [InferenceWorker(dict(model=tiny_model, num_kv_blocks=256), name=f"{c}-{i}", hw_class=c)
                    for i, c in enumerate(classes)]
         made.extend(workers)
-        return LLMProxy([(w.name, w.hw_class, LocalWorker(w)) for w in workers], ProxyConfig(**cfg)), workers
+        return LLMProxy([(w.name, w.hw_class, LocalHandle(w, w.name)) for w in workers], ProxyConfig(**cfg)), workers
 
     yield make
     for w in made:
@@ -163,7 +165,7 @@ async def test_update_weights_reaches_every_worker(make_proxy, tiny_model):
     proxy, workers = await make_proxy(["H800", "H20"])
     weights = load_file(os.path.join(tiny_model, "model.safetensors"))
     assert sorted(await proxy.update_weights(WeightBucket.of(3, weights))) == ["H20-1", "H800-0"]
-    assert [await w.get_version() for w in workers] == [3, 3]
+    assert [await w.get_version(GetVersion()) for w in workers] == [3, 3]
     res = await proxy.generate("v", [5], dict(GREEDY, max_tokens=2))
     assert res.versions == [3, 3]
 

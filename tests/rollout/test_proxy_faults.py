@@ -10,8 +10,9 @@ import pytest
 from rollart.actors import ActorSystem, RestartPolicy
 from rollart.inference.worker import InferenceWorker
 from rollart.rollout.proxy import LLMProxy, ProxyConfig
-from rollart.trainer.weight_store import WeightStore
+from rollart.weightplane.store import WeightStore
 from rollart.types import UpdateWeights, WeightBucket
+from rollart.messages import GetStats, GetVersion, PublishVersion, PutBucket, WeightAddress
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TURN_TOKENS = 16
@@ -91,9 +92,9 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     # version 1 everywhere, from the weight store: a restarted worker must pull it again before serving
     store = WeightStore()
     await store.on_start()
-    store.put_bucket(WeightBucket.of(1, load_file(os.path.join(sharp_model, "model.safetensors"))))
-    store.publish(1, 1)
-    await proxy.update_weights(UpdateWeights(1, source=await store.weight_address()))
+    store.put_bucket(PutBucket(WeightBucket.of(1, load_file(os.path.join(sharp_model, "model.safetensors")))))
+    store.publish(PublishVersion(1, 1))
+    await proxy.update_weights(UpdateWeights(1, source=await store.weight_address(WeightAddress())))
     assert proxy.health.source and not hasattr(proxy.health, "resync")  # an address, no copy of the weights
     served_before = store.bytes_served()
     num_traj, turns = 4, 3
@@ -108,7 +109,7 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     await _wait_for(lambda: fast.restarts == 1 and fast.state == "ready" and proxy.workers["H800-0"].healthy
                     and len(results) >= 6)
     assert fast.pid != first_pid and not proxy.workers["H800-0"].dead
-    assert await fast.call("get_version") == 1 and store.bytes_served() > served_before  # pulled it itself
+    assert await fast.send(GetVersion()) == 1 and store.bytes_served() > served_before  # pulled it itself
     assert proxy.counters["retries"] >= 1 and proxy.counters["rerouted"] == 0
     assert all(res.worker == "H800-0" for _, _, res in results), ([(t, k, r.worker) for t, k, r in results], proxy.stats())
 
@@ -137,15 +138,15 @@ async def test_cancel_aborts_inside_the_worker_process(system, sharp_model):
     proxy = LLMProxy([("w0", "cpu", handle)])
     task = asyncio.create_task(proxy.generate("t", [5, 6, 7], dict(GREEDY, max_tokens=2000)))
     async with asyncio.timeout(60):
-        while (await handle.call("get_stats"))["steps"] < 3:
+        while (await handle.send(GetStats()))["steps"] < 3:
             await asyncio.sleep(0.02)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     async with asyncio.timeout(30):
-        while (await handle.call("get_stats"))["running"]:
+        while (await handle.send(GetStats()))["running"]:
             await asyncio.sleep(0.02)
-    stats = await handle.call("get_stats")
+    stats = await handle.send(GetStats())
     assert stats["aborted"] == 1 and stats["finished"] == 0
     res = await proxy.generate("t2", [5, 6], GREEDY)  # and it keeps serving
     assert len(res.token_ids) == TURN_TOKENS

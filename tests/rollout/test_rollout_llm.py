@@ -10,17 +10,19 @@ import envs  # noqa: F401  (registers the rollart/* envs)
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_client import EnvPool
 from rollart.rollout.env_manager import EnvManager, TaskSpec
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
+from rollart.messages import GetStats
 
 
 @pytest.fixture
 async def stack(tiny_model_dir):
     from rollart.inference.worker import InferenceWorker
     from rollart.models import load_tokenizer
-    from rollart.rollout.proxy import LLMProxy, LocalWorker
+    from rollart.actors import LocalHandle
+    from rollart.rollout.proxy import LLMProxy
 
     worker = InferenceWorker(dict(model=tiny_model_dir, num_kv_blocks=512, max_num_seqs=32), name="cpu-0")
-    proxy = LLMProxy([("cpu-0", "cpu", LocalWorker(worker))])
+    proxy = LLMProxy([("cpu-0", "cpu", LocalHandle(worker, worker.name))])
     yield proxy, worker, load_tokenizer(tiny_model_dir)
     await worker.shutdown()
 
@@ -47,7 +49,7 @@ async def test_frozenlake_groups_on_the_real_model(stack):
     # later turns re-use the previous turn's KV: the prompt extends it token for token
     assert sum(t.info["cached_tokens"] for t in multi) > 0
     assert not any(proxy._inflight.get(t) for t in list(proxy._inflight))  # extras left nothing running
-    assert (await worker.get_stats())["requests"] >= sum(t.num_turns for t in trajs)
+    assert (await worker.get_stats(GetStats()))["requests"] >= sum(t.num_turns for t in trajs)
 
 
 @pytest.mark.timeout(120)

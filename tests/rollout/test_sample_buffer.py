@@ -8,7 +8,7 @@ from rollout_helpers import make_manager, next_policy
 
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ScriptedPolicy
 from rollart.types import Trajectory
 

@@ -1,12 +1,13 @@
 """RolloutScheduler: redundancy cancels exactly the extras and releases their envs; failing or hanging
-envs do not stall a batch; batched baseline steps every env together."""
+envs do not stall a batch."""
 import asyncio
 
 import pytest
 from rollout_helpers import host_of, make_manager
 
+from rollart.messages import GetStats
 from rollart.rollout.env_manager import TaskSpec
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig, TurnBarrier
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.scripted import ScriptedPolicy
 
 
@@ -44,7 +45,7 @@ async def test_redundant_envs_cancel_exactly_the_extras_and_release_them(tokeniz
     # the stragglers' generations were cancelled (aborted), nothing else was
     assert policy.counters["cancelled"] == policy.waiting >= 2
     assert manager.pool.live == 0
-    stats = host_of(manager).stats()
+    stats = host_of(manager).stats(GetStats())
     assert stats["live_envs"] == 0 and stats["created"] == stats["closed"]
     assert scheduler.counters["groups_complete"] >= 2
 
@@ -89,43 +90,9 @@ async def test_group_that_cannot_complete_is_replaced_by_another_group(tokenizer
     assert scheduler.counters["groups_failed"] >= 1
 
 
-async def test_batched_interaction_steps_all_envs_together(tokenizer):
-    order = []
-
-    class Logging(ScriptedPolicy):
-        async def generate(self, tid, prompt, sampling=None, task="default"):
-            turn = tokenizer.decode(prompt).count("<|im_start|>assistant")
-            order.append(turn)
-            return await super().generate(tid, prompt, sampling, task)
-
-    manager = make_manager(Logging(tokenizer, lambda t, o: "next", latency_s=0.001), tokenizer)
-    tasks = [TaskSpec("short", "usertest/Countdown-v0", env_kwargs={"start": 2}),
-             TaskSpec("long", "usertest/Countdown-v0", env_kwargs={"start": 4})]
-    cfg = SchedulerConfig(group_size=2, interaction="batched", seed=1)
-    scheduler = RolloutScheduler(tasks, manager, cfg)
-    groups = await scheduler.collect_batch(4)
-    assert len(groups) == 4
-    assert order == sorted(order)  # no env starts turn k+1 before every live env finished turn k
-
-
-async def test_turn_barrier_membership_changes():
-    barrier = TurnBarrier()
-    for _ in range(3):
-        barrier.join()
-    arrived = [asyncio.create_task(barrier.wait()) for _ in range(2)]
-    await asyncio.sleep(0)
-    assert not any(t.done() for t in arrived)
-    barrier.leave()  # the third member finished: the other two go on
-    await asyncio.gather(*arrived)
-    waiter = asyncio.create_task(barrier.wait())
-    other = asyncio.create_task(barrier.wait())
-    await asyncio.sleep(0)
-    await asyncio.gather(waiter, other)
-
-
 async def test_unknown_env_id_and_hopeless_tasks_are_clear_errors(tokenizer):
     from rollart.rollout.buffer import BufferConfig, SampleBuffer
-    from rollart.rollout.scheduler import RolloutError
+    from rollart.rollout.group_scheduler import RolloutError
 
     manager = make_manager(ScriptedPolicy(tokenizer, lambda t, o: "next"), tokenizer)
     with pytest.raises(ValueError, match="Countdown"):
@@ -139,22 +106,6 @@ async def test_unknown_env_id_and_hopeless_tasks_are_clear_errors(tokenizer):
         async with asyncio.timeout(30):
             await RolloutScheduler(broken, manager, cfg, buffer=buf).run()
     assert manager.pool.live == 0
-
-
-async def test_batched_mode_with_redundant_extras_completes_and_releases_everything(tokenizer):
-    class SlowFor(ScriptedPolicy):
-        async def generate(self, tid, prompt, sampling=None, task="default"):
-            if tid.endswith("-2"):  # a finite straggler: batched mode makes everyone wait for it
-                await asyncio.sleep(0.05)
-            return await super().generate(tid, prompt, sampling, task)
-
-    manager = make_manager(SlowFor(tokenizer, lambda t, o: "next"), tokenizer)
-    cfg = SchedulerConfig(group_size=2, extra_envs_per_group=1, extra_groups=1, interaction="batched")
-    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager, cfg)
-    async with asyncio.timeout(30):
-        groups = await scheduler.collect_batch(2)
-    assert len(groups) == 2 and all(len(g) == 2 for g in groups)
-    assert manager.pool.live == 0 and host_of(manager).stats()["live_envs"] == 0
 
 
 async def test_reseed_restarts_the_task_draws(tokenizer):

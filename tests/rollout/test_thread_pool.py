@@ -6,6 +6,7 @@ import time
 import envs  # noqa: F401  (registers the rollart/* envs)
 
 from rollart.rollout.env_host import DaemonThreadPool, EnvHost, EnvHostConfig
+from rollart.messages import CreateEnv, GetStats, PrewarmEnvs, ResetEnv, StepEnv
 
 
 def _sleep_then(value, seconds):
@@ -91,13 +92,13 @@ async def test_abandoned_thread_is_replaced_and_exits_when_its_call_returns():
 
 async def test_a_short_timeout_fires_while_a_longer_call_is_in_flight():
     host = EnvHost(EnvHostConfig(step_timeout_s=0.2, reset_timeout_s=60.0))
-    slow = await host.create("rollart/GuessNumber-v0", {},
-                             {"hang_prob": 1.0, "hang_seconds": 1.0, "on_reset": True})  # reset: 1 s
-    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
-    await host.reset(hung["key"], 1)
-    slow_reset = asyncio.create_task(host.reset(slow["key"], 1))  # watchdog armed for its 60 s deadline
+    slow = await host.create(CreateEnv("rollart/GuessNumber-v0", {},
+                             {"hang_prob": 1.0, "hang_seconds": 1.0, "on_reset": True}))  # reset: 1 s
+    hung = await host.create(CreateEnv("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30}))
+    await host.reset(ResetEnv(hung["key"], 1))
+    slow_reset = asyncio.create_task(host.reset(ResetEnv(slow["key"], 1)))  # watchdog armed for its 60 s deadline
     await asyncio.sleep(0)
-    result = await host.step(hung["key"], "50")  # must not wait for the reset's later deadline
+    result = await host.step(StepEnv(hung["key"], "50"))  # must not wait for the reset's later deadline
     assert not result["ok"] and "timed out after 0.2s" in result["error"]
     assert not slow_reset.done()  # the 1 s reset is still running: the step's own deadline fired first
     assert (await slow_reset)["ok"]
@@ -106,26 +107,26 @@ async def test_a_short_timeout_fires_while_a_longer_call_is_in_flight():
 
 async def test_prewarm_replaces_written_off_threads_before_the_step():
     host = EnvHost(EnvHostConfig(step_timeout_s=0.2, min_threads=2, max_threads=8, reuse_envs=True))
-    hung = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
-    await host.reset(hung["key"], 1)
-    assert not (await host.step(hung["key"], "50"))["ok"]  # timed out: its thread is written off
-    assert host.stats()["threads"] == 1
-    assert await host.prewarm("rollart/GuessNumber-v0", None, None, 3) == 3
-    assert host.stats()["threads"] == 3  # max(min_threads, count) live again, before any call needs them
+    hung = await host.create(CreateEnv("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30}))
+    await host.reset(ResetEnv(hung["key"], 1))
+    assert not (await host.step(StepEnv(hung["key"], "50")))["ok"]  # timed out: its thread is written off
+    assert host.stats(GetStats())["threads"] == 1
+    assert await host.prewarm(PrewarmEnvs("rollart/GuessNumber-v0", None, None, 3)) == 3
+    assert host.stats(GetStats())["threads"] == 3  # max(min_threads, count) live again, before any call needs them
 
 
 def test_host_reused_under_a_new_event_loop_still_enforces_timeouts():
     host = EnvHost(EnvHostConfig(step_timeout_s=0.2))
 
     async def one_hang() -> dict:
-        r = await host.create("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30})
-        await host.reset(r["key"], 1)
-        return await host.step(r["key"], "50")
+        r = await host.create(CreateEnv("rollart/GuessNumber-v0", {}, {"hang_prob": 1.0, "hang_seconds": 30}))
+        await host.reset(ResetEnv(r["key"], 1))
+        return await host.step(StepEnv(r["key"], "50"))
 
     for _ in range(2):  # two asyncio.run()s: the watchdog re-arms on the second loop
         result = asyncio.run(one_hang())
         assert not result["ok"] and "timed out" in result["error"]
-    assert host.stats()["timeouts"] == 2
+    assert host.stats(GetStats())["timeouts"] == 2
 
 
 def test_a_call_left_running_by_a_closed_loop_still_occupies_its_thread():

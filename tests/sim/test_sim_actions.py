@@ -2,9 +2,9 @@
 import pytest
 
 from rollart.actions.action import amdahl
-from rollart.sim.actions import (CodingTraceConfig, GpuRequest, MopdTraceConfig, ServiceSpec, Step,
-                                 action_time_ratio, coding_trace, mopd_trace, simulate_coding,
-                                 node_sizes, simulate_gpu_pool)
+from rollart.sim.coding_actions import CodingTraceConfig, Step, action_time_ratio, coding_trace, simulate_coding
+from rollart.sim.mopd_actions import (GpuRequest, MopdTraceConfig, ServiceSpec, mopd_trace, node_sizes,
+                                      simulate_gpu_pool)
 from rollart.sim.actions_baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
                                            simulate_static)
 

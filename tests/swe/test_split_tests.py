@@ -7,7 +7,7 @@ from envs.swe.reward import suite_files
 from envs.swe.scripted import gold_patch_actions, run_episode, ScriptedAgent
 from envs.swe.task import load_builtin_tasks
 from envs.swe.toolcall import format_tool_call
-from rollart.actions.placement import on_cores
+from rollart.cpus import on_cores
 
 from tests.swe.helpers import SANDBOX
 

@@ -77,7 +77,7 @@ def test_env_without_sample_action_is_named(tmp_path):
 
 def test_pipeline_builds_the_warmed_model_once(tmp_path):
     from rollart.pipeline import PipelineConfig
-    from rollart.pipeline.coordinator import ensure_model
+    from rollart.pipeline.prepare import ensure_model
     cfg = PipelineConfig(logdir=str(tmp_path), run_name="warm", warmup_steps=2)
     folder = ensure_model(cfg, [LAKE])
     first = load_model(folder).state_dict()

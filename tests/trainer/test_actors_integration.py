@@ -13,6 +13,8 @@ from rollart.trainer import TrainerConfig
 from rollart.trainer.checkpoint import latest
 from rollart.weightplane import WeightRelay
 from rollart.weightplane.traffic import available, tcp_bytes
+from rollart.messages import (FetchVersion, GetVersion, PublishWeights, ResetTrainer, SaveCheckpoint, TrainStep,
+                              WeightAddress)
 
 from tiny_policy import make_model, make_trajectories
 
@@ -21,34 +23,34 @@ async def test_trainer_and_store_actors_end_to_end(tmp_path):
     save_model(make_model(0), tmp_path / "policy")
     cfg = TrainerConfig(model_path=str(tmp_path / "policy"), num_threads=1, lr=1e-2)
     async with ActorSystem(heartbeat_interval=0.5, heartbeat_timeout=30.0) as system:
-        trainer = await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg, name="trainer")
-        store = await system.spawn("rollart.trainer.weight_store:WeightStore", name="store")
-        metrics = await trainer.call("train_step", make_trajectories(), timeout=120)
+        trainer = await system.spawn("rollart.trainer.actor:TrainerActor", cfg, name="trainer")
+        store = await system.spawn("rollart.weightplane.store:WeightStore", name="store")
+        metrics = await trainer.send(TrainStep(make_trajectories()), timeout=120)
         assert metrics["charts/version"] == 1.0
-        version = await trainer.call("get_version")
-        source = (await trainer.call("weight_address"))["address"]
+        version = await trainer.send(GetVersion())
+        source = (await trainer.send(WeightAddress())).address
         before = tcp_bytes(os.getpid()) if available() else None
-        info, fetched = await asyncio.gather(trainer.call("publish_weights", version, 8192),
-                                             store.call("fetch", version, source))
-        assert info["num_buckets"] == fetched["num_buckets"] > 1 and fetched["bytes"] == info["bytes"]
-        assert await store.call("latest_version") == 1
+        info, fetched = await asyncio.gather(trainer.send(PublishWeights(version, 8192)),
+                                             store.send(FetchVersion(version, source)))
+        assert info.num_buckets == fetched["num_buckets"] > 1 and fetched["bytes"] == info.bytes
+        assert await store.send(GetVersion()) == 1
         if before is not None:  # the version went trainer -> store without touching this process
             moved = sum(tcp_bytes(os.getpid())) - sum(before)
-            assert moved < info["bytes"] / 20, (moved, info["bytes"])
+            assert moved < info.bytes / 20, (moved, info.bytes)
 
         puller = WeightRelay()
         await puller.start()
         ticks = 0
-        puller.pull(version, [await store.call("weight_address")])
+        puller.pull(version, [await store.send(WeightAddress())])
         pull = asyncio.ensure_future(puller.take(version))
         while not pull.done():
             ticks += 1
             await asyncio.sleep(0.001)
         named, stats = pull.result()
         await puller.close()
-        assert ticks > 0 and stats.num_buckets == info["num_buckets"] and stats.bytes == info["bytes"]
+        assert ticks > 0 and stats.num_buckets == info.num_buckets and stats.bytes == info.bytes
 
-        folder = await trainer.call("save_checkpoint", str(tmp_path / "ckpt"), {"data_position": 1}, timeout=60)
+        folder = await trainer.send(SaveCheckpoint(str(tmp_path / "ckpt"), {"data_position": 1}), timeout=60)
         assert latest(tmp_path / "ckpt") is not None and str(latest(tmp_path / "ckpt")) == folder
 
     fresh = make_model(seed=77)
@@ -65,10 +67,10 @@ async def test_reset_trainer_serves_a_new_run_from_version_one(tmp_path):
     save_model(make_model(0), tmp_path / "policy")
     cfg = TrainerConfig(model_path=str(tmp_path / "policy"), num_threads=1, lr=1e-2)
     async with ActorSystem(heartbeat_interval=0.5, heartbeat_timeout=30.0) as system:
-        trainer = await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", cfg, name="trainer")
-        source = (await trainer.call("weight_address"))["address"]
-        await trainer.call("publish_weights", 2, 8192)
-        assert await trainer.call("reset") == 0
-        store = await system.spawn("rollart.trainer.weight_store:WeightStore", name="store")
-        await asyncio.gather(trainer.call("publish_weights", 1, 8192), store.call("fetch", 1, source))
-        assert await store.call("latest_version") == 1
+        trainer = await system.spawn("rollart.trainer.actor:TrainerActor", cfg, name="trainer")
+        source = (await trainer.send(WeightAddress())).address
+        await trainer.send(PublishWeights(2, 8192))
+        assert await trainer.send(ResetTrainer()) == 0
+        store = await system.spawn("rollart.weightplane.store:WeightStore", name="store")
+        await asyncio.gather(trainer.send(PublishWeights(1, 8192)), store.send(FetchVersion(1, source)))
+        assert await store.send(GetVersion()) == 1

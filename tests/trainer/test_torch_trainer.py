@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rollart.trainer import TrainerConfig, build_batch, make_trainer
-from rollart.trainer.base import forward_logits
+from rollart.trainer.networks import forward_logits
 from rollart.trainer.batching import select_rows
 from rollart.trainer.losses import token_logprobs
 from rollart.trainer.torch_trainer import TorchTrainer

@@ -6,7 +6,8 @@
                                              # torch-free rule reward in the real reward run
 
 SIMULATED (real scheduler code, simulated time; each decision timed in real wall time). Workloads follow
-the papers; each parameter's source is in its config docstring (rollart.sim.actions / actions_baselines):
+the papers; each parameter's source is in its config docstring (rollart.sim.coding_actions / mopd_actions /
+actions_baselines):
   1. AI-coding trace (ARL-Tangram §6.1: 1280 cores over 5 nodes, batch 1280; actions ~47% of a
      trajectory, Fig. 3c; tool:test time ~1:9 from §6.2's 9.0x / 2.8x / 4.3x and Table 1; test-run
      elasticity calibrated to Fig. 8a's 3.1x at batch 128): mean per-trajectory ACT, action-level

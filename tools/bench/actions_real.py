@@ -241,7 +241,7 @@ def free_port() -> int:
 # full: the torch judge scorer; --quick: the torch-free rule reward (workers start in a fraction of the
 # time on a loaded machine), labelled in the log
 FUNCTION = {False: "judge_score", True: "math_reward"}
-SPEC = {False: "rollart.rewards.judge:judge_score", True: "rollart.rewards.rules:math_reward"}
+SPEC = {False: "rollart.sim.judge:judge_score", True: "rollart.rewards.rules:math_reward"}
 IDLE = {False: 2.0, True: 1.0}  # serverless worker idle timeout (s) before scaling down
 
 
@@ -348,6 +348,7 @@ async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
     import recipes.grpo_swe as recipe
     from rollart.actions.config import ActionsConfig
     from rollart.actions.run import RunActions
+    from rollart.messages import CloseEnv, CloseIdleEnvs, CreateEnv, ResetEnv, StepEnv
     from rollart.rollout.env_host import EnvHost
     from rollart.rollout.env_manager import _step_action
 
@@ -375,13 +376,13 @@ async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
                 held[0] += 1
                 held[1] = max(held)
             try:
-                key = (await host.create(spec.env_id, spec.env_kwargs))["key"]
+                key = (await host.create(CreateEnv(spec.env_id, spec.env_kwargs)))["key"]
             except BaseException:
                 if pods is not None:
                     held[0] -= 1
                     pods.release()
                 raise
-            reset = await host.reset(key, seed=i, options={"task_id": ep["task"]})
+            reset = await host.reset(ResetEnv(key, seed=i, options={"task_id": ep["task"]}))
             assert reset["ok"], reset
             return key, reset["info"]
 
@@ -401,12 +402,12 @@ async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
                 t1 = time.monotonic()
                 if actions is not None:
                     async def step(grant, msg=msg):
-                        return await host.step(key, msg, list(grant))
+                        return await host.step(StepEnv(key, msg, list(grant)))
                     result = await actions.env_step(step, i, kind=kind, max_units=most)
                 elif mode == "pod":
-                    result = await host.step(key, msg, None)  # unpinned on the pod's node, one process
+                    result = await host.step(StepEnv(key, msg, None))  # unpinned on the pod's node, one process
                 else:
-                    result = await host.step(key, msg, [cores[i % len(cores)]])
+                    result = await host.step(StepEnv(key, msg, [cores[i % len(cores)]]))
                 acts[kind].append(time.monotonic() - t1 + wait)
                 assert result["ok"], result
                 if result["terminated"] or result["truncated"]:
@@ -418,7 +419,7 @@ async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
                 with contextlib.suppress(BaseException):
                     key, info = await env
             if key is not None:
-                await host.close(key)
+                await host.close(CloseEnv(key))
                 if pods is not None:
                     held[0] -= 1
                     pods.release()
@@ -434,7 +435,7 @@ async def play_swe(episodes: list[dict], mode: str, cores: list[int]) -> dict:
                    run=sum(r.end - r.start for r in records),
                    test_units=[r.units for r in records if r.kind == "test_run"])
         await actions.close()
-    await host.close_idle()
+    await host.close_idle(CloseIdleEnvs())
     return out
 
 
@@ -492,7 +493,7 @@ def profile_suites(repeats: int = 3) -> dict[int, float]:
     from envs.swe.reward import evaluate, suite_files
     from envs.swe.scripted import ScriptedAgent, gold_patch_actions
     from envs.swe.task import load_builtin_tasks
-    from rollart.actions.placement import on_cores
+    from rollart.cpus import on_cores
     from rollart.sandbox import SandboxConfig
 
     cores = sorted(os.sched_getaffinity(0))[:2]
@@ -555,7 +556,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="< 60 s")
     p.add_argument("--profile", action="store_true", help="profile the SWE hidden suites on 1 and 2 cores")
     a = p.parse_args()
-    from rollart.actions.placement import cpu_limit_line
+    from rollart.cpus import cpu_limit_line
     log(cpu_limit_line())
     log(f"cores: {len(os.sched_getaffinity(0))} usable, load average {os.getloadavg()[0]:.2f}")
     if a.profile:

@@ -1,7 +1,7 @@
 """The SIMULATED half of the ARL-Tangram actions benchmark (``actions.py``): the AI-coding trace
 (act_speedup, elastic vs fixed DoP, queueing, full mode's sweeps and diagnostics), the MOPD-like GPU
 pool and the reward offload. Real scheduler code, simulated time; each workload parameter's source is in
-its config docstring (rollart.sim.actions / actions_baselines).
+its config docstring (rollart.sim.coding_actions / mopd_actions / actions_baselines).
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import functools
 import math
 import statistics
 
-from rollart.sim.actions import (CodingTraceConfig, MopdTraceConfig, action_time_ratio, coding_trace,
-                                 mopd_trace, simulate_coding, simulate_gpu_pool)
+from rollart.sim.coding_actions import CodingTraceConfig, action_time_ratio, coding_trace, simulate_coding
+from rollart.sim.mopd_actions import MopdTraceConfig, mopd_trace, simulate_gpu_pool
 from rollart.sim.actions_baselines import (OffloadConfig, simulate_gpu_dedicated, simulate_reward_offload,
                                            simulate_static)
 

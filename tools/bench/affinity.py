@@ -79,13 +79,14 @@ async def live_check() -> dict:
     """Real workers + proxy on the tiny model; H800/H20 wall-time ratios vs the speed model's."""
     from rollart.hardware import SpeedModel, StepWork
     from rollart.inference.worker import InferenceWorker
-    from rollart.rollout.proxy import LLMProxy, LocalWorker, ProxyConfig
+    from rollart.actors import LocalHandle
+    from rollart.rollout.proxy import LLMProxy, ProxyConfig
     from rollart.tools.make_tiny_model import make_tiny_model
 
     model = str(make_tiny_model(tempfile.mkdtemp(prefix="affinity-"), seed=0))
     workers = [InferenceWorker(dict(model=model, num_kv_blocks=1024, max_num_batched_tokens=1024), name=hw,
                                hw_class=hw, speed=dict(hw_class=hw, time_scale=4.0)) for hw in ("H800", "H20")]
-    proxy = LLMProxy([(w.name, w.hw_class, LocalWorker(w)) for w in workers],
+    proxy = LLMProxy([(w.name, w.hw_class, LocalHandle(w, w.name)) for w in workers],
                      ProxyConfig(hw_affinity={"on-h800": "H800", "on-h20": "H20"}, sticky=False))
     def prompts(n, length, salt):  # distinct prompts: nothing is served from the prefix cache
         return [[(salt * 131 + i * 37 + j * 11) % 500 + 3 for j in range(length)] for i in range(n)]

@@ -72,14 +72,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
+from rollart.config import exit_on_config_error  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
-from rollart.actors.cpus import ENV_VAR, format_cpus  # noqa: E402
+from rollart.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.config import apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.rollout.env_manager import TaskSpec  # noqa: E402
-from rollart.rollout.scheduler import SchedulerConfig  # noqa: E402
+from rollart.rollout.group_scheduler import SchedulerConfig  # noqa: E402
 from rollart.tools.make_tiny_model import make_tiny_model  # noqa: E402
 from rollart.trainer import TrainerConfig  # noqa: E402
+from rollart.messages import ResetTrainer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_core import cross_core_slowdown  # noqa: E402
@@ -160,9 +162,10 @@ async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cp
     """One trainer process for every mode (``reset`` between them): spawning one per mode would cost more
     than the --quick budget. It is the same TrainerActor the pipeline spawns."""
     from rollart.models import load_tokenizer
-    tcfg = cfg.resolve(model=model, pad_id=load_tokenizer(model).pad_token_id or 0).trainer
+    from rollart.pipeline.resolve import resolve, with_pad_id
+    tcfg = with_pad_id(resolve(dataclasses.replace(cfg, model=model)), load_tokenizer(model).pad_token_id or 0).trainer
     env = {ENV_VAR: format_cpus(cpus)} if cpus else {}
-    return await system.spawn("rollart.pipeline.trainer_actor:TrainerActor", tcfg,
+    return await system.spawn("rollart.trainer.actor:TrainerActor", tcfg,
                               name="trainer", mode="process", env=env)
 
 
@@ -178,7 +181,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
 
 async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> dict:
     t0 = time.perf_counter()
-    await trainer.call("reset")
+    await trainer.send(ResetTrainer())
     # greedy evaluation runs without injected latency: it measures the policy, not the envs
     result = await Coordinator(cfg, work.tasks(), eval_tasks=work.tasks(latency=False), trainer=trainer).run()
     first = result.history[0]["system/elapsed_s"] if result.history else 0.0
@@ -324,6 +327,7 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
     return results, sweep
 
 
+@exit_on_config_error()
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")

@@ -51,6 +51,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
+from rollart.types import GenerateRequest  # noqa: E402
 from rollart.models import load_tokenizer  # noqa: E402
 
 INSTRUCTIONS = [
@@ -119,7 +120,7 @@ def run_engine(path, trajs, observations, seed: int, kv_blocks: int | None = Non
 
     def submit(i):
         sp = SamplingParams(temperature=1.0, max_tokens=trajs[i].gen_lens[turns[i]], ignore_eos=True, seed=seed * 1000 + i)
-        engine.add_request(f"t{i}-{turns[i]}", contexts[i], sp)
+        engine.add_request(GenerateRequest(f"t{i}-{turns[i]}", contexts[i], sp))
 
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(len(trajs)):

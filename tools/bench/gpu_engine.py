@@ -34,6 +34,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
+from rollart.types import GenerateRequest  # noqa: E402
 from rollart.models import CausalLM, ModelConfig  # noqa: E402
 
 QWEN3_06B = dict(model_type="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
@@ -70,7 +71,7 @@ def run_engine(engine: LLMEngine, prompts: list[list[int]], new_tokens: int) -> 
     """Generate; per-step wall times (each step ends with its device-to-host copy, so they are real)."""
     sp = SamplingParams(temperature=1.0, max_tokens=new_tokens, ignore_eos=True)    # seeds from the engine
     for i, p in enumerate(prompts):
-        engine.add_request(f"b{i}", p, sp)
+        engine.add_request(GenerateRequest(f"b{i}", p, sp))
     decode_steps, tokens = [], 0
     t0 = time.perf_counter()
     while engine.has_unfinished_requests():

@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from rollart.messages import GetStats, WeightsDigest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPE = dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072, vocab=151936)
@@ -73,11 +74,11 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
     from rollart.actors import ActorSystem
     from rollart.engine.config import EngineConfig
     from rollart.inference.worker import InferenceWorker
-    from rollart.pipeline.trainer_actor import TrainerActor
-    from rollart.pipeline.weights import WeightSync
+    from rollart.trainer.actor import TrainerActor
+    from rollart.weightplane.sync import WeightSync
     from rollart.rollout.proxy import LLMProxy
     from rollart.trainer import TrainerConfig
-    from rollart.trainer.weight_store import WeightStore
+    from rollart.weightplane.store import WeightStore
     from rollart.weightplane.config import WeightPlaneConfig
 
     folder = build_model(os.path.join(tempfile.mkdtemp(prefix="gpu_weights_"), "model"), layers)
@@ -92,7 +93,7 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
             system.spawn(WeightStore, name="store"),
             system.spawn(InferenceWorker, ekw, name="w0"))
         proxy = LLMProxy([("w0", "cpu", worker)])
-        trainer_crc = await trainer.call("weights_digest")
+        trainer_crc = await trainer.send(WeightsDigest())
         version = 0
         for path, ipc in (("ipc", True), ("copy", False)):
             sync = WeightSync(trainer, store, proxy, bucket_bytes=bucket_mb << 20, config=WeightPlaneConfig(cuda_ipc=ipc))
@@ -104,8 +105,8 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
                 await sync.prefetch()
                 await sync.update_workers()
                 times.append(time.perf_counter() - t0)
-                sources |= set((await worker.call("get_stats"))["last_weight_pull"].get("sources", []))
-            got = await worker.call("weights_digest")
+                sources |= set((await worker.send(GetStats()))["last_weight_pull"].get("sources", []))
+            got = await worker.send(WeightsDigest())
             if any(trainer_crc.get(k) != c for k, c in got.items()):
                 raise SystemExit(f"error: after the {path} path the worker does not hold the trainer's weights")
             out[f"weight_sync_{path}_s"] = statistics.median(times)

@@ -99,6 +99,7 @@ def hrrs_vs_fcfs(n_jobs: int, groups: int, seed: int, hrrs_run) -> dict:
 async def live(bursts: int, mode: str) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "multiplex"))
     from mx_fixtures import save_tiny_policy, trainer_config, trajectories
+    from rollart.multiplex.messages import Forward
     from rollart.multiplex.service import ServiceConfig, TrainingService
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +111,7 @@ async def live(bursts: int, mode: str) -> dict[str, float]:
                 base = s.scheduler.stats()["switches"]
                 t0 = time.perf_counter()
                 for _ in range(bursts):  # each job sends 3 forwards at once, arrivals interleaved A,B,A,B,...
-                    futs = [s.call(j, "forward", batch) for _ in range(3) for j in ("A", "B")]
+                    futs = [s.send(j, Forward(batch)) for _ in range(3) for j in ("A", "B")]
                     await asyncio.gather(*futs)
                 out[policy] = s.scheduler.stats()["switches"] - base
                 print(f"[live] {policy}: {bursts} bursts of 6 forwards -> {out[policy]:.0f} context switches "

@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from rollart.messages import GetStats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = "rollart.inference.worker:InferenceWorker"
@@ -69,7 +70,7 @@ async def run_workload(system, model: str, prompts, max_tokens: int, pd: bool) -
     t0 = time.perf_counter()
     outs = await asyncio.gather(*(proxy.generate(f"t{i}", p, params) for i, p in enumerate(prompts)))
     wall = time.perf_counter() - t0
-    stats = {c: await h.call("get_stats") for c, h in zip(names, handles)}
+    stats = {c: await h.send(GetStats()) for c, h in zip(names, handles)}
     stats["engine"] = {c: await h.call("engine_stats") for c, h in zip(names, handles)}
     stats["proxy"] = dict(proxy.counters)
     return wall, [o.token_ids for o in outs], stats, handles

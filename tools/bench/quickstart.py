@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envs  # noqa: E402,F401
 from recipes.grpo_frozenlake import START_CELLS, TASK, default_config, starting_model  # noqa: E402
+from rollart.config import exit_on_config_error  # noqa: E402
 from rollart.models import load_model, load_tokenizer  # noqa: E402
 from rollart.pipeline import Coordinator  # noqa: E402
 from rollart.rollout.chat import ChatFormat  # noqa: E402
@@ -190,6 +191,7 @@ def plot(rows: list[dict], path: Path, full: bool) -> None:
     fig.savefig(path, dpi=110)
 
 
+@exit_on_config_error()
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps each; compare time per step")

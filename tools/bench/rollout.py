@@ -57,11 +57,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from envs.frozenlake import shortest_path_action  # noqa: E402
+from rollart.messages import CloseIdleEnvs  # noqa: E402
+from rollart.sim.batched import BatchedInteraction  # noqa: E402
 from rollart.rollout.buffer import BufferConfig, SampleBuffer  # noqa: E402
 from rollart.rollout.env_client import EnvPool  # noqa: E402
 from rollart.rollout.env_host import EnvHost, EnvHostConfig  # noqa: E402
 from rollart.rollout.env_manager import EnvManager, TaskSpec  # noqa: E402
-from rollart.rollout.scheduler import RolloutScheduler, SchedulerConfig  # noqa: E402
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig  # noqa: E402
 from rollart.rollout.scripted import ByteTokenizer, ScriptedPolicy  # noqa: E402
 from rollart.sim.decode import CapacityLimitedLLM, DecodeCapacity  # noqa: E402
 
@@ -89,19 +91,21 @@ def env_host() -> EnvHost:
 
 async def make_scheduler(task: TaskSpec, choose, gen_s: float, cfg: SchedulerConfig,
                          buffer: SampleBuffer | None = None, warm: int = 0,
-                         capacity: DecodeCapacity | None = None) -> RolloutScheduler:
+                         capacity: DecodeCapacity | None = None, interaction=None) -> RolloutScheduler:
     """A scheduler over the shared host with ``warm`` envs of the task created before the clock starts
     (both modes alike: environments are launched ahead of the step, then reset per trajectory). With
-    ``capacity`` the policy waits on a shared capacity-limited decode loop instead of sleeping ``gen_s``."""
+    ``capacity`` the policy waits on a shared capacity-limited decode loop instead of sleeping ``gen_s``; with
+    ``interaction`` (BatchedInteraction) the env manager plays in lockstep batches."""
     tok = ByteTokenizer()
     policy = ScriptedPolicy(tok, choose, latency_s=gen_s)
     if capacity is not None:
         policy = CapacityLimitedLLM(policy, capacity)
     pool = EnvPool([env_host()])
-    await env_host().close_idle()
+    await env_host().close_idle(CloseIdleEnvs())
     if warm:
         await pool.prewarm(task.env_id, task.env_kwargs, task.faults, warm)
-    return RolloutScheduler([task], EnvManager(policy, tok, pool), cfg, buffer=buffer)
+    manager = EnvManager(policy, tok, pool)
+    return RolloutScheduler([task], interaction(manager) if interaction else manager, cfg, buffer=buffer)
 
 
 def frozenlake_task(sigma: float, seed: int) -> TaskSpec:
@@ -120,8 +124,9 @@ def choose_frozenlake(tid: str, obs: str) -> str:
 
 
 async def batched_time(sigma: float, envs: int, batches: int, seed: int) -> float:
-    cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, interaction="batched", seed=seed)
-    sched = await make_scheduler(frozenlake_task(sigma, seed), choose_frozenlake, GEN_S, cfg, warm=envs)
+    cfg = SchedulerConfig(group_size=GROUP, max_concurrency=envs, seed=seed)
+    sched = await make_scheduler(frozenlake_task(sigma, seed), choose_frozenlake, GEN_S, cfg, warm=envs,
+                                 interaction=BatchedInteraction)
     start = time.perf_counter()
     for _ in range(batches):
         await sched.collect_batch(envs // GROUP)

@@ -61,9 +61,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envs  # noqa: E402,F401
 from async_training import MODES as ASYNC_MODES, split_cores, start_trainer  # noqa: E402
 from recipes.grpo_frozenlake import START_CELLS, TASK, default_config, starting_model  # noqa: E402
+from rollart.config import exit_on_config_error  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.config import apply_overrides, apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
+from rollart.messages import ResetTrainer  # noqa: E402
+from rollart.sim.batched import BatchedInteraction  # noqa: E402
 from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
 
 
@@ -73,13 +76,15 @@ def _mode_of(name: str) -> dict:
 
 
 MODES: dict[str, dict] = {
-    "sync": {**_mode_of("syncplus"), "rollout.interaction": "batched"},
+    "sync": _mode_of("syncplus"),  # with batched interaction (BATCHED)
     "syncplus": _mode_of("syncplus"),
     "oneoff": _mode_of("oneoff"),
     "areal": _mode_of("areal"),
     "rollart": _mode_of("rollart"),
     "rollart_a2": {**_mode_of("rollart"), "alpha": 2},
 }
+BATCHED = {"sync"}
+"""Modes whose rollout interacts in lockstep batches (rollart.sim.batched), not trajectory by trajectory."""
 BASELINES = {"syncplus": "tts_vs_syncplus", "oneoff": "tts_vs_oneoff", "areal": "tts_vs_areal", "sync": "tts_vs_sync"}
 PAPER = {"tts_vs_syncplus": 2.05, "tts_vs_oneoff": 1.35, "tts_vs_areal": 1.31}
 """RollArt §7.2 "Model Convergence" on Fig. 10a (Qwen3-32B, time to a validation score)."""
@@ -103,9 +108,10 @@ def bench_config(model: str, logdir: str, seed: int, args) -> PipelineConfig:
 
 
 async def run_one(name: str, cfg: PipelineConfig, trainer, args) -> dict:
-    await trainer.call("reset")
+    await trainer.send(ResetTrainer())
     load0, t0 = load_avg(), utc()
-    result = await Coordinator(cfg, [TASK], trainer=trainer).run()
+    interaction = BatchedInteraction if name in BATCHED else None
+    result = await Coordinator(cfg, [TASK], trainer=trainer, interaction=interaction).run()
     elapsed_at = {h["step"]: h["system/elapsed_s"] for h in result.history}
     evals = [(step, s["FrozenLake"]) for step, s in result.evals]
     tt = time_to_target(evals, elapsed_at, args.target, args.consecutive, args.budget_s)
@@ -184,6 +190,7 @@ def final_line(rows: list[dict], modes: list[str], args) -> str:
     return " ".join(parts)
 
 
+@exit_on_config_error()
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",

@@ -66,7 +66,7 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
         return run_hf(model, dtype, batch, tokens)
     from rollart.engine.config import EngineConfig
     from rollart.engine.registry import create_engine
-    from rollart.types import SamplingParams
+    from rollart.types import GenerateRequest, SamplingParams
 
     t0 = time.perf_counter()
     engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype=dtype,
@@ -80,11 +80,12 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
             n += sum(len(o.token_ids) for o in engine.step())
         return n
 
-    engine.add_request("warmup", prompts[0][:16], SamplingParams(max_tokens=4, ignore_eos=True, seed=1))
+    engine.add_request(GenerateRequest("warmup", prompts[0][:16], SamplingParams(max_tokens=4, ignore_eos=True, seed=1)))
     drain()
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):
-        engine.add_request(f"r{i}", p, SamplingParams(temperature=1.0, max_tokens=tokens, ignore_eos=True, seed=i))
+        engine.add_request(GenerateRequest(f"r{i}", p, SamplingParams(temperature=1.0, max_tokens=tokens, ignore_eos=True,
+                                                                     seed=i)))
     generated = drain()
     wall = time.perf_counter() - t0
     return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall)

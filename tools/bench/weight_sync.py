@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from rollart.messages import GetVersion, WeightsDigest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = (1, 2, 4, 8)
@@ -62,12 +63,12 @@ def plot(rows: dict, path: str) -> None:
 async def main(args: argparse.Namespace) -> dict:
     from rollart.actors import ActorSystem
     from rollart.inference.worker import InferenceWorker
-    from rollart.pipeline.trainer_actor import TrainerActor
-    from rollart.pipeline.weights import WeightSync
+    from rollart.trainer.actor import TrainerActor
+    from rollart.weightplane.sync import WeightSync
     from rollart.rollout.proxy import LLMProxy
     from rollart.tools.make_tiny_model import make_tiny_model
     from rollart.trainer import TrainerConfig
-    from rollart.trainer.weight_store import WeightStore
+    from rollart.weightplane.store import WeightStore
     from rollart.weightplane.config import WeightPlaneConfig
     from rollart.weightplane.traffic import available, tcp_bytes
 
@@ -111,11 +112,11 @@ async def main(args: argparse.Namespace) -> dict:
             print(f"workers={n}: sync {rows[n]['sync_s']:.2f} s, coordinator bytes/model "
                   f"{rows[n]['coordinator_frac']:.5f}, store egress/model {rows[n]['source_egress']:.2f} "
                   f"(model {samples[0][3] / 2**20:.0f} MiB)", flush=True)
-        trainer_crc = await trainer.call("weights_digest")
+        trainer_crc = await trainer.send(WeightsDigest())
         for i, w in enumerate(workers):
-            got = await w.call("weights_digest")
+            got = await w.send(WeightsDigest())
             bad = [k for k, c in got.items() if trainer_crc.get(k) != c]
-            if bad or await w.call("get_version") != version:
+            if bad or await w.send(GetVersion()) != version:
                 raise SystemExit(f"error: worker w{i} does not hold the trainer's weights: {bad[:3]}")
         print(f"all {len(workers)} workers hold the trainer's exact weights (version {version})", flush=True)
     return rows

@@ -2,11 +2,11 @@
 
 Env steps are actions on the ``cpu`` pool (:class:`rollart.actions.cpu.CorePool` of ``actions.cores``): an
 env step waits until the scheduler grants it ``actions.step_cores`` concrete cores, and the env host pins
-every process the step starts (sandbox commands, test runs) to them (:mod:`rollart.actions.placement`).
+every process the step starts (sandbox commands, test runs) to them (:mod:`rollart.cpus`).
 A step that runs a test suite splittable over several cores (``TaskSpec.step_action`` says so: kind
 ``test_run``, the suite's core cap) is elastic: it may take 1..cap cores, and Algorithm 1 chooses how many
 from the profiled speed-up curve ``actions.test_speedup`` and the run's measured single-core duration.
-Granted cores are also capped by a cgroup CPU quota where one is writable (:mod:`rollart.actions.placement`).
+Granted cores are also capped by a cgroup CPU quota where one is writable (:mod:`rollart.cpus`).
 Model-based reward calls (``reward.judges``) are actions on the ``gpu`` pool of a
 :class:`rollart.actions.services.ServiceManager`: the judge is restored from its disk copy if it is not
 resident, evicting others to stay within ``actions.service_memory_mb``.
@@ -27,9 +27,9 @@ from rollart.actions.action import Action, table
 from rollart.actions.basic import CountPool, QuotaPool
 from rollart.actions.config import ActionsConfig
 from rollart.actions.cpu import CorePool
-from rollart.actions.placement import cpu_limit, cpu_limit_line
+from rollart.cpus import cpu_limit, cpu_limit_line
 from rollart.actions.runtime import ActionScheduler
-from rollart.actions.scheduler import Record
+from rollart.actions.elastic import Record
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

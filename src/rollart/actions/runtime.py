@@ -13,7 +13,7 @@ import time
 from typing import Any, Optional
 
 from rollart.actions.action import Action
-from rollart.actions.scheduler import ElasticScheduler, Running
+from rollart.actions.elastic import ElasticScheduler, Running
 
 
 class ActionScheduler:

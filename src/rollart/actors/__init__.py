@@ -16,15 +16,18 @@ numpy/torch frames + allowed dataclasses), ``zsock`` (asyncio integration of a z
 (authentication for non-loopback endpoints). Actor side: ``server`` serves one object, ``dispatch``
 reads what its class exposes, ``serve``/``launch`` run it in a process, ``heartbeat`` pings.
 Coordinator side: ``system`` (``ActorSystem``) wires ``table``, ``router``, ``calls``, ``handshake``,
-``inbox``, ``incarnations``, ``supervision`` and ``liveness``.
+``inbox``, ``incarnations``, ``record``, ``supervision``, ``restart`` (RestartPolicy) and ``liveness``.
+``handle.ActorRef`` is what a run asks of any actor it talks to; ``local.LocalHandle`` puts an in-process object
+behind it; ``errors`` holds what callers catch (ActorDeadError, RemoteError, ...).
 """
 from rollart.actors.codec import allow_dataclass_modules, allowed_dataclass_modules, wire_dataclass
 from rollart.actors.dispatch import blocking, handles
 from rollart.actors.errors import ActorDeadError, ActorError, ActorTimeoutError, RemoteError, WireError
-from rollart.actors.handle import ActorHandle
+from rollart.actors.handle import ActorHandle, ActorRef
+from rollart.actors.local import LocalHandle
 from rollart.actors.restart import RestartPolicy
 from rollart.actors.system import ActorSystem
 
-__all__ = ["ActorSystem", "ActorHandle", "RestartPolicy", "ActorDeadError", "ActorError", "RemoteError",
-           "ActorTimeoutError", "WireError", "blocking", "handles", "wire_dataclass", "allow_dataclass_modules",
-           "allowed_dataclass_modules"]
+__all__ = ["ActorSystem", "ActorHandle", "ActorRef", "LocalHandle", "RestartPolicy", "ActorDeadError", "ActorError",
+           "RemoteError", "ActorTimeoutError", "WireError", "blocking", "handles", "wire_dataclass",
+           "allow_dataclass_modules", "allowed_dataclass_modules"]

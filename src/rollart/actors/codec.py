@@ -24,7 +24,6 @@ Decoding calls the class constructor with the init fields, so ``__post_init__`` 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 import threading
 from typing import Any
@@ -33,6 +32,7 @@ import msgpack
 import numpy as np
 
 from rollart.actors.errors import WireError
+from rollart.loader import LoadError, load
 
 INLINE_LIMIT = 1024
 
@@ -97,11 +97,9 @@ def _resolve_dataclass(path: str) -> type:
     if not module or not qualname or not _module_allowed(module):
         raise WireError(f"dataclass {path!r} is not allowed on the wire: {_rule()}")
     try:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise WireError(f"dataclass {path!r} cannot be imported here ({e})") from None
+        obj = load(path, "wire dataclass")
+    except LoadError as e:
+        raise WireError(str(e)) from None
     if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
         raise WireError(f"{path!r} is not a dataclass; only dataclasses are decoded from the wire")
     return obj

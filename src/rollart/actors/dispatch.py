@@ -7,11 +7,11 @@ Marks an actor class author puts on methods: ``@blocking`` (run a sync method in
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from typing import Any, Callable
 
 from rollart.actors.codec import wire_allowed
+from rollart.loader import load
 
 HOOKS = {"on_start", "on_stop"}
 """Lifecycle hooks the server calls itself; never callable remotely."""
@@ -58,20 +58,9 @@ def handles(*message_types: type) -> Callable[[Callable], Callable]:
 
 def import_class(path: str) -> type:
     """``"package.module:ClassName"`` -> the class, with an error that says what to fix."""
-    module, sep, qualname = path.partition(":")
-    if not sep or not module or not qualname:
-        raise ValueError(f"actor class path must look like 'package.module:ClassName', got {path!r}")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(f"cannot import actor module {module!r} ({e}); is it on PYTHONPATH?") from e
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportError(f"module {module!r} has no {qualname!r}") from None
+    obj = load(path, "actor class")
     if not isinstance(obj, type):
-        raise TypeError(f"{path!r} is not a class")
+        raise TypeError(f"actor class {path!r} is not a class")
     return obj
 
 

@@ -1,7 +1,40 @@
-"""``ActorHandle``: what callers hold to reach one named actor."""
+"""``ActorHandle``: what callers hold to reach one named actor; ``ActorRef``: what a run asks of any actor it
+talks to, however that actor is reached."""
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+
+
+class ActorRef(Protocol):
+    """What the run needs of an actor: an ``ActorHandle``, or anything standing in for one (a group of
+    data-parallel trainer ranks, a job's view of a shared service, an in-process object behind
+    ``rollart.actors.LocalHandle``). Requests are typed messages (``rollart.messages``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def alive(self) -> bool:
+        """False once it is dead for good (its restarts spent)."""
+
+    @property
+    def restarts(self) -> int:
+        """Times this run's runtime restarted it (0 for one it does not supervise)."""
+
+    @property
+    def dead_reason(self) -> str: ...
+
+    @property
+    def supervised(self) -> bool:
+        """This run's runtime restarts it when it dies (what recovery acts on); False for shared services and
+        in-process objects."""
+
+    def send(self, message: Any, timeout: float | None = None) -> Awaitable[Any]:
+        """The answer of the actor's method that handles ``type(message)``."""
+
+    def on_restart(self, callback: Callable[[str, str], Any]) -> None:
+        """``callback(name, reason)`` whenever an incarnation dies and a restart is under way (never, for one
+        this run does not supervise)."""
 
 from rollart.actors.calls import PendingCalls
 from rollart.actors.record import ActorRecord
@@ -55,6 +88,8 @@ class ActorHandle:
     @property
     def dead_reason(self) -> str:
         return self._rec.dead_reason
+
+    supervised = True
 
     def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """Awaitable result of ``method(*args, **kwargs)`` on the actor. Cancelling it cancels the call."""

@@ -23,7 +23,7 @@ import sys
 import zmq
 
 from rollart.actors.heartbeat import HeartbeatThread
-from rollart.actors.cpus import pin_from_env
+from rollart.cpus import pin_from_env
 from rollart.actors.server import ActorServer, set_torch_threads
 
 

@@ -1,30 +1,19 @@
-"""How a run starts its workers (inference, trainer, weight store): the RollArt programming model (§5).
+"""Where a run's actors start: the RollArt programming model's placement (§5.1–5.2). A ResourceManager holds
+the run's hardware classes and devices; a Cluster places one role's workers on them and runs each as an actor,
+as a child of the coordinator or (``cluster.backend=ray``, ``ray_backend``) on a Ray node of its class.
 
-A ResourceManager holds the run's hardware classes and devices; a Cluster places a worker class on them
-and runs each worker as an actor; ``@register`` / ``@hw_mapping`` say how calls dispatch.
+    rm = ResourceManager({"H800": 2, "H20": 6, "cpu": 8})
+    gen = await Cluster(InferenceWorker, rm, n=4, placement=["H800", "H800", "H20", "H20"], system=system,
+                        worker_args=(engine_config,))
 
-    import rollart.distributed as rdist
-
-    class MyTrain(rdist.TrainWorker):
-        @rdist.register(mode="execute_all")
-        def compute_gradients(self, batch): ...
-
-    class HeteroGen(rdist.GenerateWorker):
-        @rdist.hw_mapping(hw_affinity={"FrozenLake": "H800", "default": "H20"})
-        async def generate(self, prompt, task="default"): ...
-
-    rm = rdist.ResourceManager({"H800": 8, "H20": 24, "cpu": 64, "serverless": "http://host:8080"})
-    gen = await rdist.Cluster(HeteroGen, rm, n=4, system=system)
-    await gen.generate(prompt, task="FrozenLake")
+Modules: ``resources`` (ResourceManager, Binding), ``cluster`` (Cluster), ``cluster_config`` (ClusterConfig:
+``local`` or ``ray``), ``hardware`` (which class serves which role, and the fallbacks), ``plan_placements`` (a
+planner's plan as worker placements), ``ray_backend`` / ``ray_host`` (the Ray backend and its per-actor host).
+Requests to the workers are typed messages (``rollart.messages``); generation is routed by task to hardware
+classes by the LLMProxy (``rollart.rollout.routing``, ``proxy.hw_affinity``), the hardware-affinity mapping of
+RollArt §5.2, in one place.
 """
 from rollart.distributed.cluster import Cluster, ClusterError
-from rollart.distributed.decorators import hw_mapping, register, register_serverless
 from rollart.distributed.resources import Binding, ResourceExhaustedError, ResourceManager
-from rollart.distributed.serverless import ServerlessClient, ServerlessError
-from rollart.distributed.worker import (ActorGenCls, ActorTrainCls, EnvironmentCls, EnvWorker, GenerateWorker,
-                                        RewardCls, RewardWorker, TrainWorker, Worker)
 
-__all__ = ["Cluster", "ClusterError", "register", "hw_mapping", "register_serverless", "ResourceManager",
-           "ResourceExhaustedError", "Binding", "ServerlessClient", "ServerlessError",
-           "Worker", "TrainWorker", "GenerateWorker", "RewardWorker", "EnvWorker", "ActorTrainCls",
-           "ActorGenCls", "RewardCls", "EnvironmentCls"]
+__all__ = ["Cluster", "ClusterError", "ResourceManager", "ResourceExhaustedError", "Binding"]

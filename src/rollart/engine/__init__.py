@@ -1,17 +1,21 @@
-"""Inference engines behind one ``Engine`` protocol (``rollart.engine.protocol``). ``torch`` (default):
-rollart's own continuous-batching engine with a paged KV cache and prefix caching (``LLMEngine``);
-``vllm``: an adapter over vLLM (``rollart.engine.vllm_backend``).
+"""Inference engines behind one ``Engine`` protocol (``protocol``). ``torch`` (default): rollart's own
+continuous-batching engine with a paged KV cache and prefix caching (``LLMEngine``); ``vllm``: an adapter over
+vLLM (``vllm_backend``); ``registry`` chooses one by name (``create_engine``).
 
-Importing the package (or its ``registry``, to choose a backend by name) imports no backend: ``LLMEngine``
-is loaded on first access."""
+The torch engine: ``llm_engine`` (LLMEngine) steps ``batch_scheduler`` (continuous batching under a token budget)
+over ``block_manager`` (the paged cache's blocks and prefix cache) and ``sequence``; ``model_runner`` owns the
+model and the KV cache, ``cuda_graphs`` replays decode steps, ``sampler`` / ``device_sampler`` sample,
+``detokenizer`` checks stop strings, ``kv_transfer`` packs a prompt's K/V for PD disaggregation; ``config``
+holds EngineConfig. Importing the package (or its ``registry``) imports no backend: ``LLMEngine`` is loaded on
+first access."""
 from typing import Any
 
 from rollart.engine.config import EngineConfig
-from rollart.engine.protocol import Engine
+from rollart.engine.protocol import Engine, EngineCapabilities
 from rollart.types import EngineStats, GenerationResult, InvalidRequestError, SamplingParams
 
-__all__ = ["Engine", "EngineConfig", "EngineStats", "GenerationResult", "InvalidRequestError", "LLMEngine",
-           "SamplingParams"]
+__all__ = ["Engine", "EngineCapabilities", "EngineConfig", "EngineStats", "GenerationResult", "InvalidRequestError",
+           "LLMEngine", "SamplingParams"]
 
 
 def __getattr__(name: str) -> Any:

@@ -5,18 +5,17 @@ forward (embedding to logits) is captured once at start-up with static input buf
 inputs into the first rows, pads the rest of the bucket (context length 0: the attention kernel reads
 nothing; K/V written to the cache's scratch block) and replays. All graphs share one memory pool, captured
 largest first; a step's logits are consumed (sampled) before the next replay overwrites them.
+
+``DecodeGraphs`` is given what it replays on (the model, the KV cache and its paging) by whoever owns them
+(``ModelRunner.decode_graphs``); it knows nothing else of the runner.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from rollart.engine.scheduler import ScheduledBatch
+from rollart.engine.batch_scheduler import ScheduledBatch
+from rollart.models import CausalLM
 from rollart.models.paged import PagedBatch, VarlenLayout
-
-if TYPE_CHECKING:
-    from rollart.engine.model_runner import ModelRunner
 
 
 def graph_buckets(max_num_seqs: int) -> list[int]:
@@ -26,11 +25,16 @@ def graph_buckets(max_num_seqs: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, runner: ModelRunner, max_num_seqs: int, max_blocks_per_seq: int, capture: bool = True):
-        """``capture=False`` (tests on the CPU) runs each bucket eagerly on the same static buffers."""
-        self.runner = runner
+    def __init__(self, model: CausalLM, kv_cache: torch.Tensor, *, block_size: int, scratch_slot: int,
+                 max_model_len: int, max_num_seqs: int, capture: bool = True):
+        """``kv_cache`` (L, 2, blocks, block_size, Hkv, D) stays this one tensor for the graphs' life (they
+        captured its address); ``scratch_slot`` is a cache slot no sequence owns, where padding rows write.
+        ``capture=False`` (tests on the CPU) runs each bucket eagerly on the same static buffers."""
+        self.model, self.kv_cache = model, kv_cache
+        self.block_size, self.scratch_slot, self.max_model_len = block_size, scratch_slot, max_model_len
         self.capture = capture
-        dev = runner.device
+        self.device = dev = kv_cache.device
+        max_blocks_per_seq = -(-max_model_len // block_size)
         self.buckets = graph_buckets(max_num_seqs)
         B = self.buckets[-1]
         self.inputs = torch.zeros(4, B, dtype=torch.long, device=dev)      # ids, positions, slots, context_lens
@@ -40,19 +44,19 @@ class DecodeGraphs:
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
-        self.inputs[2].fill_(runner.scratch_slot)
+        self.inputs[2].fill_(scratch_slot)
         for b in reversed(self.buckets if capture else []):
             self._capture(b)
 
     def _batch(self, b: int) -> PagedBatch:
         layout = VarlenLayout(self.query_start[:b + 1], self.inputs[3, :b], self.block_tables[:b], max_query_len=1)
-        return PagedBatch(self.inputs[1, :b], self.inputs[2, :b], varlen=layout, num_positions=self.runner.max_model_len)
+        return PagedBatch(self.inputs[1, :b], self.inputs[2, :b], varlen=layout, num_positions=self.max_model_len)
 
     @torch.inference_mode()
     def _capture(self, b: int) -> None:
-        model, kv = self.runner.model, self.runner.kv_cache
+        model, kv = self.model, self.kv_cache
         model.forward_paged(self.inputs[0, :b], self._batch(b), kv, self.logits_index[:b])  # compiles the kernels
-        torch.cuda.synchronize(self.runner.device)
+        torch.cuda.synchronize(self.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             out = model.forward_paged(self.inputs[0, :b], self._batch(b), kv, self.logits_index[:b])  # (b, V)
@@ -65,7 +69,7 @@ class DecodeGraphs:
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """Replay the smallest bucket that holds the batch -> logits (n, V) (a view into the graph's output)."""
-        n, bs = len(batch.seqs), self.runner.block_size
+        n, bs = len(batch.seqs), self.block_size
         b = next(x for x in self.buckets if x >= n)
         pad = b - n
         ids, pos, slots, ctx = [], [], [], []
@@ -77,7 +81,7 @@ class DecodeGraphs:
             slots.append(seq.block_table[p // bs] * bs + p % bs)
             ctx.append(p + 1)
             width = max(width, len(seq.block_table))
-        flat = ids + [0] * pad + pos + [0] * pad + slots + [self.runner.scratch_slot] * pad + ctx + [0] * pad
+        flat = ids + [0] * pad + pos + [0] * pad + slots + [self.scratch_slot] * pad + ctx + [0] * pad
         for seq in batch.seqs:
             flat.extend(seq.block_table)
             flat.extend([0] * (width - len(seq.block_table)))
@@ -86,7 +90,7 @@ class DecodeGraphs:
         self.block_tables[:n, :width].copy_(host[4 * b:].view(n, width), non_blocking=True)
         if not self.capture:
             with torch.inference_mode():
-                return self.runner.model.forward_paged(self.inputs[0, :b], self._batch(b), self.runner.kv_cache,
-                                                       self.logits_index[:b])[:n]
+                return self.model.forward_paged(self.inputs[0, :b], self._batch(b), self.kv_cache,
+                                                self.logits_index[:b])[:n]
         self.graphs[b].replay()
         return self.outputs[b][:n]

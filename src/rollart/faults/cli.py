@@ -91,21 +91,25 @@ async def _measure(names: list[str], coro) -> list[Figure]:
 
 async def run_suite(faults: list[str], workdir: Path, recipe: str, quick: bool,
                     emit=print) -> list[Figure]:
-    from rollart.faults import suite
+    from rollart.faults import sandbox_suite
+    from rollart.faults.corrupt_ckpt import corrupt_ckpt
+    from rollart.faults.env_failures import env_faults
     from rollart.faults.harness import Harness
+    from rollart.faults.kills import inference_kill, store_kill, trainer_kill
+    from rollart.faults.malformed_frames import malformed_frames
+    from rollart.faults.reward_faults import reward_faults
 
     figures: list[Figure] = []
-    sandbox = (asyncio.create_task(_measure(["sandbox"], suite.sandbox(workdir, quick)))  # mostly waits: beside
-               if "sandbox" in faults else None)                                          # the runs
+    sandbox = (asyncio.create_task(_measure(["sandbox"], sandbox_suite.sandbox(workdir, quick)))  # mostly waits:
+               if "sandbox" in faults else None)                                                  # beside the runs
     runs = [f for f in faults if f != "sandbox"]
     try:
         if runs:
             harness = Harness(workdir, recipe, steps=QUICK_STEPS if quick else 6)
-            steps = {"inference_kill": suite.inference_kill, "trainer_kill": suite.trainer_kill,
-                     "store_kill": suite.store_kill, "reward_faults": suite.reward_faults,
-                     "corrupt_ckpt": suite.corrupt_ckpt, "malformed_frames": suite.malformed_frames}
+            steps = {"inference_kill": inference_kill, "trainer_kill": trainer_kill, "store_kill": store_kill,
+                     "reward_faults": reward_faults, "corrupt_ckpt": corrupt_ckpt, "malformed_frames": malformed_frames}
             env = [f for f in ("env_exc", "env_hang") if f in runs]
-            measured = [(env, suite.env_faults(harness, exc="env_exc" in env, hang="env_hang" in env))] if env else []
+            measured = [(env, env_faults(harness, exc="env_exc" in env, hang="env_hang" in env))] if env else []
             measured += [([name], steps[name](harness)) for name in runs if name in steps]
             for names, coro in measured:
                 for fig in await _measure(names, coro):

@@ -2,12 +2,17 @@
 
 A figure's value is a count (``env_exc_lost=0``), a ratio (``sandbox_contained=98/98``), ``fail(why)`` when the
 fault could not be measured because the run it needs ended early, or ``n/a(why)`` when this checkout or machine
-lacks what the fault needs. ``ok`` says whether the value is the one a fault-tolerant system gives.
+lacks what the fault needs. ``ok`` says whether the value is the one a fault-tolerant system gives. A figure's
+detail says how the run it measured went (:func:`ended`, :func:`steps_done`).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollart.faults.harness import Outcome
 
 
 @dataclass
@@ -47,3 +52,13 @@ def not_available(name: str, why: str, seconds: float = 0.0) -> Figure:
 def summary(figures: list[Figure]) -> str:
     """The last line: ``name=value`` for every figure, in the order measured."""
     return " ".join(f"{f.name}={f.value}" for f in figures)
+
+
+def ended(outcome: Outcome) -> str:
+    """How a run that did not complete ended: its error, or that it ended early."""
+    return outcome.error or "the run ended early"
+
+
+def steps_done(outcome: Outcome, total: int) -> str:
+    """``3/6 steps``: how far a run got."""
+    return f"{outcome.steps}/{total} steps"

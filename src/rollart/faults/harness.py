@@ -176,14 +176,12 @@ class Harness:
             os.environ.pop(LEDGER_ENV, None)
         outcome.seconds = time.monotonic() - started
         outcome.steps = coordinator.step
-        buffer = getattr(coordinator, "buffer", None)
-        outcome.buffer = buffer.stats() if buffer is not None else {}
-        scheduler = getattr(coordinator, "scheduler", None)
-        if scheduler is not None:
-            outcome.scheduler = dict(scheduler.counters)
-            outcome.reasons = dict(scheduler.reasons)
-        system = getattr(getattr(coordinator, "c", None), "system", None)
-        outcome.system_rejected = getattr(system, "rejected", None)
+        parts = coordinator.parts  # None when the run failed before its parts were open
+        outcome.buffer = parts.buffer.stats() if parts is not None else {}
+        if parts is not None:
+            outcome.scheduler = dict(parts.scheduler.counters)
+            outcome.reasons = dict(parts.scheduler.reasons)
+            outcome.system_rejected = parts.actors.system.rejected
         outcome.ledger = read_ledger(ledger)
         outcome.accounts = account(outcome.buffer, outcome.ledger, scores.scores)
         return outcome

@@ -1,16 +1,20 @@
 """The sandbox's hostile-command suite (``tests/sandbox/test_security.py``), run under pytest in its own
 process, and what it contained: one case is one hostile command in one isolation mode; it is contained when
 its test passed (the command failed, leaked nothing, left the host and the other episode intact). A mode
-the machine cannot run is skipped by the suite, saying why, and counted apart."""
+the machine cannot run is skipped by the suite, saying why, and counted apart. :func:`sandbox` reads the
+report as the fault suite's ``sandbox_contained`` figure."""
 from __future__ import annotations
 
 import asyncio
 import re
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rollart.faults.figures import Figure, failed, not_available
 
 SUITE = Path("tests") / "sandbox" / "test_security.py"
 QUICK_CASES = ("tcp_to_host_loopback", "read_shadow", "write_host_canary", "symlink_shadow", "kill_host_parent",
@@ -84,3 +88,22 @@ async def run_suite(suite: Path, junit: Path, quick: bool, timeout_s: float) -> 
         tail = out.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         return None, f"pytest wrote no report (exit {proc.returncode}): {tail[0]}"
     return parse_junit(junit), ""
+
+
+async def sandbox(workdir: Path, quick: bool) -> list[Figure]:
+    """The project's hostile-command suite in every isolation mode this machine runs."""
+    started = time.monotonic()
+    suite = find_suite()
+    if suite is None:
+        return [not_available("sandbox_contained", "tests/sandbox/test_security.py not found: run from a checkout")]
+    report, why = await run_suite(suite, workdir / "sandbox-junit.xml", quick, timeout_s=600.0)
+    seconds = time.monotonic() - started
+    if report is None:
+        return [failed("sandbox_contained", why, why, seconds)]
+    subset = f"the {len(QUICK_CASES)} --quick cases" if quick else "every case"
+    if report.total == 0:
+        return [not_available("sandbox_contained", f"no isolation mode ran: {report.describe()}", seconds)]
+    contained = sum(report.contained.values())
+    return [Figure("sandbox_contained", f"{contained}/{report.total}", contained == report.total,
+                   f"{subset} of {suite.relative_to(suite.parents[2])} per mode: {report.describe()}", seconds,
+                   {"contained": contained, "total": report.total})]

@@ -132,8 +132,7 @@ class AgentRunner:
     def __init__(self, gateway: Gateway, gate: Any = None) -> None:
         self.gateway, self.gate = gateway, gate
 
-    async def run(self, task: AgentTask, trajectory_id: str, group_id: str, seed: int | None,
-                  barrier: Any = None) -> Trajectory:
+    async def run(self, task: AgentTask, trajectory_id: str, group_id: str, seed: int | None) -> Trajectory:
         traj = Trajectory.begin(trajectory_id, group_id, task.name, seed)
         started = time.perf_counter()
         guard = _GateGuard(self.gate, traj, task, asyncio.current_task())
@@ -207,10 +206,9 @@ class TaskRunner:
         self.envs, self.agents = envs, agents
         self.pool = envs.pool
 
-    async def run(self, task: Any, trajectory_id: str, group_id: str, seed: int | None,
-                  barrier: Any = None) -> Trajectory:
+    async def run(self, task: Any, trajectory_id: str, group_id: str, seed: int | None) -> Trajectory:
         runner = self.agents if isinstance(task, AgentTask) else self.envs
-        return await runner.run(task, trajectory_id, group_id, seed, barrier)
+        return await runner.run(task, trajectory_id, group_id, seed)
 
 
 def has_agents(tasks: list[Any]) -> bool:

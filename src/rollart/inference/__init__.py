@@ -1,3 +1,3 @@
-"""Inference serving below the LLMProxy: the command-driven worker loop around one engine (``worker``, which
-can sleep for the simulated step time of rollart.hardware.SpeedModel) and the prefill/decode split of one
-request (``pd``)."""
+"""Inference serving below the LLMProxy: ``worker`` (InferenceWorker, the actor that serves one engine and
+receives its weights), ``engine_loop`` (EngineLoop: the command loop that owns that engine) and ``pd`` (the
+prefill/decode split of one request, ``generate_disaggregated``)."""

@@ -1,7 +1,7 @@
 """Prefill/decode (PD) disaggregation for LLMProxy (RollArt §6.3, Table 5).
 
-The split alone, over a ``run(prompt, params, phase, export_kv, kv)`` callable the proxy supplies (so this
-module knows nothing of routing or of the proxy).
+The split alone, over a ``run(phase, request)`` callable the proxy supplies (so this module knows nothing of
+routing or of the proxy): each phase is one ``GenerateRequest``.
 
 A request's prefill runs on a worker of ``pd_prefill_class`` (compute-optimized, e.g. H800) and its
 decode on a worker of ``pd_decode_class`` (bandwidth-optimized, e.g. H20):
@@ -25,11 +25,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Awaitable, Callable
 
-from rollart.types import GenerationResult, KVBlocks, SamplingParams
+from rollart.types import GenerateRequest, GenerationResult
 
-RunPhase = Callable[[list[int], SamplingParams, str, str, "KVBlocks | None"], Awaitable[GenerationResult]]
-"""``run(prompt, params, phase, export_kv, kv)``: one request on a worker of the phase's class ('p' prefill,
-'d' decode), asking for the prompt's K/V (``export_kv``) or bringing it (``kv``)."""
+RunPhase = Callable[[str, GenerateRequest], Awaitable[GenerationResult]]
+"""``run(phase, request)``: one request on a worker of the phase's class ('p' prefill, 'd' decode), asking for
+the prompt's K/V (``request.export_kv``) or bringing it (``request.kv``)."""
 
 
 @dataclasses.dataclass
@@ -42,17 +42,19 @@ class PDStats:
     """Prompt tokens the decode worker computed anyway (beyond the first generated token it decodes)."""
 
 
-async def generate_disaggregated(run: RunPhase, prompt: list[int], params: SamplingParams,
+async def generate_disaggregated(run: RunPhase, request: GenerateRequest,
                                  transport: str = "auto") -> tuple[GenerationResult, PDStats]:
     """One generation split into a prefill and a decode request; returns the joined result and what moved."""
-    first = await run(prompt, dataclasses.replace(params, max_tokens=1), "p", transport, None)
+    prompt, params = request.prompt_token_ids, request.sampling
+    first = await run("p", dataclasses.replace(request, sampling=dataclasses.replace(params, max_tokens=1),
+                                               export_kv=transport))
     kv, first.kv = first.kv, None
     stats = PDStats()
     if first.finish_reason != "length" or params.max_tokens == 1:
         first.num_prompt_tokens = len(prompt)
         return first, stats  # stopped on its first token, or aborted
-    rest = await run(prompt + first.token_ids, dataclasses.replace(params, max_tokens=params.max_tokens - 1), "d",
-                     "", kv)
+    rest = await run("d", dataclasses.replace(request, prompt_token_ids=prompt + first.token_ids, kv=kv,
+                                              sampling=dataclasses.replace(params, max_tokens=params.max_tokens - 1)))
     if kv is not None:
         stats.kv_tokens, stats.kv_bytes = kv.num_tokens, kv.nbytes
     stats.reprefill_tokens = max(0, rest.num_prompt_tokens - 1 - rest.num_cached_tokens)

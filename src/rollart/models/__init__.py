@@ -1,4 +1,6 @@
-"""The one transformer implementation shared by the engine and the trainer.
+"""The one transformer implementation shared by the engine and the trainer: ``transformer`` (CausalLM),
+``config`` (ModelConfig), ``checkpoint`` (HF-format folders), and the engine's paths ``paged`` (packed batches
+over a paged KV cache), ``paged_triton`` (its CUDA kernel) and ``cpu_linear`` (oneDNN linears on the CPU).
 
     from rollart.models import load_model, load_tokenizer, save_model, ModelConfig, CausalLM
     model = load_model(path)        # HF-format folder: config.json + *.safetensors

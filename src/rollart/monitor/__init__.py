@@ -1,4 +1,5 @@
-"""Monitoring: what a run shows its user, as tensorboard scalars, histograms and config, and a progress line.
+"""Monitoring: what a run shows its user, as tensorboard scalars, histograms and config, and a progress line:
+``tb_logger`` (MetricsLogger, NAMESPACES), ``metrics`` (trajectory_metrics), ``progress`` (ProgressBar).
 
     from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
     logger = MetricsLogger("runs/quickstart", config=cfg)          # resolved config -> text + config.json

@@ -29,9 +29,18 @@ class MetricsLogger:
 
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
+        self.flush_secs = flush_secs
         self.writer = SummaryWriter(log_dir=str(self.logdir), flush_secs=flush_secs, purge_step=purge_step)
         if config is not None:
             self.log_config(config, step=purge_step or 0)
+
+    def rewind(self, step: int) -> None:
+        """Continue from ``step + 1``, dropping what was logged past ``step`` (a resumed run, or a trainer that
+        went back to its checkpoint): no step appears twice."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer.close()
+        self.writer = SummaryWriter(log_dir=str(self.logdir), flush_secs=self.flush_secs, purge_step=step + 1)
 
     def log(self, metrics: Mapping[str, Any], step: int) -> None:
         """Scalars; every key must start with one of NAMESPACES (e.g. ``losses/policy``)."""

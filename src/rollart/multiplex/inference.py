@@ -1,10 +1,11 @@
 """SharedInferenceWorker: one inference engine time-shared by several RL jobs' rollouts (PlexRL, inference plane).
 
     worker = await system.spawn("rollart.multiplex.inference:SharedInferenceWorker", engine_cfg, spill_dir=...)
-    await worker.call("add_job", "lake", lake_model_dir)
+    await worker.send(RegisterJob("lake", lake_model_dir))
     proxy = LLMProxy([(name, hw, JobWorker(worker, "lake"))])    # what the job's Coordinator sees
 
-Every generate request is tagged with its job (``JobWorker`` wraps each message as ``job_send(job, msg)``).
+Every message of a job is tagged with it (``rollart.multiplex.client.JobWorker`` sends each as
+``JobMessage(job, message)``).
 The engine holds one job's weights at a time, the *active* job; every other job's weights sit in the
 StateManager (host tier, or disk). A request of the active job goes straight to the engine (continuous
 batching with the job's other requests); a request of another job queues. The swap order is HRRS
@@ -38,13 +39,16 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from rollart.actors import handles
 from rollart.inference.worker import InferenceWorker
-from rollart.multiplex.scheduler import pick
+from rollart.messages import (AbortRequest, ForgetWeights, GenerateRequest, GetStats, GetVersion, PullWeights,
+                              UpdateWeights, WaitWeights, WeightAddress, WeightEndpoint)
+from rollart.multiplex.messages import JobMessage, RegisterJob
+from rollart.multiplex.hrrs import pick
 from rollart.multiplex.state import StateManager
-from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, PullWeights, UpdateWeights,
-                           WeightBucket)
+from rollart.types import GenerationResult, WeightBucket
 
 log = logging.getLogger("rollart.multiplex")
 
@@ -95,7 +99,7 @@ class SharedInferenceWorker:
         self.offload_tier = offload_tier
         self.policy = policy
         self.job_prefix_cache = bool(job_prefix_cache)
-        if self.job_prefix_cache and not getattr(self.worker.engine, "supports_prefix_namespaces", False):
+        if self.job_prefix_cache and not self.worker.engine.capabilities.prefix_namespaces:
             log.warning("%s: engine %s keeps no per-job prefix caches; every weight swap empties its prefix cache "
                         "(engine.backend=torch keeps them)", name, type(self.worker.engine).__name__)
         self.jobs: dict[str, _Job] = {}
@@ -117,8 +121,10 @@ class SharedInferenceWorker:
         self._started = time.monotonic()
 
     # ------------------------------------------------------------------ jobs
-    async def add_job(self, job: str, model_dir: str) -> int:
+    @handles(RegisterJob)
+    async def add_job(self, msg: RegisterJob) -> int:
         """Register ``job`` with the weights of its model folder (version 0), offloaded until its first request."""
+        job, model_dir = msg.job, msg.model_dir
         if job in self.jobs:
             raise ValueError(f"job {job!r} is already registered on {self.name}")
         from rollart.models.checkpoint import load_state_dict
@@ -135,45 +141,45 @@ class SharedInferenceWorker:
         await self.jobs[job].relay.start()
         return 0
 
-    async def job_send(self, job: str, message: Any) -> Any:
-        """A job's typed message (GenerateRequest, AbortRequest, PullWeights, UpdateWeights)."""
-        j = self._job(job)
-        if isinstance(message, GenerateRequest):
-            return await self._generate(j, message)
-        if isinstance(message, AbortRequest):
-            queued = self._queued.pop(message.request_id, None)
-            if queued is not None and not queued.done():
-                j.waiting = collections.deque(e for e in j.waiting if e[1] is not queued)
-                queued.set_result(False)  # never reached the engine: its generate answers 'abort'
-                return True
-            return await self.worker.abort(message)
-        if isinstance(message, PullWeights):
-            j.relay.pull(message.version, [message.source, message.fallback], ipc_source="",
-                         link_bytes_per_s=message.link_bytes_per_s, timeout_s=message.timeout_s,
-                         retries=message.retries)
-            return j.relay.address
-        if isinstance(message, UpdateWeights):
-            return await self._update(j, message)
-        raise TypeError(f"job_send: {type(message).__name__} is not a message a shared inference worker handles")
+    @handles(JobMessage)
+    async def job_message(self, msg: JobMessage) -> Any:
+        """A job's message: GenerateRequest, AbortRequest, PullWeights, UpdateWeights (to its own weight relay),
+        WaitWeights, ForgetWeights, WeightAddress, GetVersion, GetStats; answered as the worker of that job."""
+        handler = self._JOB_MESSAGES.get(type(msg.message))
+        if handler is None:
+            raise TypeError(f"a shared inference worker answers no {type(msg.message).__qualname__} message of a "
+                            f"job; it answers {', '.join(t.__name__ for t in self._JOB_MESSAGES)}")
+        return await handler(self, self._job(msg.job), msg.message)
 
-    async def job_call(self, job: str, method: str, args: list) -> Any:
-        """A job's plain call: weight_address, wait_weights, forget_weights, get_version, get_stats, ping."""
-        j = self._job(job)
-        if method == "weight_address":
-            return {"address": j.relay.address, "node": "", "cuda": False}
-        if method == "wait_weights":
-            s = await j.relay.wait(int(args[0]))
-            return {"version": s.version, "seconds": s.seconds, "bytes": s.bytes}
-        if method == "forget_weights":
-            return j.relay.forget(int(args[0]))
-        if method == "get_version":
-            return j.version
-        if method == "get_stats":
-            return {**self.worker.stats(), "version": j.version, "job_requests": j.requests,
-                    "job_queued_s": j.queued_s, **self.stats()}
-        if method == "ping":
-            return self.name
-        raise AttributeError(f"shared inference worker has no per-job method {method!r}")
+    async def _abort(self, j: _Job, message: AbortRequest) -> bool:
+        queued = self._queued.pop(message.request_id, None)
+        if queued is not None and not queued.done():
+            j.waiting = collections.deque(e for e in j.waiting if e[1] is not queued)
+            queued.set_result(False)  # never reached the engine: its generate answers 'abort'
+            return True
+        return await self.worker.abort(message)
+
+    async def _pull(self, j: _Job, message: PullWeights) -> str:
+        j.relay.pull(message.version, [message.source, message.fallback], ipc_source="", timeout_s=message.timeout_s,
+                     retries=message.retries)
+        return j.relay.address
+
+    async def _wait(self, j: _Job, message: WaitWeights) -> dict:
+        s = await j.relay.wait(message.version)
+        return {"version": s.version, "seconds": s.seconds, "bytes": s.bytes}
+
+    async def _forget(self, j: _Job, message: ForgetWeights) -> list[int]:
+        return j.relay.forget(message.first)
+
+    async def _address(self, j: _Job, message: WeightAddress) -> WeightEndpoint:
+        return WeightEndpoint(j.relay.address)
+
+    async def _version(self, j: _Job, message: GetVersion) -> int:
+        return j.version
+
+    async def _job_stats(self, j: _Job, message: GetStats) -> dict:
+        return {**self.worker.stats(), "version": j.version, "job_requests": j.requests, "job_queued_s": j.queued_s,
+                **self.stats()}
 
     # ------------------------------------------------------------------ requests
     async def _generate(self, j: _Job, request: GenerateRequest) -> GenerationResult:
@@ -284,7 +290,18 @@ class SharedInferenceWorker:
         else:
             await self.worker.update_weights(UpdateWeights.of(weights))
 
+    _JOB_MESSAGES: dict[type, Callable] = {
+        GenerateRequest: _generate, AbortRequest: _abort, PullWeights: _pull, UpdateWeights: _update,
+        WaitWeights: _wait, ForgetWeights: _forget, WeightAddress: _address, GetVersion: _version,
+        GetStats: _job_stats}
+    """A job's message type -> the method answering it, ``fn(self, job, message)``."""
+
     # ------------------------------------------------------------------ accounting, lifecycle
+    @handles(GetStats)
+    def get_stats(self, msg: GetStats) -> dict:
+        """The worker's own counters, all jobs together (``stats``)."""
+        return self.stats()
+
     def stats(self) -> dict:
         """Busy seconds of the device (engine steps + weight swaps) against the seconds it was held, and where
         they went: engine steps, swaps, draining toward a swap (part of the engine steps), idle (held, not busy);
@@ -324,18 +341,3 @@ class SharedInferenceWorker:
         if self._lock is None:
             self._lock = asyncio.Lock()
         return self._lock
-
-
-class JobWorker:
-    """One job's view of a shared inference worker: the handle a job's LLMProxy and WeightSync use. Every
-    message and call is tagged with the job."""
-
-    def __init__(self, shared: Any, job: str):
-        self.shared = shared
-        self.job = job
-
-    def send(self, message: Any, timeout: float | None = None) -> Any:
-        return self.shared.call("job_send", self.job, message, timeout=timeout)
-
-    def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        return self.shared.call("job_call", self.job, method, list(args), timeout=timeout)

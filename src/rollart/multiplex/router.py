@@ -1,10 +1,11 @@
 """Router: logical deployment id -> worker-process group (WPG); one operation at a time per group.
 
-Every admitted operation gets the group's next sequence number and runs on every rank of the group while
-the group's lock is held; the lock is released only when every rank has answered, even if the caller was
-cancelled meanwhile (the call is shielded), so a later operation can never overlap an earlier one. Each
-group keeps an operation log ``(seq, job, op, start, end)``; ``check_serial`` verifies it. Different
-groups have different locks and run concurrently. The Router itself is stateless beyond this namespace:
+Every admitted operation gets the group's next sequence number and is sent to every rank of the group as an
+``Operation(seq, job, request)`` (``rollart.multiplex.messages``) while the group's lock is held; the lock is
+released only when every rank has answered, even if the caller was cancelled meanwhile (the call is shielded),
+so a later operation can never overlap an earlier one. Each group keeps an operation log
+``(seq, job, op, start, end)``; ``check_serial`` verifies it. Different groups have different locks and run
+concurrently. The Router itself is stateless beyond this namespace:
 *when* an operation may run is the Scheduler's decision.
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from rollart.multiplex.messages import Operation, op_name
 
 
 @dataclass
@@ -53,17 +56,18 @@ class Router:
         except KeyError:
             raise UnknownDeploymentError(f"no deployment {deployment!r}; known: {sorted(self.groups)}") from None
 
-    async def execute(self, deployment: str, job: str, op: str, *args: Any,
+    async def execute(self, deployment: str, job: str, request: Any,
                       on_admit: Callable[[], None] | None = None) -> Any:
-        """Run ``op`` for ``job`` on every rank of the group, alone; returns rank 0's result."""
+        """Run ``job``'s ``request`` on every rank of the group, alone; returns rank 0's answer."""
         group = self.workers(deployment)
         async with self.locks[deployment]:
             if on_admit is not None:
                 on_admit()
             self.seq[deployment] += 1
-            rec = OpRecord(self.seq[deployment], job, op, self.clock())
+            rec = OpRecord(self.seq[deployment], job, op_name(request), self.clock())
             self.log[deployment].append(rec)
-            call = asyncio.ensure_future(asyncio.gather(*(w.call(op, rec.seq, job, *args) for w in group)))
+            op = Operation(rec.seq, job, request)
+            call = asyncio.ensure_future(asyncio.gather(*(w.send(op) for w in group)))
             try:
                 results = await asyncio.shield(call)
             except asyncio.CancelledError:
@@ -78,10 +82,10 @@ class Router:
                 rec.end = self.clock()
             return results[0]
 
-    async def notify(self, deployment: str, method: str, *args: Any) -> None:
-        """A hint outside the serial order (e.g. prefetch): sent to every rank, failures ignored."""
+    async def notify(self, deployment: str, hint: Any) -> None:
+        """A hint outside the serial order (e.g. ``Prefetch``): sent to every rank, failures ignored."""
         async def one(w: Any) -> Any:
-            return await w.call(method, *args)
+            return await w.send(hint)
         await asyncio.gather(*(one(w) for w in self.workers(deployment)), return_exceptions=True)
 
 

@@ -3,14 +3,15 @@
     service = TrainingService(ServiceConfig(deployments=1))
     await service.start()
     await service.register_job("lake", trainer_config)       # builds the job's trainer on a deployment
-    metrics = await service.call("lake", "train_step", trajectories)
+    metrics = await service.send("lake", TrainStep(trajectories))
     await service.complete_job("lake"); await service.close()
 
 Each deployment is a worker-process group (``DeploymentWorker`` ranks, one process each by default).
-Requests go Router-ward only through the Scheduler: ``call`` queues the operation, the deployment's
-dispatcher admits it (switching the resident job if needed) and the Router executes it on the group,
-alone. The narrow API: forward, forward_backward, optim_step, train_step, weight_buckets (sync to
-rollout), save_checkpoint / load_checkpoint, materialize. A job's failing request fails only that
+A job's request is a typed message. Operations go Router-ward only through the Scheduler: ``send`` queues
+one, the deployment's dispatcher admits it (switching the resident job if needed) and the Router executes
+it on the group, alone. The narrow API (``JOB_OPERATIONS``): Forward, ForwardBackward, OptimStep, TrainStep,
+WeightBuckets (sync to rollout), SaveCheckpoint / LoadCheckpoint, Materialize; the queries GetVersion and
+DeviceStats are answered at once by rank 0 of the job's deployment. A job's failing request fails only that
 request; a job that goes away is completed and its queue dropped; the service and other jobs go on.
 
 Which deployment a job goes on is the Placer's decision (PlexRL §4.3): every deployment is a node of a
@@ -18,9 +19,10 @@ cyclic horizon, a job brings a periodic demand trace (or gets ``default_duty`` o
 fitted, with the smallest micro-shift, onto the least-loaded deployment with free windows for it; its
 windows stay reserved until ``complete_job``. ``demand="profile"`` is the cold start: the job gets an idle
 deployment to itself; ``repack(job)`` then measures its duty from the Router's log and fits that trace in
-place, opening the rest of the deployment to other jobs (the state stays where it is: no migration). A job that fits nowhere is refused (``PlacementError``)
-rather than over-committing a deployment. Placement is admission control: the order in which admitted
-operations run is still the Scheduler's (HRRS), the reserved windows are not enforced at run time.
+place, opening the rest of the deployment to other jobs (the state stays where it is: no migration). A job
+that fits nowhere is refused (``PlacementError``) rather than over-committing a deployment. Placement is
+admission control: the order in which admitted operations run is still the Scheduler's (HRRS), the reserved
+windows are not enforced at run time.
 """
 from __future__ import annotations
 
@@ -31,13 +33,12 @@ from typing import Any
 
 from rollart.actors import ActorSystem
 from rollart.config import ConfigError
-from rollart.multiplex.placement import Placement, Placer, Trace
+from rollart.messages import GetStats
+from rollart.multiplex.messages import AddJob, JOB_OPERATIONS, JOB_QUERIES, JobMessage, RemoveJob
+from rollart.multiplex.placer import Placement, Placer, Trace
 from rollart.multiplex.router import OpRecord, Router
-from rollart.multiplex.scheduler import JobState, Scheduler, SLOViolation
+from rollart.multiplex.hrrs import JobState, Scheduler, SLOViolation
 from rollart.trainer.config import TrainerConfig
-
-API = ("forward", "forward_backward", "optim_step", "train_step", "weight_buckets", "save_checkpoint",
-       "load_checkpoint", "materialize")
 
 
 @dataclass
@@ -115,7 +116,7 @@ class TrainingService:
         self.scheduler = Scheduler(self.router, policy=cfg.policy, slo_max_wait_ratio=cfg.slo_max_wait_ratio)
         for d in range(cfg.deployments):
             name = f"train{d}"
-            ranks = [await self.system.spawn("rollart.multiplex.worker:DeploymentWorker", f"{spill}/{name}-r{r}",
+            ranks = [await self.system.spawn("rollart.multiplex.deployment_worker:DeploymentWorker", f"{spill}/{name}-r{r}",
                                              rank=r, offload_tier=cfg.offload_tier, name=f"{name}-r{r}",
                                              mode=cfg.mode) for r in range(cfg.ranks_per_deployment)]
             self.router.add(name, ranks)
@@ -181,7 +182,7 @@ class TrainingService:
                 raise
             self.placement[job] = d
             try:
-                await sched.submit(job, "add_job", trainer_config)
+                await sched.submit(job, AddJob(trainer_config))
             except BaseException:
                 sched.close_job(job, JobState.FAILED, "trainer construction failed")
                 self._release(job)
@@ -207,14 +208,16 @@ class TrainingService:
         except KeyError:
             raise KeyError(f"job {job!r} holds no placement (not registered, or completed)") from None
 
-    async def call(self, job: str, op: str, *args: Any) -> Any:
-        if op not in API:
-            raise ValueError(f"unknown operation {op!r}; the service offers {', '.join(API)}")
-        return await self._sched().submit(job, op, *args)
-
-    async def get_version(self, job: str) -> int:
-        d = self._deployment(job)
-        return await self.router.workers(d)[0].call("get_version", job)
+    async def send(self, job: str, request: Any) -> Any:
+        """``job``'s answer to ``request``: an operation of ``JOB_OPERATIONS``, queued and run in the Scheduler's
+        order, or a query of ``JOB_QUERIES``, answered at once by rank 0 of the job's deployment. Another
+        message raises TypeError."""
+        if isinstance(request, JOB_QUERIES):
+            return await self.router.workers(self._deployment(job))[0].send(JobMessage(job, request))
+        if not isinstance(request, JOB_OPERATIONS):
+            raise TypeError(f"the shared training service answers no {type(request).__qualname__} message; it "
+                            f"answers {', '.join(t.__name__ for t in JOB_OPERATIONS + JOB_QUERIES)}")
+        return await self._sched().submit(job, request)
 
     async def complete_job(self, job: str) -> None:
         """Finish ``job``: drop its state on the workers, mark it COMPLETED. Idempotent."""
@@ -224,7 +227,7 @@ class TrainingService:
             self._release(job)
             return
         try:
-            await sched.submit(job, "remove_job")
+            await sched.submit(job, RemoveJob())
         finally:
             sched.close_job(job)
             self._release(job)
@@ -232,8 +235,17 @@ class TrainingService:
     def job_state(self, job: str) -> JobState:
         return self._sched().jobs[job].state
 
+    def ended(self, job: str) -> str:
+        """'' while ``job`` is registered and active; else why it is not (completed, failed and why)."""
+        j = self._sched().jobs.get(job)
+        if j is None:
+            return f"job {job!r} is not registered with the training service"
+        if j.state in (JobState.QUEUED, JobState.RUNNING):
+            return ""
+        return f"job {job!r} is {j.state.value}" + (f": {j.reason}" if j.reason else "")
+
     async def worker_stats(self) -> dict[str, list[dict]]:
-        return {d: [await w.call("stats") for w in ws] for d, ws in self.router.groups.items()}
+        return {d: [await w.send(GetStats()) for w in ws] for d, ws in self.router.groups.items()}
 
     async def close(self) -> None:
         if self.scheduler is not None:

@@ -8,13 +8,17 @@ Modes behind one switch (``PipelineConfig.mode``): ``async`` (ROLLART, α-bounde
 ``areal`` (bound checked at trajectory start only), ``oneoff`` (rollout of batch k+1 overlaps training on
 batch k, weights change only between batches) and ``sync`` (Sync+: rollout, then training, then update).
 
-Importing it makes an uncaught ConfigError (and the other ``rollart.config.ONE_LINE_ERRORS``) end a script
-with one ``error: ...`` line instead of a traceback.
-"""
-from rollart.config import install_excepthook
-from rollart.pipeline.config import PipelineConfig
-from rollart.pipeline.coordinator import Coordinator, RunResult
+Config in three steps: ``config`` (the schema), ``resolve`` (derived values), ``preflight`` (checks that need
+I/O); ``prepare`` (the model folder). The run: ``coordinator`` (Coordinator), ``run`` (Run: the objects a loop
+drives), ``loops`` (one loop per mode), ``train_steps`` (a train step and its accounting), ``run_state``
+(RunState, RunResult), ``run_actors`` / ``run_plan`` (its actors, placed), ``parts`` (scoring, buffer, env
+managers), ``recovery``, ``checkpointing``, ``evaluate`` and ``heldout`` (evaluations).
 
-install_excepthook()  # a script's config mistake ends with one line, not a traceback (ROLLART_TRACEBACK=1 shows it)
+Importing it changes nothing process-wide; a script that wants a config mistake to end with one
+``error: ...`` line instead of a traceback runs under ``rollart.config.exit_on_config_error()``.
+"""
+from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.coordinator import Coordinator
+from rollart.pipeline.run_state import RunResult
 
 __all__ = ["Coordinator", "PipelineConfig", "RunResult"]

@@ -1,34 +1,32 @@
-"""PipelineConfig: a training run's config, composed of its components' own configs.
+"""PipelineConfig: a training run's config, composed of its components' own configs — step one of three.
 
 The run's own settings sit at the top; each component keeps its config type as a field (``rollout``:
 SchedulerConfig, ``buffer``: BufferConfig, ``proxy``: ProxyConfig, ``engine``: EngineConfig, ``trainer``:
-TrainerConfig), so a value lives in one place. :meth:`PipelineConfig.resolve` fills in what is derived (the
-buffer's capacity and bound, the model folder, seeds, the tokenizer's pad id, speed models): the resolved
-config is what the run's components receive and what ``config.json`` records. Recipes override any field
-from the command line (``rollout.group_size=8``, ``engine.kv_cache_memory_gb=0.5``).
+TrainerConfig), so a value lives in one place. This module is the schema: fields, their docs and the checks of
+values alone (no I/O, no other process). ``rollart.pipeline.preflight`` checks what needs the machine or the
+run's tasks, and ``rollart.pipeline.resolve`` fills in what is derived (the buffer's capacity and bound, the
+model folder, seeds, devices, a plan's classes, speed models): the resolved config is what the run's parts
+receive and what ``config.json`` records. Recipes override any field from the command line
+(``rollout.group_size=8``, ``engine.kv_cache_memory_gb=0.5``).
 """
 from __future__ import annotations
 
-import dataclasses
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from rollart.actions.config import ActionsConfig
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
 from rollart.distributed.cluster_config import ClusterConfig
 from rollart.engine.config import EngineConfig
-from rollart.hardware import HARDWARE, SpeedModelConfig
+from rollart.hardware import SpeedModelConfig
 from rollart.rewards.config import RewardConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.rollout.scheduler import SchedulerConfig
+from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
 from rollart.weightplane.config import WeightPlaneConfig
-
-log = logging.getLogger("rollart.pipeline")
 
 
 @dataclass
@@ -202,7 +200,7 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.hw_classes:
             raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
-        self._check_cluster()  # a plan sets trainer.world_size
+        self._check_cluster()
         if self.trainer.world_size > 1 and (self.trainer_actor_mode or self.actor_mode) != "process":
             raise ConfigError(f"trainer.world_size={self.trainer.world_size} starts one process per rank: set "
                               "trainer_actor_mode=process (or actor_mode=process)")
@@ -231,7 +229,6 @@ class PipelineConfig:
             if self.trainer.backend not in TRAINERS:
                 raise ConfigError(f"trainer.backend={self.trainer.backend!r}: choose one of {sorted(TRAINERS)} "
                                   "or give a 'module:Class' string")
-        self._check_hw_affinity()
         self._check_pd()
 
     # ------------------------------------------------------------------ derived values
@@ -249,55 +246,21 @@ class PipelineConfig:
         """The hardware class of each inference worker, in order (hw_classes cycled)."""
         return [self.hw_classes[i % len(self.hw_classes)] for i in range(self.num_inference_workers)]
 
-    def resolve(self, model: str, pad_id: int) -> PipelineConfig:
-        """This config with every derived value filled in (see DERIVED), for the model folder ``model`` whose
-        tokenizer pads with ``pad_id``: what the run's components receive and config.json records."""
-        r = self.rollout
-        buffer = BufferConfig(
-            mode=self.mode, alpha=self.alpha, group_size=r.group_size,
-            capacity=max(self.batch_size, (self.alpha + 1) * r.max_concurrency),
-            # AReaL bounds staleness only when a trajectory starts: rollout at most α batches ahead of
-            # training. ROLLART bounds it at the start too and, unlike AReaL, at every turn (RollArt §6.2
-            # fn. 1), so it does not start groups only a staler batch could take.
-            max_outstanding_groups=(self.alpha + 1) * self.batch_groups + r.extra_groups
-            if self.mode in ("areal", "async") else 0)
-        speed = {hw: SpeedModelConfig(hw_class=hw, time_scale=self.sim_time_scale)
-                 for hw in dict.fromkeys(self.worker_hw_classes())
-                 if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if self.simulate_hardware else {}
-        return dataclasses.replace(
-            self, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=self.seed),
-            engine=dataclasses.replace(self.engine, model=model, seed=self.seed, **self._placement_for(self.engine)),
-            trainer=dataclasses.replace(self.trainer, model_path=model, seed=self.seed, pad_id=pad_id,
-                                        **self._placement_for(self.trainer)),
-            speed_models=speed, proxy=self._pd_proxy())
-
-    def _pd_proxy(self) -> ProxyConfig:
-        """The proxy config, with pd=true's prefill and decode classes."""
-        if not self.pd:
-            return self.proxy
-        prefill, decode = dict.fromkeys(self.worker_hw_classes())
-        return dataclasses.replace(self.proxy, pd_prefill_class=prefill, pd_decode_class=decode)
+    def tiny_model_dir(self) -> Path:
+        """Where a run with an empty ``model`` builds its tiny random-init model."""
+        return self.run_dir / "init_model"
 
     def _check_pd(self) -> None:
+        """What pd=true needs of the settings alone (its two worker classes are checked with the run's
+        placement: rollart.pipeline.preflight)."""
         if not self.pd:
             return
-        classes = list(dict.fromkeys(self.worker_hw_classes()))
-        if len(classes) != 2:
-            raise ConfigError(f"pd=true needs a prefill and a decode worker group, got worker classes {classes}: set "
-                              "hw_classes=H800,H20 (the first prefills, the second decodes) and num_inference_workers>=2")
         if self.engine.backend != "torch":
             raise ConfigError(f"pd=true hands the K/V between torch engines; engine.backend={self.engine.backend!r} "
                               "cannot: use engine.backend=torch")
-        if (self.proxy.pd_prefill_class, self.proxy.pd_decode_class) not in (("", ""), tuple(classes)):
-            raise ConfigError(f"pd=true sets proxy.pd_prefill_class/pd_decode_class to {classes}; drop the "
-                              f"proxy's own ({self.proxy.pd_prefill_class!r}, {self.proxy.pd_decode_class!r})")
         if self.proxy.hw_affinity:
             raise ConfigError("pd=true sends every request to the prefill class, then the decode class, so "
                               f"proxy.hw_affinity={self.proxy.hw_affinity} would route nothing: drop one of them")
-
-    def _placement_for(self, component: Any) -> dict[str, str]:
-        """The run's device/dtype for each of ``component``'s device/dtype settings left at auto."""
-        return {k: getattr(self, k) for k in ("device", "dtype") if getattr(component, k, None) == "auto"}
 
     def _check_settings_take_effect(self) -> None:
         """Settings that would be accepted and then do nothing in this combination are errors."""
@@ -320,47 +283,6 @@ class PipelineConfig:
             raise ConfigError(f"sim_time_scale={self.sim_time_scale} scales simulated hardware time: set "
                               "simulate_hardware=true as well, or drop it")
 
-    def check_derived(self, resolved: PipelineConfig, skip: tuple[str, ...] = ()) -> None:
-        """Refuse a derived field (DERIVED) given a value of its own, one that ``resolved`` (this config's
-        ``resolve()``) replaces: the command line cannot set them, but a config built in Python can."""
-        for key, source in self.DERIVED.items():
-            if key in skip:
-                continue
-            given, derived = _get(self, key), _get(resolved, key)
-            if given != _default(self, key) and given != derived:
-                raise ConfigError(f"{key}={given!r} would be replaced by {derived!r}, derived from {source}; "
-                                  "set that instead")
-
-    def check_model(self) -> None:
-        """``model`` (when set) is an HF-format folder with a config, a tokenizer and weights, and no warm-up is
-        asked of it. Checked on the run's own config, before resolve() fills ``model`` in."""
-        if not self.model:
-            return
-        if self.warmup_steps:
-            raise ConfigError(f"warmup_steps={self.warmup_steps} warms up the tiny model built when model is empty, "
-                              f"not model={self.model!r}; set warmup_steps=0 (fine-tune your model beforehand)")
-        folder = Path(self.model)
-        if not folder.is_dir():
-            raise ConfigError(f"model={self.model!r} is not a folder; pass an HF-format model folder with its "
-                              "tokenizer, or leave model empty for a tiny random-init model")
-        missing = [f for f in ("config.json", "tokenizer.json") if not (folder / f).is_file()]
-        if not any(folder.glob("*.safetensors")):
-            missing.append("*.safetensors")
-        if missing:
-            raise ConfigError(f"model={self.model!r} has no {' or '.join(missing)}; pass an HF-format model folder "
-                              "with its tokenizer (python -m rollart.tools.make_tiny_model OUT builds one)")
-
-    def tiny_model_dir(self) -> Path:
-        """Where a run with an empty ``model`` builds its tiny random-init model."""
-        return self.run_dir / "init_model"
-
-    def run_placement(self) -> Any:
-        """The plan's placement (``rollart.pipeline.placement.RunPlacement``) when ``placement`` is set, else None."""
-        if not self.placement:
-            return None
-        from rollart.pipeline.placement import RunPlacement
-        return RunPlacement.load(self.placement)
-
     def _check_cluster(self) -> None:
         if self.cluster.backend == "ray":
             if "inprocess" in (self.actor_mode, self.trainer_actor_mode):
@@ -369,101 +291,3 @@ class PipelineConfig:
             if self.trainer_cpus or self.rollout_cpus:
                 raise ConfigError("trainer_cpus/rollout_cpus pin cores of this machine; with cluster.backend=ray "
                                   "Ray places the processes: leave them empty")
-        plan = self.run_placement()
-        if plan is None:
-            return
-        if (self.num_inference_workers, tuple(self.hw_classes)) not in ((1, ("H20",)), (len(plan.generate),
-                                                                                        plan.hw_classes)):
-            raise ConfigError(f"num_inference_workers / hw_classes come from placement={self.placement!r} "
-                              f"({len(plan.generate)} workers: {','.join(plan.hw_classes)}); drop them")
-        self.num_inference_workers, self.hw_classes = len(plan.generate), plan.hw_classes
-        if self.trainer.world_size not in (1, plan.train_dp):
-            raise ConfigError(f"trainer.world_size={self.trainer.world_size} but placement={self.placement!r} plans "
-                              f"{plan.train_dp} data-parallel trainer rank(s); drop trainer.world_size (it comes "
-                              "from the plan)")
-        if self.trainer.world_size != plan.train_dp:
-            self.trainer = dataclasses.replace(self.trainer, world_size=plan.train_dp)
-
-    def _check_hw_affinity(self) -> None:
-        affinity = self.proxy.hw_affinity
-        if affinity == "auto":
-            return
-        if not isinstance(affinity, dict):
-            raise ConfigError(f"proxy.hw_affinity={affinity!r}: give a JSON object of task -> hardware class")
-        present = sorted(set(self.worker_hw_classes()))
-        for task, hw in affinity.items():
-            if hw not in present:
-                raise ConfigError(f"proxy.hw_affinity[{task!r}]={hw!r}: no inference worker has that class "
-                                  f"(workers: {self.worker_hw_classes()}); map {task!r} to one of {present}, or add "
-                                  f"{hw!r} to hw_classes (with enough num_inference_workers)")
-
-    def preflight(self, tasks: list[Any], registered_envs: bool = True) -> None:
-        """What the Coordinator checks before starting any process or making the run folder: the model folder,
-        derived fields left to resolve(), the tasks (below) and that the chosen engine and trainer backends are
-        installed here (their actor processes use this Python)."""
-        self.check_model()
-        self.check_derived(self.resolve(model=self.model or str(self.tiny_model_dir()), pad_id=self.trainer.pad_id))
-        self.check_tasks(tasks, registered_envs)
-        self.cluster.check_installed()
-        plan = self.run_placement()
-        if plan is not None and self.cluster.backend == "local":
-            specs = {getattr(self.engine, "device", "auto"), getattr(self.trainer, "device", "auto")}  # rollart.devices
-            visible = 0 if specs == {"cpu"} else _cuda_count()
-            plan.check_fits_locally(visible > 0 or any(s.startswith("cuda") for s in specs), visible)
-        if self.engine.backend == "vllm" and not _installed("vllm"):
-            from rollart.engine.vllm_backend import INSTALL_HINT
-            raise ConfigError(f"engine.backend=vllm: {INSTALL_HINT}; or use engine.backend=torch")
-        if self.trainer.backend == "deepspeed" and not _installed("deepspeed"):
-            raise ConfigError("trainer.backend=deepspeed needs DeepSpeed: pip install deepspeed "
-                              "(DS_BUILD_OPS=0 on CPU); or use trainer.backend=torch")
-
-    def check_tasks(self, tasks: list[Any], registered_envs: bool = True) -> None:
-        """Fail fast on tasks this config cannot run: a task proxy.hw_affinity does not route (no 'default'),
-        or (``registered_envs``: envs made in this process) an env id gymnasium does not know."""
-        names = [t.name for t in tasks]
-        affinity = {} if self.proxy.hw_affinity == "auto" else self.proxy.hw_affinity
-        if affinity and "default" not in affinity:
-            missing = [n for n in dict.fromkeys(names) if n not in affinity]
-            if missing:
-                raise ConfigError(f"proxy.hw_affinity={affinity} routes no worker for task(s) {missing}: "
-                                  "add them, or a 'default' entry, to proxy.hw_affinity")
-        unused = [k for k in affinity if k != "default" and k not in names]
-        if unused:
-            log.warning("proxy.hw_affinity entries %s name no task of this run (tasks: %s); they are unused", unused,
-                        list(dict.fromkeys(names)))
-        if registered_envs:
-            import gymnasium as gym
-            for task in tasks:
-                if not hasattr(task, "env_id"):
-                    continue  # an agent task: no env to find
-                try:
-                    gym.spec(task.env_id)
-                except gym.error.Error as e:
-                    raise ConfigError(f"task {task.name!r}: env_id={task.env_id!r} is not registered ({e}); "
-                                      "gymnasium.register it, or import the module that does, before starting"
-                                      ) from None
-
-
-def _get(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def _default(cfg: Any, key: str) -> Any:
-    """The dataclass default of the field ``key`` (dotted) of ``cfg``."""
-    parent, _, name = key.rpartition(".")
-    owner = _get(cfg, parent) if parent else cfg
-    f = next(f for f in dataclasses.fields(owner) if f.name == name)
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-def _cuda_count() -> int:
-    import torch
-    return torch.cuda.device_count()
-
-
-def _installed(package: str) -> bool:
-    """Importable as a real package (a bare folder of that name, e.g. tests/vllm, is a namespace package)."""
-    import importlib.util
-    spec = importlib.util.find_spec(package)
-    return spec is not None and spec.origin is not None

@@ -1,11 +1,14 @@
 """Greedy evaluation: each task played with temperature 0 through the same proxy, outside the buffer; and the
-run's evaluations (every ``eval_every`` steps, logged and kept), mixed into ``Coordinator``."""
+run's evaluations (every ``eval_every`` steps, logged and kept) and its stop-at-success rule."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import itertools
 
+from rollart.monitor import MetricsLogger
+from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.run_state import Evaluation, RunState
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 
 _eval_ids = itertools.count()
@@ -28,23 +31,30 @@ async def evaluate(manager: EnvManager, tasks: list[TaskSpec], episodes: int, se
     return success
 
 
-class Evaluations:
-    """The run's evaluations: greedy ones of ``eval_tasks`` recorded in ``evals``, held-out ones logged."""
+class Evaluator:
+    """The run's greedy evaluations of its eval tasks: every ``eval_every`` steps, recorded in the run state and
+    logged as ``charts/eval_success/<task>``."""
 
-    async def _maybe_evaluate(self, rollout: asyncio.Task | None = None) -> None:
+    def __init__(self, cfg: PipelineConfig, state: RunState, manager: EnvManager, tasks: list[TaskSpec],
+                 logger: MetricsLogger):
+        self.cfg, self.state, self.manager, self.tasks, self.logger = cfg, state, manager, tasks, logger
+
+    def due(self) -> bool:
         every = self.cfg.eval_every
-        if every and self.step and self.step % every == 0 and (not self.evals or self.evals[-1][0] != self.step):
-            coro = self._evaluate()
-            await (self._unless_failed(coro, rollout) if rollout is not None else coro)
+        return bool(every and self.state.step and self.state.step % every == 0 and not self.state.evaluated_now())
 
-    async def _evaluate(self) -> dict[str, float]:
-        success = await evaluate(self.eval_manager, self.eval_tasks, self.cfg.eval_episodes, seed=10_000)
-        self.evals.append((self.step, success))
-        self.logger.log({f"charts/eval_success/{k}": v for k, v in success.items()}, self.step)
+    async def evaluate(self) -> dict[str, float]:
+        """Evaluate the weights of the current step (recorded and logged)."""
+        success = await evaluate(self.manager, self.tasks, self.cfg.eval_episodes, seed=10_000)
+        self.state.evals.append(Evaluation(self.state.step, success))
+        self.logger.log({f"charts/eval_success/{k}": v for k, v in success.items()}, self.state.step)
         self.logger.flush()
         return success
 
-    def _log_eval(self, metrics: dict, step: int) -> None:
-        if self.logger is not None:
-            self.logger.log(metrics, step)
-            self.logger.flush()
+    def target_held(self) -> bool:
+        """stop_at_success met on every task by each of the last ``stop_consecutive`` evaluations."""
+        cfg = self.cfg
+        recent = self.state.evals[-cfg.stop_consecutive:]
+        if cfg.stop_at_success is None or len(recent) < cfg.stop_consecutive:
+            return False
+        return all(v >= cfg.stop_at_success for e in recent for k, v in e.success.items() if k != "mean")

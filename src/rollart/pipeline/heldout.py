@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import itertools
 import logging
 from typing import Any, Callable
 
 from rollart.config import ConfigError
+from rollart.loader import load
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,7 @@ def env_instances(task: TaskSpec) -> frozenset | None:
     except Exception:  # noqa: BLE001 - not registered in this process (e.g. only on env hosts): undeclared
         return None
     if isinstance(entry, str):
-        module, _, name = entry.partition(":")
-        entry = getattr(importlib.import_module(module), name)
+        entry = load(entry, f"env {task.env_id} entry point")
     declare = getattr(entry, "task_instances", None)
     if declare is None:
         return None

@@ -18,10 +18,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rollart.actors import ActorDeadError, RemoteError
-from rollart.pipeline.weights import WeightSync
+from rollart.actors import ActorDeadError, ActorRef, RemoteError
+from rollart.messages import GetVersion, LoadCheckpoint, RewindVersions
+from rollart.weightplane.sync import WeightSync
 from rollart.rollout.buffer import SampleBuffer
-from rollart.trainer.weight_store import WeightSyncStats
+from rollart.weightplane.store import WeightSyncStats
 
 log = logging.getLogger("rollart.pipeline")
 
@@ -36,24 +37,19 @@ class ActorLostError(RuntimeError):
         self.cause = cause
 
 
-def restarts_of(handle: Any) -> int:
-    """Times the actor runtime restarted ``handle``'s actor (0 for handles it does not supervise)."""
-    return getattr(handle, "restarts", 0)
+def lost(handle: ActorRef, error: BaseException) -> ActorLostError:
+    reason = handle.dead_reason or (error.reason if isinstance(error, ActorDeadError) else "") or str(error)
+    return ActorLostError(handle.name, reason, handle.restarts)
 
 
-def lost(handle: Any, error: BaseException) -> ActorLostError:
-    reason = getattr(handle, "dead_reason", "") or getattr(error, "reason", "") or str(error)
-    return ActorLostError(handle.name, reason, restarts_of(handle))
-
-
-async def wait_back(handle: Any, method: str, error: BaseException) -> None:
-    """Wait until the restarted actor answers ``method()`` again; ActorLostError once it is dead for good."""
+async def wait_back(handle: ActorRef, error: BaseException) -> None:
+    """Wait until the restarted actor answers again; ActorLostError once it is dead for good."""
     delay = 0.05
     while True:
-        if getattr(handle, "alive", True) is False:
+        if not handle.alive:
             raise lost(handle, error)
         try:
-            await handle.call(method)  # waits for the new incarnation to be ready
+            await handle.send(GetVersion())  # waits for the new incarnation to be ready
             return
         except ActorDeadError as e:  # not restarted yet (a send to the dead process fails at once), or the
             error = e                # new incarnation died too: let the runtime notice and restart it
@@ -64,7 +60,7 @@ async def wait_back(handle: Any, method: str, error: BaseException) -> None:
 class Recovery:
     """Notices trainer and weight-store restarts and brings the run back in step (see the module docstring)."""
 
-    def __init__(self, trainer: Any, store: Any, weights: WeightSync, buffer: SampleBuffer, proxy: Any,
+    def __init__(self, trainer: ActorRef, store: ActorRef, weights: WeightSync, buffer: SampleBuffer, proxy: Any,
                  checkpoints: Path, alpha: int):
         self.trainer = trainer
         self.store = store
@@ -73,7 +69,7 @@ class Recovery:
         self.proxy = proxy
         self.checkpoints = checkpoints
         self.alpha = alpha
-        self.seen = {"trainer": restarts_of(trainer), "store": restarts_of(store)}
+        self.seen = {"trainer": trainer.restarts, "store": store.restarts}
         """Restarts of each actor the run has already recovered from."""
         self.counters = {"trainer_restarts": 0, "store_restarts": 0, "rewound_kept": 0, "rewound_dropped": 0,
                          "replayed_steps": 0}
@@ -85,34 +81,33 @@ class Recovery:
     def is_store_loss(self, error: BaseException) -> bool:
         return self._is_loss(error, self.store, "store")
 
-    def _is_loss(self, error: BaseException, handle: Any, role: str) -> bool:
-        if not hasattr(handle, "restarts"):  # not an actor this run supervises (a shared trainer service)
+    def _is_loss(self, error: BaseException, handle: ActorRef, role: str) -> bool:
+        if not handle.supervised:  # not an actor this run restarts (a shared trainer service)
             return False
         if isinstance(error, ActorDeadError) and error.actor == handle.name:
             return True
         # a call that reached the new incarnation instead (e.g. the store no longer knows the version)
-        return isinstance(error, (ActorDeadError, RemoteError)) and restarts_of(handle) != self.seen[role]
+        return isinstance(error, (ActorDeadError, RemoteError)) and handle.restarts != self.seen[role]
 
     def check_trainer(self) -> None:
         """Raise ActorDeadError if the trainer was restarted since the run last recovered (it died while idle):
         a call now would reach a trainer holding the initial weights."""
-        if restarts_of(self.trainer) != self.seen["trainer"]:
+        if self.trainer.restarts != self.seen["trainer"]:
             raise ActorDeadError(self.trainer.name, self.trainer.dead_reason or "restarted while idle")
 
     def as_lost(self, error: BaseException) -> BaseException:
         """The error to end the run with: ActorLostError for a trainer or store that is dead for good."""
         for handle in (self.trainer, self.store):
-            if isinstance(error, ActorDeadError) and error.actor == getattr(handle, "name", None):
+            if isinstance(error, ActorDeadError) and error.actor == handle.name:
                 return lost(handle, error)
         return error
 
     # ------------------------------------------------------------------ the weight store
     async def store_back(self, error: BaseException) -> None:
         """Wait for the restarted store; the version it was handing out is lost (pull afresh)."""
-        log.warning("weight store %s died (%s); waiting for its restart", self.store.name,
-                    getattr(error, "reason", error))
-        await wait_back(self.store, "latest_version", error)
-        self.seen["store"] = restarts_of(self.store)
+        log.warning("weight store %s died (%s); waiting for its restart", self.store.name, _reason(error))
+        await wait_back(self.store, error)
+        self.seen["store"] = self.store.restarts
         await self.weights.store_restarted()  # on another node it serves on another address
         self.counters["store_restarts"] += 1
         self.weights.restart_pull(lost=True)
@@ -125,7 +120,7 @@ class Recovery:
             self.check_trainer()
             try:
                 if retry:  # part of it may have reached the new store already
-                    await self.store.call("rewind", version)
+                    await self.store.send(RewindVersions(version))
                 retry = True
                 stats = await self.weights.publish(version)
             except (ActorDeadError, RemoteError) as e:
@@ -134,7 +129,7 @@ class Recovery:
                 await self.store_back(e)
                 continue
             self.check_trainer()  # the buckets came from the trainer we recovered, not a fresh one
-            if restarts_of(self.store) == self.seen["store"]:
+            if self.store.restarts == self.seen["store"]:
                 return stats
             await self.store_back(ActorDeadError(self.store.name, self.store.dead_reason or "restarted"))
 
@@ -161,15 +156,14 @@ class Recovery:
         """Wait for the restarted trainer, reload the newest checkpoint and take the run back to it; returns
         the (step, version) the run continues from."""
         from rollart.trainer.checkpoint import latest
-        log.warning("trainer %s died (%s); waiting for its restart", self.trainer.name,
-                    getattr(error, "reason", error))
+        log.warning("trainer %s died (%s); waiting for its restart", self.trainer.name, _reason(error))
         while True:
             try:
-                await wait_back(self.trainer, "get_version", error)
-                self.seen["trainer"] = restarts_of(self.trainer)
+                await wait_back(self.trainer, error)
+                self.seen["trainer"] = self.trainer.restarts
                 found = latest(self.checkpoints)
-                extra = await self.trainer.call("load_checkpoint", str(found)) if found is not None else {}
-                version = await self.trainer.call("get_version")
+                extra = await self.trainer.send(LoadCheckpoint(str(found))) if found is not None else {}
+                version = await self.trainer.send(GetVersion())
                 self.check_trainer()
                 break
             except ActorDeadError as e:
@@ -179,7 +173,7 @@ class Recovery:
         step = int(extra.get("step", version))
         self.counters["trainer_restarts"] += 1
         try:
-            await self.store.call("rewind", version)
+            await self.store.send(RewindVersions(version))
         except (ActorDeadError, RemoteError) as e:
             if not self.is_store_loss(e):
                 raise
@@ -200,3 +194,7 @@ class Recovery:
         log.warning("trainer %s is back from %s: step %d, version %d; buffered samples newer than it: %d kept, "
                     "%d dropped (alpha=%d)", self.trainer.name, where, step, version, kept, dropped, self.alpha)
         return step, version
+
+
+def _reason(error: BaseException) -> str:
+    return error.reason if isinstance(error, ActorDeadError) else str(error)

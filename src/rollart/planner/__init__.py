@@ -1,13 +1,14 @@
 """SIMULATED placement search: heterogeneity-aware plans of RL workflows over an analytical cost model
 (HetRL §3–5, App. B), run offline by ``python -m rollart.planner`` and the benchmarks; a training run
-never executes it (a plan reaches a run only as placements, :mod:`.placement`).
+never executes it (a plan reaches a run only as placements, ``rollart.distributed.plan_placements``).
 
 Inputs: a device topology (:mod:`.topology`, GPU specs from rollart.hardware, presets in
 :mod:`.scenarios`) and a workflow (:mod:`.workflow`). The cost model (:mod:`.costmodel` terms,
 :mod:`.memory`, :mod:`.taskcost` per task, :mod:`.stepcost` end to end) estimates a step;
-:mod:`.search` (SHA-EA) and :mod:`.ilp` (exact) find plans; :mod:`.baselines` holds the homogeneous
-(verl-like) and two-group (StreamRL-like) planners; :mod:`.placement` turns a plan into worker
-placements for the ResourceManager.
+:mod:`.search` (SHA-EA) and :mod:`.ilp` (exact) find plans (:mod:`.plan`: Plan, of :mod:`.groupplan` GPU
+groups); :mod:`.baselines` holds the homogeneous (verl-like) and two-group (StreamRL-like) planners.
+``rollart.distributed.plan_placements`` (the product's side) turns a plan into worker placements for the
+ResourceManager.
 
     from rollart.planner import make_plan
     plan = make_plan("multi-country", "ppo")

@@ -8,7 +8,7 @@
 --gpus, default the paper's 24 A100 + 24 L40S + 16 L4) or a YAML/JSON file (see
 rollart.planner.topology.load). --workflow: ppo, grpo, ppo-async, grpo-async or a YAML/JSON file of
 WorkflowConfig fields; trailing key=value pairs override workflow fields (``--help-workflow`` lists them).
-A training run places its actors as the plan says with ``placement=plan.json`` (rollart.pipeline.placement).
+A training run places its actors as the plan says with ``placement=plan.json`` (rollart.pipeline.run_plan).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from rollart.config import ConfigError, describe
+from rollart.config import describe, exit_on_config_error
 
 from . import make_plan
 from .plan import PlanningError
@@ -44,12 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o]
     if bad:
         ap.error(f"unrecognised arguments {bad}; workflow overrides are written key=value")
-    try:
+    with exit_on_config_error(TopologyError, PlanningError):
         plan = make_plan(args.topology, args.workflow, overrides=overrides, planner=args.planner,
                          gpus=args.gpus, budget=args.budget, time_limit_s=args.time_limit, seed=args.seed)
-    except (TopologyError, ConfigError, PlanningError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print(plan.table())
     out = json.dumps(plan.to_json(), indent=2)
     if args.json:

@@ -1,6 +1,6 @@
 """A complete execution plan: task groups → GPUs, parallel degrees, estimated step time and memory.
 
-``Plan.to_json()`` is the planner's output contract (consumed by :mod:`rollart.planner.placement`)::
+``Plan.to_json()`` is the planner's output contract (consumed by :mod:`rollart.distributed.plan_placements`)::
 
     {"groups": [{"tasks": [...], "role": "generate"|"train"|"inference", "devices": [{"id", "type",
                  "node", "zone", "region"}], "tp", "pp", "dp", "parallel": {task: {...}}}],

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rollart.config import ConfigError
 from rollart.hardware import HARDWARE, HardwareSpec
 
 GB = 1e9
@@ -263,13 +264,22 @@ def _read_structured(path: Path) -> dict:
         raise TopologyError(f"{path}: no such file; give a topology file or a preset name")
     text = path.read_text()
     if path.suffix in (".yaml", ".yml"):
-        import yaml  # pyyaml, only needed for YAML files
-        data = yaml.safe_load(text)
+        data = parse_yaml(text, path)
     else:
         data = json.loads(text)
     if not isinstance(data, dict):
         raise TopologyError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """The YAML ``text`` of ``path``: pyyaml comes with the planner extra; its absence is a one-line error."""
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError(f"{path} is a YAML file, which needs pyyaml: pip install -e \".[planner]\" "
+                          "(or give the file as JSON)") from None
+    return yaml.safe_load(text)
 
 
 def _link(entry: dict, where: str) -> LinkSpec:

@@ -15,6 +15,8 @@ from typing import Literal
 from rollart.config import ConfigError, apply_overrides
 from rollart.hardware import MODELS, ModelShape, model_shape
 
+from .topology import parse_yaml
+
 
 TaskKind = Literal["gen", "inf", "train"]
 
@@ -152,8 +154,7 @@ def load_workflow(source: str, overrides: list[str] | None = None) -> Workflow:
                               "nor an existing YAML/JSON file")
         text = path.read_text()
         if path.suffix in (".yaml", ".yml"):
-            import yaml  # pyyaml, only for YAML workflow files
-            fields = yaml.safe_load(text) or {}
+            fields = parse_yaml(text, path) or {}
         else:
             fields = json.loads(text)
         if not isinstance(fields, dict):

@@ -56,11 +56,12 @@ class RewardConfig:
     """Local endpoint, for tests: fraction of calls given an injected fault (raise, crash or hang)."""
     fault_seed: int = 0
     """Local endpoint: seed of the fault injector."""
-    judges: int = 0
-    """Model-based reward: add ``judge_weight`` x the mean score of an ensemble of this many judge models
-    (tiny rollart transformers, :mod:`rollart.rewards.judge_model`) to each trajectory's reward. With
+    judges: tuple[str, ...] = ()
+    """Model-based reward: HF-format model folders (e.g. SmolLM2-135M-Instruct: python -m
+    rollart.tools.get_smollm2) judging each trajectory's last answer by its likelihood given the reference
+    (:mod:`rollart.rewards.judges`); ``judge_weight`` x their mean score is added to the reward. With
     actions.enabled=true the judges are services of the GPU-service manager (restored / evicted within
-    actions.service_memory_mb); else they stay loaded in the coordinator. 0: none."""
+    actions.service_memory_mb); else they stay loaded in the coordinator. Empty: none."""
     judge_weight: float = 0.1
     """Weight of the judges' mean score in the reward."""
 
@@ -81,7 +82,7 @@ class RewardConfig:
         if self.hw_class and not self.serverless:
             raise ConfigError(f"reward.hw_class={self.hw_class!r} places an endpoint started for the run: set "
                               "reward.serverless=true, or drop it")
-        for name in ("retries", "fault_seed", "judges"):
+        for name in ("retries", "fault_seed"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"reward.{name}={getattr(self, name)} must be >= 0")
         for name in ("max_concurrency", "max_workers"):

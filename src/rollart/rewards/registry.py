@@ -6,8 +6,9 @@ server and each worker process import them the same way. Unknown names get a "di
 from __future__ import annotations
 
 import difflib
-import importlib
 from typing import Callable, Iterable
+
+from rollart.loader import load, split
 
 
 class UnknownFunctionError(KeyError):
@@ -21,21 +22,14 @@ def parse_spec(spec: str) -> tuple[str, str, str]:
     """``[alias=]module:function`` -> (name, module, function)."""
     spec = spec.strip()
     alias, _, target = spec.rpartition("=")
-    module, sep, func = target.partition(":")
-    if not sep or not module or not func:
-        raise ValueError(f"bad function spec {spec!r}: write module:function, e.g. "
-                         "rollart.rewards.rules:math_reward (optionally alias=module:function)")
+    module, func = split(target, "reward function")
     return alias or func, module, func
 
 
 def load_function(module: str, func: str) -> Callable:
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        raise ValueError(f"cannot import module {module!r} for reward function {func!r}: {e}") from None
-    fn = getattr(mod, func, None)
+    fn = load(f"{module}:{func}", "reward function")
     if not callable(fn):
-        raise ValueError(f"{module}:{func} is not a callable in module {module!r}")
+        raise ValueError(f"reward function '{module}:{func}' is not callable")
     return fn
 
 

@@ -3,7 +3,7 @@
     python -m rollart.rewards.serve --port 8700 --token SECRET \\
         --functions rollart.rewards.rules:math_reward,rollart.rewards.rules:exact_match
 
-Wire protocol (``register_serverless`` and :mod:`rollart.rewards.client` speak it):
+Wire protocol (:mod:`rollart.rewards.client` speaks it):
 ``POST {url}/call/{function}`` with JSON ``{"args": [...], "kwargs": {...}}`` and, if the server has a
 token, ``Authorization: Bearer TOKEN``. The answer is ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": "...", "retryable": bool}`` — HTTP 4xx for bad requests (401 auth, 404 unknown
@@ -11,28 +11,26 @@ function, 400 malformed body, 413 too large), 5xx for failures (500 function err
 504 timeout). ``retryable`` is false when the reward function itself raised (a deterministic error:
 the same call fails again) and true when the worker died, timed out or could not start.
 
-Workers are processes (:mod:`rollart.rewards.worker`). The pool grows while calls wait and no worker is
-idle (up to ``max_workers``) and a worker exits after ``idle_timeout`` seconds without work, so an idle
-endpoint holds zero processes. A call that overruns ``call_timeout`` kills its worker. ``GET /stats``
-reports utilisation (busy worker-seconds / alive worker-seconds).
+Workers are processes (:mod:`rollart.rewards.pool_worker`) in an autoscaled pool
+(:mod:`rollart.rewards.process_pool`): it grows while calls wait and no worker is idle (up to ``max_workers``)
+and a worker exits after ``idle_timeout`` seconds without work, so an idle endpoint holds zero processes. A call
+that overruns ``call_timeout`` kills its worker. ``GET /stats`` reports utilisation (busy worker-seconds / alive
+worker-seconds).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import dataclasses
-import itertools
 import json
-import os
 import random
 import signal
-import sys
-import time
-from typing import Any, Optional
+from typing import Optional
 
 from aiohttp import web
 
 from rollart.config import ConfigError
+from rollart.rewards.process_pool import Job, WorkerPool
 from rollart.rewards.registry import FunctionRegistry, UnknownFunctionError
 
 
@@ -80,135 +78,6 @@ class ServeConfig:
             raise ConfigError(f"max_request_bytes={self.max_request_bytes} is too small (>= 1024)")
 
 
-@dataclasses.dataclass
-class Job:
-    fn: str
-    args: list
-    kwargs: dict
-    fault: Optional[str]
-    future: asyncio.Future
-
-
-class WorkerPool:
-    """Autoscaled worker processes fed from one asyncio queue."""
-
-    def __init__(self, cfg: ServeConfig, specs: list[str]):
-        self.cfg, self.specs = cfg, specs
-        self.jobs: asyncio.Queue[Job] = asyncio.Queue()
-        self.workers = 0
-        self.idle = 0
-        self.busy_seconds = 0.0
-        self.alive_seconds_closed = 0.0
-        self._alive_since: dict[int, float] = {}
-        self._ids = itertools.count()
-        self._tasks: set[asyncio.Task] = set()
-        self.spawned = 0
-        n = str(cfg.worker_threads)
-        self._thread_env = {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
-
-    def submit(self, job: Job) -> None:
-        self.jobs.put_nowait(job)
-        if self.jobs.qsize() > self.idle and self.workers < self.cfg.max_workers:
-            self.workers += 1  # count now so a burst does not over-spawn
-            task = asyncio.create_task(self._worker_loop())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    def alive_seconds(self) -> float:
-        now = time.monotonic()
-        return self.alive_seconds_closed + sum(now - t for t in self._alive_since.values())
-
-    async def _spawn(self) -> asyncio.subprocess.Process:
-        """Start a worker and wait until it has imported the functions (its cold start)."""
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rollart.rewards.worker", "--functions", ",".join(self.specs),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-            limit=4 * self.cfg.max_request_bytes, env={**os.environ, **self._thread_env})
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.startup_timeout)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise RuntimeError(f"reward worker not ready after {self.cfg.startup_timeout}s "
-                               "(server setting startup_timeout)") from None
-        if not line:
-            raise RuntimeError(f"reward worker exited during start-up (code {await proc.wait()})")
-        return proc
-
-    async def _worker_loop(self) -> None:
-        wid = next(self._ids)
-        self._alive_since[wid] = time.monotonic()
-        self.spawned += 1
-        proc: Optional[asyncio.subprocess.Process] = None
-        try:
-            try:
-                proc = await self._spawn()
-            except (RuntimeError, OSError) as e:  # cannot start: fail what waits, with the reason
-                while not self.jobs.empty():
-                    job = self.jobs.get_nowait()
-                    if not job.future.done():
-                        job.future.set_result({"ok": False, "status": 500, "retryable": True,
-                                               "error": f"{job.fn}: {e}"})
-                return
-            while True:
-                # 1) wait for a job; leave when idle too long (scale to zero)
-                self.idle += 1
-                try:
-                    job = await asyncio.wait_for(self.jobs.get(), self.cfg.idle_timeout)
-                except asyncio.TimeoutError:
-                    return
-                finally:
-                    self.idle -= 1
-                # 2) run it; a dead or overrunning worker fails this call and is replaced
-                if job.future.done():  # the client went away
-                    continue
-                t0 = time.monotonic()
-                reply = await self._run(proc, job)
-                self.busy_seconds += time.monotonic() - t0
-                if not job.future.done():
-                    job.future.set_result(reply)
-                if proc.returncode is not None or reply.get("_kill"):
-                    return
-        finally:
-            self.workers -= 1
-            self.alive_seconds_closed += time.monotonic() - self._alive_since.pop(wid)
-            if proc is not None and proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            # work may still be queued with no one left to take it
-            if self.jobs.qsize() and self.workers < self.cfg.max_workers and self.idle == 0:
-                self.workers += 1
-                task = asyncio.create_task(self._worker_loop())
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _run(self, proc: asyncio.subprocess.Process, job: Job) -> dict:
-        msg = {"id": 0, "fn": job.fn, "args": job.args, "kwargs": job.kwargs, "fault": job.fault}
-        try:
-            proc.stdin.write((json.dumps(msg) + "\n").encode())
-            await proc.stdin.drain()
-            line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.call_timeout)
-        except asyncio.TimeoutError:
-            return {"ok": False, "status": 504, "_kill": True, "retryable": True,
-                    "error": f"{job.fn}: timed out after {self.cfg.call_timeout}s (raise call_timeout "
-                             "if the function is legitimately slow)"}
-        except (ConnectionError, BrokenPipeError) as e:
-            return {"ok": False, "status": 500, "_kill": True, "retryable": True,
-                    "error": f"{job.fn}: worker lost ({e})"}
-        if not line:
-            code = await proc.wait()
-            return {"ok": False, "status": 500, "_kill": True, "retryable": True,
-                    "error": f"{job.fn}: worker process died during the call (exit code {code})"}
-        reply = json.loads(line)
-        reply["status"] = 200 if reply["ok"] else 500
-        if not reply["ok"]:  # the function raised: deterministic, a retry would fail the same way
-            reply["retryable"] = bool(reply.get("retryable", False))  # (true only for injected faults)
-        return reply
-
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 def _error(status: int, message: str) -> web.Response:

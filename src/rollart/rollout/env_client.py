@@ -9,34 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from rollart.actors import RestartPolicy
+from rollart.actors import ActorRef, LocalHandle, RestartPolicy
 from rollart.distributed import Cluster, ResourceManager
+from rollart.messages import CloseEnv, CreateEnv, PrewarmEnvs, ResetEnv, StepEnv
 from rollart.rollout.env_host import EnvHost
-
-Caller = Callable[..., Awaitable[Any]]
 
 
 class EnvFailure(RuntimeError):
     """An env raised, hung, or its host died; the trajectory using it is marked failed."""
 
 
-def _caller(host: Any) -> Caller:
-    """``call(method, *args)`` for an in-process EnvHost or an actor handle (which has .call)."""
-    if isinstance(host, EnvHost):
-        return lambda method, *args: getattr(host, method)(*args)
-    if hasattr(host, "call"):
-        return host.call
-    raise TypeError(f"env host must be an EnvHost or an actor handle with .call, got {type(host).__name__}")
-
-
 class EnvSession:
     """One env on one host, used by exactly one trajectory coroutine at a time."""
 
-    def __init__(self, call: Caller, key: str, system_prompt: str, max_new_tokens: int,
+    def __init__(self, host: ActorRef, key: str, system_prompt: str, max_new_tokens: int,
                  host_name: str, grace_s: float):
-        self._call = call
+        self.host = host
         self.key = key
         self.system_prompt = system_prompt
         self.max_new_tokens = max_new_tokens
@@ -44,14 +34,16 @@ class EnvSession:
         self.grace_s = grace_s
         self.closed = False
         self.inprocess = False
+        self.pool_index: int | None = None
+        """Its host's index in the pool that opened it; None once released (or not from a pool)."""
 
     async def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
-        r = await self._checked("reset", self.key, seed, options)
+        r = await self._checked(ResetEnv(self.key, seed, options))
         return r["observation"], r["info"]
 
     async def step(self, action: str, cores: tuple[int, ...] = ()) -> tuple[str, float, bool, bool, dict]:
         """``cores``: granted by the action scheduler (the host pins what the step starts to them)."""
-        r = await self._checked("step", self.key, action, *([list(cores)] if cores else []))
+        r = await self._checked(StepEnv(self.key, action, list(cores) if cores else None))
         return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
 
     async def close(self) -> None:
@@ -61,22 +53,23 @@ class EnvSession:
         self.closed = True
         try:
             if self.inprocess:  # an in-process close never waits on anything
-                await self._call("close", self.key)
+                await self.host.send(CloseEnv(self.key))
             else:
                 async with asyncio.timeout(self.grace_s):
-                    await self._call("close", self.key)
+                    await self.host.send(CloseEnv(self.key))
         except Exception:  # noqa: BLE001 - the host is gone or stuck: nothing left to release
             pass
 
-    async def _checked(self, method: str, *args: Any) -> dict:
+    async def _checked(self, message: ResetEnv | StepEnv) -> dict:
+        method = "reset" if isinstance(message, ResetEnv) else "step"
         if self.closed:
             raise EnvFailure(f"{method} on a released env ({self.key})")
         try:
             if self.inprocess:  # the host's own timeout bounds the call; no transport can stall
-                result = await self._call(method, *args)
+                result = await self.host.send(message)
             else:  # the host enforces the env's timeout; the grace bounds a host that stopped answering
                 async with asyncio.timeout(self.grace_s):
-                    result = await self._call(method, *args)
+                    result = await self.host.send(message)
         except TimeoutError:
             raise EnvFailure(f"env host {self.host_name} did not answer {method} within "
                              f"{self.grace_s:g}s") from None
@@ -94,11 +87,13 @@ class EnvSession:
 class EnvPool:
     """Opens envs on a set of hosts, least-loaded first (by envs this pool opened on each)."""
 
-    def __init__(self, hosts: list[Any], grace_s: float = 120.0):
+    def __init__(self, hosts: list[ActorRef | EnvHost], grace_s: float = 120.0):
+        """``hosts``: actor handles of EnvHost actors, or EnvHost objects (served in this process)."""
         if not hosts:
             raise ValueError("EnvPool needs at least one env host")
-        self.hosts = [(f"host{i}", _caller(h)) for i, h in enumerate(hosts)]
         self.host_objects = list(hosts)
+        self.hosts = [(f"host{i}", LocalHandle(h, f"host{i}") if isinstance(h, EnvHost) else h)
+                      for i, h in enumerate(hosts)]
         self.grace_s = grace_s
         self.open_count = [0] * len(hosts)
         self._rr = itertools.count()
@@ -134,8 +129,8 @@ class EnvPool:
                       count: int = 1) -> int:
         """Create ``count`` envs ahead of a step, spread over the hosts (each needs reuse_envs)."""
         shares = [count // len(self.hosts) + (i < count % len(self.hosts)) for i in range(len(self.hosts))]
-        done = await asyncio.gather(*(call("prewarm", env_id, kwargs or {}, faults, n)
-                                      for (_, call), n in zip(self.hosts, shares) if n))
+        done = await asyncio.gather(*(host.send(PrewarmEnvs(env_id, kwargs or {}, faults, n))
+                                      for (_, host), n in zip(self.hosts, shares) if n))
         return sum(done)
 
     @property
@@ -147,14 +142,15 @@ class EnvPool:
         order = sorted(range(len(self.hosts)), key=lambda i: (self.open_count[i], (i - start) % len(self.hosts)))
         errors = []
         for i in order:  # a host that is down or full: try the next one
-            name, call = self.hosts[i]
+            name, host = self.hosts[i]
             inprocess = isinstance(self.host_objects[i], EnvHost)
+            create = CreateEnv(env_id, kwargs or {}, faults)
             try:
                 if inprocess:  # the host's create_timeout_s bounds it; no transport can stall
-                    r = await call("create", env_id, kwargs or {}, faults)
+                    r = await host.send(create)
                 else:
                     async with asyncio.timeout(self.grace_s):
-                        r = await call("create", env_id, kwargs or {}, faults)
+                        r = await host.send(create)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -163,9 +159,9 @@ class EnvPool:
             if r.get("ok"):
                 self.open_count[i] += 1
                 self.counters["opened"] += 1
-                session = EnvSession(call, r["key"], r["system_prompt"], r["max_new_tokens"], name,
+                session = EnvSession(host, r["key"], r["system_prompt"], r["max_new_tokens"], name,
                                      self.grace_s)
-                session._pool_index = i
+                session.pool_index = i
                 session.inprocess = inprocess
                 return session
             errors.append(f"{name}: {r.get('error')}")
@@ -174,10 +170,10 @@ class EnvPool:
 
     async def release(self, session: EnvSession) -> None:
         """Close the session's env and free its slot (idempotent)."""
-        index = getattr(session, "_pool_index", None)
+        index = session.pool_index
         if index is None:
             return
-        session._pool_index = None
+        session.pool_index = None
         self.open_count[index] -= 1
         self.counters["released"] += 1
         await session.close()

@@ -24,8 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rollart.actions.placement import on_cores
+from rollart.cpus import on_cores
+from rollart.actors import handles
 from rollart.config import ConfigError
+from rollart.messages import CloseEnv, CloseIdleEnvs, CreateEnv, GetStats, PrewarmEnvs, ResetEnv, StepEnv
 from rollart.rollout.env_protocol import env_defaults
 from rollart.rollout.thread_pool import DaemonThreadPool, _Expired, _Watchdog
 
@@ -106,9 +108,9 @@ _PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def pin_process(cpus: tuple[int, ...] | set[int]) -> None:
-    """Pin every thread of this process to ``cpus`` (rollart.actors.cpus.pin_process), as
+    """Pin every thread of this process to ``cpus`` (rollart.cpus.pin_process), as
     ``EnvHostConfig.cpu_affinity`` asks; a CPU this process may not use is an error naming that setting."""
-    from rollart.actors.cpus import pin_process as pin_all_threads
+    from rollart.cpus import pin_process as pin_all_threads
     if not hasattr(os, "sched_setaffinity"):
         raise ValueError("EnvHostConfig.cpu_affinity needs os.sched_setaffinity (Linux); leave it empty here")
     try:
@@ -153,8 +155,10 @@ class EnvHost:
         self.counters = {"created": 0, "reused": 0, "released": 0, "closed": 0, "failed": 0,
                          "timeouts": 0, "steps": 0}
 
-    async def create(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None) -> dict:
+    @handles(CreateEnv)
+    async def create(self, msg: CreateEnv) -> dict:
         """gymnasium.make(env_id, **kwargs) [wrapped in InjectFaults(**faults)] → key and defaults."""
+        env_id, kwargs, faults = msg.env_id, msg.kwargs, msg.faults
         if len(self.envs) >= self.config.max_envs:
             return {"ok": False, "error": f"env host full ({self.config.max_envs} envs); raise max_envs "
                                           "or add hosts"}
@@ -183,25 +187,31 @@ class EnvHost:
         self._kind[key] = kind
         return {"ok": True, "key": key, "system_prompt": system_prompt, "max_new_tokens": max_new_tokens}
 
-    async def reset(self, key: str, seed: int | None = None, options: dict | None = None) -> dict:
-        result = await self._run(key, "reset", _env_reset, seed, options, timeout=self.config.reset_timeout_s)
+    @handles(ResetEnv)
+    async def reset(self, msg: ResetEnv) -> dict:
+        result = await self._run(msg.key, "reset", _env_reset, msg.seed, msg.options,
+                                 timeout=self.config.reset_timeout_s)
         if result["ok"]:
             obs, info = result.pop("value")
             result.update(observation=to_plain(obs), info=to_plain(info))
         return result
 
-    async def step(self, key: str, action: str, cores: list[int] | None = None) -> dict:
-        """``cores``: granted by the action scheduler; processes the step starts are pinned to them."""
+    @handles(StepEnv)
+    async def step(self, msg: StepEnv) -> dict:
+        """``msg.cores``: granted by the action scheduler; processes the step starts are pinned to them."""
         self.counters["steps"] += 1
-        result = await self._run(key, "step", _env_step, action, cores, timeout=self.config.step_timeout_s)
+        result = await self._run(msg.key, "step", _env_step, msg.action, msg.cores,
+                                 timeout=self.config.step_timeout_s)
         if result["ok"]:
             obs, reward, terminated, truncated, info = result.pop("value")
             result.update(observation=to_plain(obs), reward=float(reward), terminated=bool(terminated),
                           truncated=bool(truncated), info=to_plain(info))
         return result
 
-    async def close(self, key: str) -> bool:
+    @handles(CloseEnv)
+    async def close(self, msg: CloseEnv) -> bool:
         """Release an env (idempotent): kept for reuse (reuse_envs) or closed in the background."""
+        key = msg.key
         env = self.envs.pop(key, None)
         if env is None:
             return False
@@ -214,22 +224,23 @@ class EnvHost:
             self.pool.fire(_quiet_close, env)
         return True
 
-    async def prewarm(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None,
-                      count: int = 1) -> int:
-        """Create ``count`` envs ahead of time into the reuse pool (needs reuse_envs), and top the thread
+    @handles(PrewarmEnvs)
+    async def prewarm(self, msg: PrewarmEnvs) -> int:
+        """Create ``msg.count`` envs ahead of time into the reuse pool (needs reuse_envs), and top the thread
         pool up to max(min_threads, count) threads; returns how many envs were made."""
         if not self.config.reuse_envs:
             raise ValueError("prewarm needs EnvHostConfig(reuse_envs=True)")
         # threads written off for hung or cancelled calls are replaced now, not by the step's first
         # calls (starting a thread blocks the loop until the thread runs)
-        self.pool.prestart(max(self.config.min_threads, min(count, self.config.max_threads)))
-        made = [await self.create(env_id, kwargs, faults) for _ in range(count)]
+        self.pool.prestart(max(self.config.min_threads, min(msg.count, self.config.max_threads)))
+        made = [await self.create(CreateEnv(msg.env_id, msg.kwargs, msg.faults)) for _ in range(msg.count)]
         for r in made:
             if r["ok"]:
-                await self.close(r["key"])
+                await self.close(CloseEnv(r["key"]))
         return sum(r["ok"] for r in made)
 
-    async def close_idle(self) -> int:
+    @handles(CloseIdleEnvs)
+    async def close_idle(self, msg: CloseIdleEnvs) -> int:
         """Close every env kept for reuse; returns how many."""
         idle = [env for envs in self.idle.values() for env in envs]
         self.idle.clear()
@@ -240,9 +251,10 @@ class EnvHost:
 
     async def on_stop(self) -> None:
         """Actor hook: close the idle envs when the host stops."""
-        await self.close_idle()
+        await self.close_idle(CloseIdleEnvs())
 
-    def stats(self) -> dict:
+    @handles(GetStats)
+    def stats(self, msg: GetStats) -> dict:
         return {**self.counters, "live_envs": len(self.envs), "idle_envs": sum(map(len, self.idle.values())),
                 "threads": self.pool.live_threads}
 

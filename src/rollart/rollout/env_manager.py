@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rollart.config import ConfigError
+from rollart.loader import LoadError, load
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
 from rollart.types import SamplingParams, Trajectory
@@ -73,8 +73,13 @@ class TaskSpec:
 
 
 class Policy(Protocol):
+    """What plays a trajectory's turns: the LLMProxy in a run (a scripted policy in tests)."""
+
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
                        task: str) -> Any: ...
+
+    def release(self, trajectory_id: str) -> None:
+        """The trajectory ended: drop what was kept for its next turn (its sticky worker)."""
 
 
 class StalenessGate(Protocol):
@@ -108,15 +113,14 @@ class EnvManager:
         self.gate = gate
         self._formats: dict[str, ChatFormat] = {}
 
-    async def run(self, task: TaskSpec, trajectory_id: str, group_id: str, seed: int | None,
-                  barrier: Any = None) -> Trajectory:
-        """One trajectory from env open to release. ``barrier`` (batched baseline) syncs turns."""
+    async def run(self, task: TaskSpec, trajectory_id: str, group_id: str, seed: int | None) -> Trajectory:
+        """One trajectory from env open to release."""
         traj = Trajectory.begin(trajectory_id, group_id, task.name, seed)
         started = time.perf_counter()
         session: EnvSession | None = None
         try:
             session = await self.pool.open(task.env_id, task.env_kwargs, task.faults)
-            await self._play(task, traj, session, seed, barrier)
+            await self._play(task, traj, session, seed)
             traj.status = "done"
         except EnvFailure as e:
             traj.status, traj.reason = "failed", f"env: {e}"
@@ -136,13 +140,10 @@ class EnvManager:
                 self.gate.untrack(trajectory_id)
             if session is not None:
                 await self.pool.release(session)
-            release = getattr(self.policy, "release", None)
-            if release is not None:
-                release(trajectory_id)
+            self.policy.release(trajectory_id)
         return traj
 
-    async def _play(self, task: TaskSpec, traj: Trajectory, session: EnvSession, seed: int | None,
-                    barrier: Any) -> None:
+    async def _play(self, task: TaskSpec, traj: Trajectory, session: EnvSession, seed: int | None) -> None:
         chat = self._format(task, session)
         max_new = task.max_new_tokens or session.max_new_tokens or 64
         sampling = SamplingParams(temperature=task.temperature, top_p=task.top_p, max_tokens=max_new,
@@ -154,8 +155,6 @@ class EnvManager:
         self._append(traj, chat.first_prompt(_text(obs, task)))
         env_return = 0.0
         for turn in range(task.max_turns):
-            if barrier is not None:
-                await barrier.wait()  # batched baseline: every env of the batch starts the turn together
             self._check_gate(traj, first_turn=(turn == 0))
             t0 = time.perf_counter()
             params = sampling if seed is None else dataclasses.replace(
@@ -170,8 +169,6 @@ class EnvManager:
             traj.num_turns += 1
             traj.info["prompt_tokens"] = traj.info.get("prompt_tokens", 0) + out.num_prompt_tokens
             traj.info["cached_tokens"] = traj.info.get("cached_tokens", 0) + out.num_cached_tokens
-            if barrier is not None:
-                await barrier.wait()  # ... and all generations finish before any env steps
             t0 = time.perf_counter()
             text = chat.action_text(out.token_ids)
             if self.actions is not None:  # an ARL-Tangram action: runs on the cores the scheduler grants
@@ -248,11 +245,9 @@ def _text(observation: Any, task: TaskSpec) -> str:
 def _step_action(task: TaskSpec, text: str, turn: int, reset_info: dict) -> tuple[str, int | None]:
     if not task.step_action:
         return "env_step", None
-    module, _, name = task.step_action.partition(":")
     try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"task {task.name}: step_action={task.step_action!r} does not name a function "
-                          f"('module:function'): {e}") from None
+        fn = load(task.step_action, "step_action")
+    except LoadError as e:
+        raise ConfigError(f"task {task.name}: {e}") from None
     kind, most = fn(text, turn, task.max_turns, reset_info or {})
     return str(kind), int(most)

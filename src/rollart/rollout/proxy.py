@@ -27,7 +27,7 @@ that request's ``GenerationResult``:
   ``pd_decode_class`` - see ``rollart.inference.pd``.
 
 Workers are anything with ``async call(method, message)``: an ``ActorHandle`` of an
-``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one. The proxy is where a request
+``InferenceWorker`` actor, or ``rollart.actors.LocalHandle`` around an in-process one. The proxy is where a request
 enters: its prompt and sampling are validated here, once, into a typed ``GenerateRequest``; below it
 (worker, engine) only typed values travel. Generate / abort / update-weights go to a worker as one
 typed message each (``GenerateRequest``, ``AbortRequest``, ``UpdateWeights`` from ``rollart.types``).
@@ -52,11 +52,11 @@ from rollart.rollout.profiler import HardwareProfiler
 from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
-from rollart.rollout.worker_slot import LocalWorker, WorkerSlot, dead_error_types, local_error
-from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, KVBlocks, SamplingParams, UpdateWeights,
+from rollart.rollout.worker_slot import WorkerSlot, dead_error_types, local_error
+from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
-__all__ = ["LLMProxy", "ProxyConfig", "LocalWorker", "WorkerSlot", "NoWorkerError", "UnknownTaskError"]
+__all__ = ["LLMProxy", "ProxyConfig", "WorkerSlot", "NoWorkerError", "UnknownTaskError"]
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,8 @@ class LLMProxy:
             self.workers[slot.name] = slot
         if not self.workers:
             raise ValueError("LLMProxy needs at least one inference worker")
-        classes = {w.hw_class for w in self.workers.values()}
         self.profiler = HardwareProfiler(_class_counts(self.workers.values()))
         """Measures every request; with hw_affinity='auto' its mapping routes (else it only proposes one)."""
-        for task, cls in ({} if self.cfg.hw_affinity == AUTO else self.cfg.hw_affinity).items():
-            if cls not in classes:
-                log.warning("hw_affinity[%r] = %r but no worker has that class (have %s): will fall back",
-                            task, cls, sorted(classes))
         self.counters = dict(requests=0, retries=0, rerouted=0, fallbacks=0, spills=0, aborted=0,
                              pd_reprefill_tokens=0, pd_kv_tokens=0, pd_kv_bytes=0)
         self._dead_errors = dead_error_types()
@@ -97,18 +92,19 @@ class LLMProxy:
         self._seq = itertools.count()
 
     @classmethod
-    def from_cluster(cls, cluster: Any, config: ProxyConfig | None = None, method: str = "generate") -> "LLMProxy":
+    def from_cluster(cls, cluster: Any, config: ProxyConfig | None = None) -> "LLMProxy":
         """A proxy over a started ``rollart.distributed.Cluster`` of InferenceWorkers (how a run makes its
-        proxy: ``rollart.pipeline.components.build``).
+        proxy: ``rollart.pipeline.run_actors.start_actors``); each member keeps the hardware class the
+        ResourceManager bound it to."""
+        return cls([WorkerSlot(m.name, m.hw_class, m.handle) for m in cluster.members], config)
 
-        Each member keeps the hardware class the ResourceManager bound it to; without an explicit
-        ``config.hw_affinity`` the worker class's ``@hw_mapping`` declaration on ``method`` is used.
-        """
-        cfg = config or ProxyConfig()
-        d = getattr(cluster, "dispatch", {}).get(method)
-        if not cfg.hw_affinity and d is not None and d.kind == "hw_mapping":
-            cfg = dataclasses.replace(cfg, hw_affinity=dict(d.hw_affinity))
-        return cls([WorkerSlot(m.name, m.hw_class, m.handle) for m in cluster.members], cfg)
+    def all_dead_cause(self) -> str:
+        """'every inference worker is dead (name: reason; ...)' when none is left, else ''."""
+        workers = self.workers.values()
+        if not workers or not all(w.dead for w in workers):
+            return ""
+        causes = "; ".join(f"{w.name}: {w.handle.dead_reason or 'failed'}" for w in workers)
+        return f"every inference worker is dead ({causes})"
 
     @property
     def version(self) -> int:
@@ -134,19 +130,18 @@ class LLMProxy:
         seq = next(self._seq)
         self._active[trajectory_id] = self._active.get(trajectory_id, 0) + 1
         try:
-            key = f"{trajectory_id}#{seq}"
+            request = GenerateRequest(f"{trajectory_id}#{seq}", prompt, params, trajectory_id)
             if self.cfg.pd_prefill_class:
                 classes = {"p": self.cfg.pd_prefill_class, "d": self.cfg.pd_decode_class}
                 result, moved = await generate_disaggregated(
-                    lambda p, sp, phase, export_kv, kv: self.run_request(trajectory_id, key, p, sp, classes[phase],
-                                                                         phase, export_kv, kv),
-                    prompt, params, self.cfg.pd_kv_transport)
+                    lambda phase, req: self.run_request(req, classes[phase], phase), request,
+                    self.cfg.pd_kv_transport)
                 self.counters["pd_reprefill_tokens"] += moved.reprefill_tokens
                 self.counters["pd_kv_tokens"] += moved.kv_tokens
                 self.counters["pd_kv_bytes"] += moved.kv_bytes
                 return result
             t0 = time.perf_counter()
-            result = await self.run_request(trajectory_id, key, prompt, params, hw_class)
+            result = await self.run_request(request, hw_class)
             slot = self.workers.get(result.worker)
             if slot is not None and result.finish_reason not in ("abort", "error"):
                 self.profiler.record(task, slot.hw_class, result.num_prompt_tokens - result.num_cached_tokens,
@@ -227,21 +222,21 @@ class LLMProxy:
 
     # ---------------------------------------------------------------- one request, with retries
 
-    async def run_request(self, trajectory_id: str, request_key: str, prompt: list[int],
-                          params: SamplingParams, hw_class: str | None, phase: str = "", export_kv: str = "",
-                          kv: KVBlocks | None = None) -> GenerationResult:
-        """Issue one request on a worker of ``hw_class`` (or a fallback), re-issuing it after worker deaths."""
-        cost = len(prompt) + params.max_tokens
+    async def run_request(self, request: GenerateRequest, hw_class: str | None, phase: str = "") -> GenerationResult:
+        """Issue ``request`` on a worker of ``hw_class`` (or a fallback), re-issuing it after worker deaths; each
+        attempt gets its own request id (the request's id, the phase and the attempt)."""
+        trajectory_id, prompt = request.trajectory_id, request.prompt_token_ids
+        cost = len(prompt) + request.sampling.max_tokens
         for attempt in range(self.cfg.max_attempts):
             if attempt and trajectory_id in self._aborted:
                 return _abort_result(len(prompt))  # aborted while its worker was being recovered
             slot = self.router.pick(trajectory_id, hw_class, phase)
-            rid = f"{request_key}{phase}.{attempt}"
+            rid = f"{request.request_id}{phase}.{attempt}"
             slot.outstanding += cost
             slot.routed += 1
             self._inflight.setdefault(trajectory_id, {})[rid] = slot
             try:
-                result = await slot.handle.send(GenerateRequest(rid, prompt, params, trajectory_id, export_kv, kv))
+                result = await slot.handle.send(dataclasses.replace(request, request_id=rid))
             except self._dead_errors as e:
                 self.health.record_death(slot, e)
                 if trajectory_id in self._aborted:

@@ -12,9 +12,36 @@ Plain logic over the proxy's ``WorkerSlot`` table (no I/O), in the order ``LLMPr
 """
 from __future__ import annotations
 
+import logging
+
+from rollart.config import ConfigError
 from rollart.rollout.profiler import HardwareProfiler
-from rollart.rollout.proxy_config import NoWorkerError, ProxyConfig, UnknownTaskError
+from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.worker_slot import WorkerSlot
+
+log = logging.getLogger(__name__)
+
+
+def check_hw_affinity(affinity: dict | str, worker_classes: list[str], tasks: list[str]) -> None:
+    """The one check of ``proxy.hw_affinity`` against a run (before anything starts): every class it names has a
+    worker, and every task is routed (by name or by a 'default' entry); an entry naming no task is reported.
+    (Its form, a mapping or 'auto', is ProxyConfig's own check.)"""
+    if affinity == AUTO or not affinity:
+        return
+    present = sorted(set(worker_classes))
+    for task, hw in affinity.items():
+        if hw not in present:
+            raise ConfigError(f"proxy.hw_affinity[{task!r}]={hw!r}: no inference worker has that class (workers: "
+                              f"{worker_classes}); map {task!r} to one of {present}, or add {hw!r} to hw_classes "
+                              "(with enough num_inference_workers)")
+    names = list(dict.fromkeys(tasks))
+    missing = [n for n in names if n not in affinity]
+    if missing and "default" not in affinity:
+        raise ConfigError(f"proxy.hw_affinity={affinity} routes no worker for task(s) {missing}: add them, or a "
+                          "'default' entry, to proxy.hw_affinity")
+    unused = [k for k in affinity if k != "default" and k not in names]
+    if unused:
+        log.warning("proxy.hw_affinity entries %s name no task of this run (tasks: %s); they are unused", unused, names)
 
 
 class Router:

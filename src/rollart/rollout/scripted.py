@@ -99,6 +99,9 @@ class ScriptedPolicy:
         self.inflight: set[str] = set()
         self.tasks: Counter = Counter()
 
+    def release(self, trajectory_id: str) -> None:
+        """Nothing is kept per trajectory."""
+
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
                        sampling: SamplingParams | None = None, task: str = "default") -> GenerationResult:
         sampling = sampling or SamplingParams()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.worker_slot import WorkerSlot
-from rollart.types import UpdateWeights
+from rollart.messages import GetVersion, UpdateWeights
 
 log = logging.getLogger("rollart.rollout.proxy")
 
@@ -39,7 +40,7 @@ class WorkerHealth:
         if slot.healthy:  # one crash fails every request it was running: count it once
             slot.failures += 1
             slot.healthy = False
-        gone = getattr(slot.handle, "alive", True) is False  # the actor runtime gave up restarting it
+        gone = not slot.handle.alive  # the actor runtime gave up restarting it
         if (gone or slot.failures >= self.cfg.max_worker_failures) and not slot.dead:
             slot.dead = True
             log.error("inference worker %s removed after %d failures (last: %s)", slot.name, slot.failures, error)
@@ -64,7 +65,7 @@ class WorkerHealth:
         while True:
             try:
                 async with asyncio.timeout(max(0.1, deadline - asyncio.get_running_loop().time())):
-                    version = await slot.handle.call("get_version")
+                    version = await slot.handle.send(GetVersion())
                     if version < self.version:
                         if self.source:  # it pulls the version itself, from the store
                             await slot.handle.send(UpdateWeights(self.version, source=self.source))
@@ -76,7 +77,7 @@ class WorkerHealth:
                 log.warning("inference worker %s is back (restarted in place)", slot.name)
                 return
             except (TimeoutError, *self.dead_errors):
-                if getattr(slot.handle, "alive", True) is False:
+                if not slot.handle.alive:
                     slot.dead = True
                     log.error("inference worker %s is dead for good: removed", slot.name)
                     return

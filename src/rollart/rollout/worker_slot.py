@@ -1,35 +1,17 @@
 """The proxy's view of one inference worker, and how a worker's errors read on the proxy's side.
 
-A worker is anything with ``async send(message)`` and ``async call(method)``: an ``ActorHandle`` of an
-``InferenceWorker`` actor, or ``LocalWorker`` around an in-process one. Requests are typed messages from
-``rollart.types`` (``GenerateRequest``, ``AbortRequest``, ``UpdateWeights``) dispatched by their type to the
-method the worker marks ``@handles`` for it; ``call`` serves the plain queries (version, stats).
+A worker is reached through an ``ActorRef``: an ``ActorHandle`` of an ``InferenceWorker`` actor, or a
+``LocalHandle`` around an in-process one. Requests are typed messages from ``rollart.messages``
+(``GenerateRequest``, ``AbortRequest``, ``UpdateWeights``, ``GetVersion``, ...) dispatched by their type to the
+method the worker marks ``@handles`` for it.
 """
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
-from rollart.actors.dispatch import message_table
+from rollart.actors import ActorRef
 from rollart.types import InvalidRequestError
-
-
-class LocalWorker:
-    """An in-process InferenceWorker behind the same ``send`` / ``call`` interface as an actor handle."""
-
-    def __init__(self, worker: Any) -> None:
-        self.worker = worker
-        self.handlers = message_table(type(worker))
-
-    async def send(self, message: Any) -> Any:
-        handler = self.handlers.get(type(message))
-        if handler is None:
-            raise TypeError(f"{type(self.worker).__qualname__} handles no {type(message).__qualname__} message")
-        return await getattr(self.worker, handler)(message)
-
-    async def call(self, method: str, *args: Any) -> Any:
-        return await getattr(self.worker, method)(*args)
 
 
 @dataclass(eq=False)
@@ -37,7 +19,7 @@ class WorkerSlot:
     """The proxy's view of one inference worker."""
     name: str
     hw_class: str
-    handle: Any
+    handle: ActorRef
     outstanding: int = 0
     """Prompt + max new tokens of the requests this proxy has running on it."""
     failures: int = 0
@@ -62,7 +44,7 @@ def dead_error_types() -> tuple[type[BaseException], ...]:
 
 def local_error(e: BaseException) -> BaseException:
     """A worker's per-request error as the caller's InvalidRequestError (it crossed the wire by name)."""
-    matches = getattr(e, "matches", None)
-    if matches is not None and matches(InvalidRequestError):
-        return InvalidRequestError(getattr(e, "message", str(e)))
+    from rollart.actors import RemoteError
+    if isinstance(e, RemoteError) and e.matches(InvalidRequestError):
+        return InvalidRequestError(e.message)
     return e

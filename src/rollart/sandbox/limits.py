@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from rollart.actions.placement import pin_preexec
+from rollart.cpus import pin_preexec
 from rollart.sandbox.config import SandboxConfig
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,12 @@
-"""SIMULATED baselines in the same world as :mod:`rollart.sim.actions` (ARL-Tangram §6, RollArt §7.3).
+"""SIMULATED baselines in the same world as :mod:`rollart.sim.coding_actions` and :mod:`rollart.sim.mopd_actions`
+(ARL-Tangram §6, RollArt §7.3).
 
 - :func:`simulate_static`: per-trajectory static allocation, a pod per trajectory as §6.1 provisions
   it: requested at the trajectory's start (before its first LLM turn) with a 0.5-CPU request and a
   4-CPU limit, held until it ends; every action runs in its pod at once (no action queue) as the
   dataset's single-process command, the node's cores shared fairly (CFS) when more commands run than
   it has cores; trajectories whose pod fits on no node wait for one, and that wait counts in their ACT.
-- Fixed DoP 4 / 16 is :func:`rollart.sim.actions.simulate_coding` with ``dop=4`` / ``dop=16``.
+- Fixed DoP 4 / 16 is :func:`rollart.sim.coding_actions.simulate_coding` with ``dop=4`` / ``dop=16``.
 - :func:`simulate_gpu_dedicated`: every service owns ``units_per_service`` GPUs (TP) forever and serves
   its own requests FCFS, one at a time per instance (no restore cost, no sharing).
 - :func:`simulate_reward_offload`: rollart §7.3 R3 — a fixed GPU budget either split between rollout and
@@ -22,8 +23,10 @@ import random
 from typing import Optional
 
 from rollart.actions.action import amdahl
-from rollart.sim.actions import (EventLoop, GpuRequest, MopdTraceConfig, ServiceSpec, SimResult, Step,
-                                 record_action)
+from rollart.sim.act_result import SimResult, record_action
+from rollart.sim.coding_actions import Step
+from rollart.sim.event_loop import EventLoop
+from rollart.sim.mopd_actions import GpuRequest, ServiceSpec
 
 
 class SharedCores:

@@ -100,6 +100,9 @@ class CapacityLimitedLLM:
                     req.done.set_result(None)
             self.running = still
 
+    def release(self, trajectory_id: str) -> None:
+        self.policy.release(trajectory_id)
+
     async def generate(self, trajectory_id: str, prompt_token_ids: list[int],
                        sampling: SamplingParams | None = None, task: str = "default") -> GenerationResult:
         await self.decode(self.capacity.tokens_per_turn)

@@ -24,8 +24,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from rollart.multiplex.placement import Placer, Trace
-from rollart.multiplex.scheduler import hrrs_priority
+from rollart.multiplex.placer import Placer, Trace
+from rollart.multiplex.hrrs import hrrs_priority
 
 # PlexRL §6.3: cycle time and the three training operations per step, seconds
 SHAPES = {

@@ -1,6 +1,12 @@
 """The training plane: turns scored trajectories into policy updates and hands the new weights on.
 
-RL losses, batching, the torch and DeepSpeed backends, the weight store and checkpoints.
+The step: ``base`` (Trainer: the interface and the RL train step every backend shares), ``objective`` (the loss
+of one micro-batch from the ``losses`` terms), ``networks`` (the critic and the frozen reference), ``batching``
+(trajectories to padded tensors), ``collectives`` (sums over data-parallel ranks), ``mismatch`` (train/inference
+mismatch metrics). Backends: ``torch_trainer`` and ``deepspeed_trainer``, chosen by name in ``registry``, placed
+by ``device``, with ``model_io`` and ``checkpoint``; ``config`` (TrainerConfig). In a run: ``actor``
+(TrainerActor, the source of the weight plane), ``group`` (TrainerGroup: data-parallel ranks as one trainer),
+``shutdown``.
 
     from rollart.trainer import TrainerConfig, make_trainer
     trainer = make_trainer(TrainerConfig(backend="torch", model_path="runs/tiny"))

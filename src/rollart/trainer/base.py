@@ -16,13 +16,15 @@ A trainer is a plain class (it also runs as an actor). Its whole surface:
 ``train_step`` is built from ``forward_backward`` and ``optimizer_step``. Backends implement the protected
 hooks ``_backward``, ``_optimizer_step``, ``_zero_grad``, ``_load_state`` (and, for data parallelism, ``_begin_micro``,
 ``_backward_nothing``, ``_forward_nothing``, ``_max_over_ranks``) and the checkpoint I/O; the step itself
-(proximal/ref log-probs, advantages, mini- and micro-batching, the loss) lives here once.
+(proximal/ref log-probs, advantages, mini- and micro-batching) lives here once, with the loss of a micro-batch
+in :mod:`~rollart.trainer.objective`, the critic and reference networks in :mod:`~rollart.trainer.networks`
+and the sums over data-parallel ranks in :mod:`~rollart.trainer.collectives`.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,42 +35,16 @@ from rollart.trainer import checkpoint as ckpt
 from rollart.trainer import losses as L
 from rollart.trainer.batching import (build_batch, micro_batch_rows, micro_batches, num_loss_tokens,
                                       select_rows, shard_rows)
+from rollart.trainer.collectives import all_reduce_max, all_reduce_sum
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.losses import LossTerms, group_advantages
-from rollart.trainer.placement import autocast, to_device, trainer_placement
+from rollart.trainer.device import autocast, to_device, trainer_placement
 from rollart.trainer.mismatch import mismatch_metrics, mismatch_sums
+from rollart.trainer.networks import forward_logits, frozen_copy
+from rollart.trainer.objective import micro_batch_loss
 from rollart.versions import staleness
 
 log = logging.getLogger(__name__)
-
-
-def forward_logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    """Run a causal LM and return logits (B, T, V) whether it returns a tensor or an HF output object."""
-    out = model(input_ids)
-    return out.logits if hasattr(out, "logits") else out
-
-
-class ValueModel(nn.Module):
-    """Critic: a copy of the policy network with a scalar head on its output features.
-
-    ``values[:, t]`` estimates the return from the state *before* token t (read at position t-1), aligned
-    with :func:`rollart.trainer.losses.token_logprobs`.
-    """
-
-    def __init__(self, backbone: nn.Module):
-        super().__init__()
-        self.backbone = backbone
-        device = next(backbone.parameters()).device
-        with torch.no_grad():
-            width = forward_logits(backbone, torch.zeros(1, 2, dtype=torch.long, device=device)).shape[-1]
-        self.head = nn.Linear(width, 1, device=device)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        feats = forward_logits(self.backbone, input_ids)[:, :-1].float()  # (B, T-1, V)
-        values = self.head(feats).squeeze(-1)  # (B, T-1)
-        return nn.functional.pad(values, (1, 0), value=0.0)  # (B, T)
 
 
 class Trainer:
@@ -118,23 +94,6 @@ class Trainer:
     def _zero_grad(self) -> None:
         raise NotImplementedError
 
-    def _all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
-        """Sum ``t`` over data-parallel ranks (identity with one process)."""
-        if self.cfg.world_size > 1:
-            import torch.distributed as dist
-            t = t.to(self.device)  # a copy: nccl reduces device tensors only
-            dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t.cpu()
-
-    def _all_reduce_max(self, x: float) -> float:
-        """Largest ``x`` over data-parallel ranks (``x`` with one process)."""
-        if self.cfg.world_size > 1:
-            import torch.distributed as dist
-            t = torch.tensor([x], dtype=torch.float64, device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return float(t.item())
-        return x
-
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
         raise NotImplementedError
 
@@ -168,19 +127,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ shared API
     def state_dict_buckets(self, bucket_bytes: int) -> list[list[tuple[str, torch.Tensor]]]:
-        from rollart.trainer.weight_store import bucketize
+        from rollart.weightplane.store import bucketize
         return bucketize(self.named_tensors(), bucket_bytes)
 
     def get_version(self) -> int:
         return self.version
 
     def _make_reference(self, model: nn.Module) -> nn.Module | None:
-        if self.cfg.kl_coef <= 0:
-            return None
-        ref = copy.deepcopy(model).eval()
-        for p in ref.parameters():
-            p.requires_grad_(False)
-        return ref
+        """The reference policy of the KL term: a frozen copy of ``model``, or None without a KL term."""
+        return frozen_copy(model) if self.cfg.kl_coef > 0 else None
 
     def train_step(self, batch: Sequence[Any] | dict[str, torch.Tensor], shard: dict | None = None) -> dict[str, float]:
         """One RL update on ``batch``.
@@ -196,6 +151,7 @@ class Trainer:
         """
         cfg = self.cfg
         t0 = time.perf_counter()
+        sum_ranks = partial(all_reduce_sum, world_size=cfg.world_size, device=self.device)
         # 1) this rank's rows, with tokens older than max_staleness masked out
         if shard is None:
             batch = dict(self._as_batch(batch))
@@ -220,11 +176,12 @@ class Trainer:
             reward_mean = float(batch["rewards"].mean())
         else:
             whole, local = None, batch
-            sums = self._all_reduce_sum(torch.tensor([float(num_loss_tokens(batch)),
+            sums = sum_ranks(torch.tensor([float(num_loss_tokens(batch)),
                                                       float((lag.float() * batch["loss_mask"]).sum())],
                                                      dtype=torch.float64))
             total_tokens = int(sums[0].item())
-            stale = (float(sums[1].item()) / max(total_tokens, 1), self._all_reduce_max(float(lag.max())))
+            stale = (float(sums[1].item()) / max(total_tokens, 1),
+                     all_reduce_max(float(lag.max()), cfg.world_size, self.device))
             reward_mean = float(torch.tensor(shard["rewards"]).mean())
         metrics: dict[str, float] = {
             "rollout/reward_mean": reward_mean,
@@ -260,13 +217,13 @@ class Trainer:
                 if whole is not None:
                     normalizer = max(num_loss_tokens(select_rows(whole, list(range(lo, hi)))), 1)
                 else:  # this mini-batch's loss tokens on every rank
-                    normalizer = max(int(self._all_reduce_sum(torch.tensor(
+                    normalizer = max(int(sum_ranks(torch.tensor(
                         [float(num_loss_tokens(select_rows(local, mine)))], dtype=torch.float64)).item()), 1)
                 terms = terms + self.forward_backward(select_rows(local, mine), normalizer)
                 grad_norms.append(self.optimizer_step(end_of_step=len(grad_norms) + 1 == updates))
-        terms = LossTerms.from_tensor(self._all_reduce_sum(terms.to_tensor()))
+        terms = LossTerms.from_tensor(sum_ranks(terms.to_tensor()))
         metrics.update(terms.metrics(updates))
-        metrics.update(mismatch_metrics(self._all_reduce_sum(self.mismatch), float(total_tokens)))
+        metrics.update(mismatch_metrics(sum_ranks(self.mismatch), float(total_tokens)))
         self.mismatch = None
         metrics["losses/grad_norm"] = float(sum(grad_norms) / len(grad_norms))
         metrics["charts/version"] = float(self.version)
@@ -373,37 +330,11 @@ class Trainer:
         return self.cfg.ppo_epochs > 1 or self.cfg.num_minibatches > 1
 
     def _loss(self, mb: dict[str, torch.Tensor], normalizer: float) -> tuple[torch.Tensor, LossTerms]:
-        cfg = self.cfg
-        ids, mask = mb["input_ids"], mb["loss_mask"]
+        ids = mb["input_ids"]
         logits = self._forward(self.policy, ids)  # (B, T, V), compute dtype
         logp = L.token_logprobs(logits, ids)  # (B, T)
         if self.mismatch is not None and not self._multi_update():
-            self.mismatch += mismatch_sums(logp, mb["behav_logprobs"], mask, mb["versions"], self.version)
-        is_w = None
-        if cfg.off_policy == "decoupled":
-            prox = mb["prox_logprobs"] if self._multi_update() else logp.detach()
-            old = prox
-            is_w = L.truncated_is_weights(prox, mb["behav_logprobs"], mask, cfg.is_cap)
-        elif self._multi_update():
-            old = mb["prox_logprobs"]
-        else:
-            old = mb["behav_logprobs"]
-        pg, stats = L.clipped_policy_loss(logp, old, mb["advantages"], mask, normalizer, cfg.clip_eps,
-                                          cfg.clip_eps_high, is_w)
-        loss = pg
-        kl = ent = vl = torch.zeros(())
-        if self.ref_model is not None:
-            kl = L.kl_penalty(logp, mb["ref_logprobs"], mask, normalizer)
-            loss = loss + cfg.kl_coef * kl
-        if cfg.entropy_coef > 0:
-            ent = L.entropy_bonus(L.token_entropy(logits), mask, normalizer)
-            loss = loss - cfg.entropy_coef * ent
-        if cfg.algorithm == "ppo":
-            values = self._values(ids)  # (B, T)
-            vl = L.value_loss(values, mb["old_values"], mb["returns"], mask, normalizer, cfg.value_clip)
-            loss = loss + cfg.vf_coef * vl
-        tokens = float(mask.sum())
-        is_sum = float(L.masked_sum(is_w, mask)) if is_w is not None else tokens
-        return loss, LossTerms(total=loss.item(), policy=pg.item(), kl=kl.item(), entropy=ent.item(),
-                               value=vl.item(), clipped_tokens=stats["clipped_tokens"],
-                               approx_kl_sum=stats["approx_kl_sum"], is_weight_sum=is_sum, loss_tokens=tokens)
+            self.mismatch += mismatch_sums(logp, mb["behav_logprobs"], mb["loss_mask"], mb["versions"], self.version)
+        values = self._values(ids) if self.cfg.algorithm == "ppo" else None  # (B, T)
+        return micro_batch_loss(self.cfg, mb, logits, logp, normalizer, multi_update=self._multi_update(),
+                                with_kl=self.ref_model is not None, values=values)

@@ -92,7 +92,7 @@ class TrainerConfig:
     # --- data parallel (torch backend over torch.distributed) / deepspeed
     world_size: int = 1
     """Number of data-parallel trainer processes (in a run: that many trainer-rank actors, see
-    rollart.pipeline.trainer_group)."""
+    rollart.trainer.group)."""
     rank: int = 0
     """This process's rank in [0, world_size); in a run, derived (each rank's place in the group)."""
     dist_backend: str = "auto"

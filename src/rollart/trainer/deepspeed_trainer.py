@@ -27,10 +27,11 @@ import torch
 import torch.nn as nn
 
 from rollart.trainer import checkpoint as ckpt
-from rollart.trainer.base import Trainer, forward_logits
+from rollart.trainer.base import Trainer
+from rollart.trainer.networks import forward_logits
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.model_io import build_model, enable_gradient_checkpointing, save_policy
-from rollart.trainer.placement import dist_backend
+from rollart.trainer.device import dist_backend
 from rollart.trainer.torch_trainer import make_optimizer, seed_everything
 
 

@@ -6,32 +6,25 @@ safetensors under its own state-dict names).
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from rollart.config import ConfigError
+from rollart.loader import load
 from rollart.trainer.config import TrainerConfig
 
-def resolve_object(spec: str):
-    """Import ``"module:attr"`` and return the attribute, with an error naming what was wrong."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"{spec!r} is not a 'module:attribute' string (e.g. 'rollart.trainer.torch_trainer:TorchTrainer')")
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"{module_name} has no attribute {attr!r} (from {spec!r})") from None
+def resolve_object(spec: str, kind: str = "object"):
+    """Import ``"module:attr"`` and return the attribute, with an error naming what was wrong (see rollart.loader)."""
+    return load(spec, kind)
 
 
 def build_model(cfg: TrainerConfig) -> nn.Module:
     """The policy from ``cfg.model_factory`` ("module:function") or ``cfg.model_path`` (HF folder), in float32
     on the CPU: the master weights (the trainer moves them to its device; ``cfg.dtype`` is the compute dtype)."""
     if cfg.model_factory:
-        return resolve_object(cfg.model_factory)().float()
+        return resolve_object(cfg.model_factory, "trainer.model_factory")().float()
     if not cfg.model_path:
         raise ValueError("trainer needs a model: set trainer.model_path=FOLDER (make a tiny one with "
                          "`python -m rollart.tools.make_tiny_model FOLDER`) or trainer.model_factory=module:fn")

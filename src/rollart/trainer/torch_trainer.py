@@ -21,11 +21,12 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from rollart.trainer import checkpoint as ckpt
-from rollart.trainer.base import Trainer, ValueModel
+from rollart.trainer.base import Trainer
+from rollart.trainer.networks import ValueModel
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.model_io import (build_model, enable_gradient_checkpointing, export_named_tensors,
                                       load_policy_weights, save_policy)
-from rollart.trainer.placement import dist_backend, trainer_placement
+from rollart.trainer.device import dist_backend, trainer_placement
 
 
 def seed_everything(seed: int) -> None:

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-import msgpack
 import zmq
 import zmq.asyncio
 
 from rollart.weightplane.buckets import WeightTransferError, check_manifest, crc
+from rollart.weightplane.frames import Kind, Reply, request_frames
 from rollart.weightplane.net import PlaneNet, plane_net
-from rollart.weightplane.server import PROTO
 
 log = logging.getLogger("rollart.weightplane")
 
@@ -52,7 +51,7 @@ class BucketClient:
         async def exchange() -> tuple[Any, Any]:
             # the send counts against the timeout too: with no peer connected (gone, or one that refused our
             # CURVE keys) a DEALER's send waits for one
-            await self.sock.send_multipart([PROTO, kind, msgpack.packb([req_id, *args], use_bin_type=True)])
+            await self.sock.send_multipart(request_frames(kind, req_id, args))
             return await fut
 
         try:
@@ -62,20 +61,16 @@ class BucketClient:
 
     async def _read(self) -> None:
         while True:
-            frames = await self.sock.recv_multipart(copy=False)
-            if len(frames) < 3 or frames[0].bytes != PROTO:
-                continue
-            try:
-                req_id, payload = msgpack.unpackb(frames[2].bytes, raw=False)
-            except Exception:  # noqa: BLE001 - a garbled reply is as good as a lost one: it times out
-                continue
-            fut = self._waiting.get(req_id)
+            reply = Reply.parse(await self.sock.recv_multipart(copy=False))
+            if reply is None:
+                continue  # a garbled reply is as good as a lost one: its request times out
+            fut = self._waiting.get(reply.req_id)
             if fut is None or fut.done():
                 continue  # the request timed out meanwhile
-            if frames[1].bytes == b"E":
-                fut.set_exception(WeightTransferError(f"{self.address}: {payload}"))
+            if reply.kind == Kind.ERROR:
+                fut.set_exception(WeightTransferError(f"{self.address}: {reply.payload}"))
             else:
-                fut.set_result((payload, frames[3] if len(frames) > 3 else None))
+                fut.set_result((reply.payload, reply.data))
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -88,7 +83,7 @@ async def latest_version(address: str, timeout_s: float, net: PlaneNet | None = 
     """The newest complete version the server at ``address`` holds (-1: none); raises TimeoutError."""
     client = BucketClient(address, net=net)
     try:
-        payload, _ = await client.request(b"L", timeout=timeout_s)
+        payload, _ = await client.request(Kind.LATEST, timeout=timeout_s)
         return int(payload["version"])
     finally:
         await client.close()
@@ -143,7 +138,7 @@ async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
         attempt = 0
         while True:
             try:
-                manifest, _ = await client(sources[cur]).request(b"M", version, timeout=timeout_s)
+                manifest, _ = await client(sources[cur]).request(Kind.MANIFEST, version, timeout=timeout_s)
                 manifest = check_manifest(manifest, version)
                 break
             except (TimeoutError, WeightTransferError, zmq.ZMQError) as e:
@@ -157,7 +152,7 @@ async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
         def issue(k: int) -> None:
             address = sources[cur]
             task = asyncio.get_running_loop().create_task(
-                client(address).request(b"B", version, k, timeout=timeout_s))
+                client(address).request(Kind.BUCKET, version, k, timeout=timeout_s))
             pending[k] = (address, task)
 
         for k in range(min(window, n)):

@@ -23,6 +23,7 @@ import torch
 from rollart.types import WeightBucket
 from rollart.weightplane.buckets import WeightTransferError, views
 from rollart.weightplane.client import BucketClient, PullStats, pull_version
+from rollart.weightplane.frames import Kind
 from rollart.weightplane.net import PlaneNet
 from rollart.weightplane.server import BucketServer
 
@@ -164,8 +165,8 @@ class WeightRelay:
         t0 = time.perf_counter()
         client = BucketClient(address, net=self.net)
         try:
-            descriptors, _ = await client.request(b"I", version, timeout=timeout_s)
-            manifest, _ = await client.request(b"M", version, timeout=timeout_s)
+            descriptors, _ = await client.request(Kind.IPC, version, timeout=timeout_s)
+            manifest, _ = await client.request(Kind.MANIFEST, version, timeout=timeout_s)
         finally:
             await client.close()
         entries = manifest["buckets"]

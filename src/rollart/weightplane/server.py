@@ -1,16 +1,6 @@
 """BucketServer: serves the weight versions one process holds, bucket by bucket, over a ZeroMQ ROUTER.
 
-Wire (all requests from a DEALER; every reply echoes the request id; no pickle)::
-
-    request  [b"rw1", kind, msgpack([req_id, *args])]
-    reply    [b"rw1", kind, msgpack([req_id, payload])] (+ [bucket bytes] for kind B, sent zero-copy)
-
-    kind  args              payload
-    M     version           manifest (buckets' sizes and tensor layout)
-    B     version, index    {"version", "index", "nbytes", "crc"} + the bucket as one frame
-    L     -                 {"version": newest complete version or -1}
-    I     version           CUDA IPC descriptors of the version's device buckets (same node only)
-    E     (reply only)      error message: the version is not held, failed upstream, or the request was bad
+Requests come from DEALERs; every reply echoes the request id (the wire: ``frames``; no pickle).
 
 A version may be served while it is still arriving (a relay): ``begin`` announces its manifest, each ``put``
 makes one bucket servable at once, and a request for a bucket not yet there waits for it (``fail`` wakes the
@@ -25,16 +15,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import zmq
 import zmq.asyncio
 
 from rollart.actors.curve import is_loopback
+from rollart.weightplane.frames import Kind, Reply, Request, reply_frames
 from rollart.weightplane.net import PlaneNet, plane_net
 
 log = logging.getLogger("rollart.weightplane")
-
-PROTO = b"rw1"
 
 
 @dataclass
@@ -195,29 +183,28 @@ class BucketServer:
         sock = self._sock
         while True:
             frames = await sock.recv_multipart()
-            if len(frames) != 4 or frames[1] != PROTO:
+            request = Request.parse(frames)
+            if request is None:
                 log.warning("weight plane: ignoring a malformed request (%d frames)", len(frames))
                 continue
-            task = asyncio.get_running_loop().create_task(self._answer(frames[0], frames[2], frames[3]))
+            task = asyncio.get_running_loop().create_task(self._answer(request))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
 
-    async def _answer(self, ident: bytes, kind: bytes, body: bytes) -> None:
-        req_id = None
+    async def _answer(self, request: Request) -> None:
+        kind, req_id, args, peer = request.kind, request.req_id, request.args, request.peer
         try:
-            args = msgpack.unpackb(body, raw=False)
-            req_id, args = args[0], args[1:]
-            if kind == b"L":
-                return await self._reply(ident, b"L", req_id, {"version": self.latest()})
+            if kind == Kind.LATEST:
+                return await self._reply(peer, Reply(kind, req_id, {"version": self.latest()}))
             version = int(args[0])
-            v = await self._wait(version, lambda v: v.manifest is not None or (kind == b"I" and v.ipc is not None))
-            if kind == b"M":
-                return await self._reply(ident, b"M", req_id, v.manifest)
-            if kind == b"I":
+            v = await self._wait(version, lambda v: v.manifest is not None or (kind == Kind.IPC and v.ipc is not None))
+            if kind == Kind.MANIFEST:
+                return await self._reply(peer, Reply(kind, req_id, v.manifest))
+            if kind == Kind.IPC:
                 if v.ipc is None:
                     raise KeyError(f"weight version {version} has no CUDA IPC buckets here")
-                return await self._reply(ident, b"I", req_id, v.ipc)
-            if kind == b"B":
+                return await self._reply(peer, Reply(kind, req_id, v.ipc))
+            if kind == Kind.BUCKET:
                 index = int(args[1])
                 n = len(v.manifest["buckets"])
                 if not 0 <= index < n:
@@ -230,14 +217,14 @@ class BucketServer:
                 payload, crc = served
                 nbytes = memoryview(payload).nbytes
                 header = {"version": version, "index": index, "nbytes": nbytes, "crc": crc}
-                await self._reply(ident, b"B", req_id, header, payload)
+                await self._reply(peer, Reply(kind, req_id, header, payload))
                 self.bytes_sent += nbytes
                 return
             raise ValueError(f"unknown request kind {kind!r}")
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - every bad or unanswerable request gets an error reply
-            await self._reply(ident, b"E", req_id, f"{type(e).__name__}: {e}")
+            await self._reply(peer, Reply(Kind.ERROR, req_id, f"{type(e).__name__}: {e}"))
 
     async def _wait(self, version: int, ready) -> _Version:
         deadline = asyncio.get_running_loop().time() + self.wait_s
@@ -260,11 +247,8 @@ class BucketServer:
             except TimeoutError:
                 pass
 
-    async def _reply(self, ident: bytes, kind: bytes, req_id: Any, payload: Any, data: Any = None) -> None:
-        frames = [ident, PROTO, kind, msgpack.packb([req_id, payload], use_bin_type=True)]
-        if data is not None:
-            frames.append(data)
+    async def _reply(self, peer: bytes, reply: Reply) -> None:
         try:
-            await self._sock.send_multipart(frames, copy=data is None)
+            await self._sock.send_multipart(reply_frames(peer, reply), copy=reply.data is None)
         except zmq.ZMQError as e:  # the peer went away: nothing to answer
             log.debug("weight plane: reply to a vanished peer dropped: %s", e)

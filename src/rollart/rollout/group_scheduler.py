@@ -1,0 +1,263 @@
+"""RolloutScheduler: GRPO groups of trajectories, redundant env rollouts, continuous production.
+
+A group is ``group_size`` rollouts of one task instance (same env id, same reset seed); its task name
+routes generation through hw_mapping. ``extra_envs_per_group`` launches more envs than
+needed and ``extra_groups`` more groups than needed (RollArt §6.3): as soon as a group has its
+target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
+env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
+that fails is replaced (same seed) while the group could still fall short. Every trajectory interacts at
+its own pace (trajectory-level interaction, RollArt §6.1); the batched baseline of Fig. 5b wraps the env
+manager (``rollart.sim.batched``).
+
+``collect_batch(G)`` gathers one batch; ``run()`` keeps producing scored groups into the SampleBuffer
+(asynchronous training) with at most ``max_concurrency`` envs open.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from rollart.config import ConfigError
+from rollart.rollout.buffer import BufferClosed, SampleBuffer
+from rollart.rollout.env_manager import EnvManager, TaskSpec
+from rollart.rewards.dispatch import RewardDispatcher
+from rollart.types import Trajectory
+
+
+@dataclass
+class SchedulerConfig:
+    """RolloutScheduler settings."""
+    group_size: int = 8
+    """Complete trajectories per GRPO group."""
+    extra_envs_per_group: int = 0
+    """Redundancy: extra envs launched per group; cancelled once group_size are complete."""
+    extra_groups: int = 0
+    """Redundancy: extra groups launched per batch (collect_batch); cancelled once the batch is full."""
+    max_replacements: int = 8
+    """Per group: failed trajectories replaced (same seed) while the group could still fall short."""
+    max_concurrency: int = 64
+    """Most envs open at once (trajectories in flight)."""
+    seed: int = 0
+    """Seeds the task choice and the env reset seeds (in a run: derived from PipelineConfig.seed)."""
+    max_failed_groups: int = 32
+    """Groups that may fail in a row (every env broken, say) before the scheduler raises RolloutError."""
+
+    def __post_init__(self) -> None:
+        for name in ("group_size", "max_concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("extra_envs_per_group", "extra_groups", "max_replacements", "max_failed_groups"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+
+
+class RolloutError(RuntimeError):
+    """Rollout cannot make progress (e.g. every group fails); the message names the common reasons."""
+
+
+class _Group:
+    """Book-keeping of one GRPO group while it runs."""
+
+    def __init__(self, group_id: str, task: TaskSpec, seed: int):
+        self.group_id, self.task, self.seed = group_id, task, seed
+        self.results: asyncio.Queue[Trajectory] = asyncio.Queue()
+        self.dropping = False  # set before the scheduler cancels this group's extras
+
+
+class RolloutScheduler:
+    """See module docstring."""
+
+    def __init__(self, tasks: list[TaskSpec], manager: EnvManager, config: SchedulerConfig | None = None,
+                 buffer: SampleBuffer | None = None, rewards: RewardDispatcher | None = None):
+        if not tasks:
+            raise ValueError("RolloutScheduler needs at least one TaskSpec")
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task names must be unique (hw_mapping routes by task name): {names}")
+        _check_env_ids(tasks, manager)
+        self.tasks = tasks
+        self.manager = manager
+        self.config = config or SchedulerConfig()
+        self.buffer = buffer
+        self.rewards = rewards or RewardDispatcher()
+        self._slots = asyncio.Semaphore(self.config.max_concurrency)
+        self._rng = random.Random(self.config.seed)
+        self._group_ids = itertools.count()
+        self._failed_in_a_row = 0
+        self.counters: Counter = Counter()
+        self.reasons: Counter = Counter()
+        """Why trajectories did not make it into a group: 'failed: ...' / 'aborted: ...', numbers replaced by N
+        so that reasons differing only in ids or ports count together."""
+        self.reason_examples: dict[str, str] = {}
+        """One exact reason text (the first seen, up to 400 characters) for each key of ``reasons``."""
+
+    # ------------------------------------------------------------------ public API
+    async def collect_batch(self, num_groups: int) -> list[list[Trajectory]]:
+        """Run groups until ``num_groups`` are complete; cancel the extras; return the groups."""
+        if num_groups < 1:
+            raise ValueError(f"num_groups must be >= 1, got {num_groups}")
+        complete: asyncio.Queue[list[Trajectory] | None] = asyncio.Queue()
+        groups: list[list[Trajectory]] = []
+        failed = 0
+        async with asyncio.TaskGroup() as tg:
+            running = set()
+
+            def launch() -> None:
+                running.add(tg.create_task(self._group_to_queue(self._new_group(), complete)))
+
+            for _ in range(num_groups + self.config.extra_groups):
+                launch()
+            while len(groups) < num_groups:
+                group = await complete.get()
+                if group is None:  # a group could not be completed: try another task instance
+                    failed += 1
+                    if failed > self.config.max_failed_groups:
+                        break
+                    launch()
+                else:
+                    groups.append(group)
+            for task in running:
+                task.cancel()  # extra groups: abort their generations, release their envs
+        if len(groups) < num_groups:
+            raise RolloutError(self._failure_summary(failed))
+        return groups
+
+    async def run(self, max_groups: int | None = None) -> None:
+        """Produce scored groups into the buffer until cancelled (or ``max_groups`` deposited)."""
+        if self.buffer is None:
+            raise RuntimeError("run() deposits into a SampleBuffer: pass buffer= to RolloutScheduler")
+        per_group = self.config.group_size + self.config.extra_envs_per_group
+        # Twice the groups that fit: a group's finished members free their env slots while its
+        # stragglers run, and queued groups take them (envs stay busy; the env semaphore caps them).
+        group_slots = asyncio.Semaphore(2 * max(1, -(-self.config.max_concurrency // per_group)))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                launched = 0
+                while max_groups is None or launched < max_groups:
+                    await group_slots.acquire()
+                    await self.buffer.admit_group()
+                    tg.create_task(self._group_to_buffer(self._new_group(), group_slots))
+                    launched += 1
+        except* (RolloutError, BufferClosed) as errors:  # one clear error, not a group of them
+            raise errors.exceptions[0] from None
+
+    def reseed(self, seed: int) -> None:
+        """Restart the task draws and env reset seeds from ``seed`` (a resumed run draws new task instances)."""
+        self._rng.seed(seed)
+
+    def stats(self) -> dict:
+        return {**self.counters, "envs_open": self.manager.pool.live,
+                **{f"reason/{k}": v for k, v in self.reasons.most_common(8)}}
+
+    # ------------------------------------------------------------------ groups
+    def _new_group(self) -> _Group:
+        task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
+        return _Group(f"g{next(self._group_ids)}", task, self._rng.randrange(2**31))
+
+    async def _group_to_queue(self, group: _Group, out: asyncio.Queue) -> None:
+        out.put_nowait(await self._run_group(group))
+
+    async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
+        try:
+            trajectories = await self._run_group(group)
+            if trajectories is None:
+                await self.buffer.discard_group()
+                self._failed_in_a_row += 1
+                if self._failed_in_a_row > self.config.max_failed_groups:
+                    raise RolloutError(self._failure_summary(self._failed_in_a_row))
+                return
+            self._failed_in_a_row = 0
+            await self.buffer.put(trajectories)
+            self.counters["groups_deposited"] += 1
+        finally:
+            slots.release()
+
+    def _failure_summary(self, failed: int) -> str:
+        reasons = "; ".join(f"{self.reason_examples.get(r, r)} (x{n})" for r, n in self.reasons.most_common(3))
+        return (f"{failed} GRPO groups in a row could not be completed (max_failed_groups="
+                f"{self.config.max_failed_groups}); most common reasons: {reasons or 'none recorded'}")
+
+    async def _run_group(self, group: _Group) -> list[Trajectory] | None:
+        """The group's complete trajectories (exactly group_size), or None if it cannot be completed."""
+        cfg = self.config
+        done: list[Trajectory] = []
+        replacements = 0
+        async with asyncio.TaskGroup() as tg:
+            members = []
+
+            def launch() -> None:
+                members.append(tg.create_task(self._trajectory(group, len(members))))
+                self.counters["launched"] += 1
+
+            for _ in range(cfg.group_size + cfg.extra_envs_per_group):
+                launch()
+            finished = 0
+            while len(done) < cfg.group_size:
+                if finished == len(members):
+                    break  # every member finished and the group is short
+                try:
+                    traj = await group.results.get()
+                except asyncio.CancelledError:
+                    group.dropping = True  # the whole group is dropped: its members must not report
+                    raise
+                finished += 1
+                if traj.status == "done":
+                    done.append(traj)
+                    continue
+                key = f"{traj.status}: " + re.sub(r"\d+", "N", traj.reason)[:120]
+                self.reasons[key] += 1
+                self.reason_examples.setdefault(key, f"{traj.status}: {traj.reason}"[:400])
+                self.counters[traj.status] += 1
+                running = len(members) - finished
+                if len(done) + running < cfg.group_size and replacements < cfg.max_replacements:
+                    replacements += 1
+                    self.counters["replaced"] += 1
+                    launch()
+            group.dropping = True
+            for member in members:
+                if not member.done():
+                    member.cancel()  # redundant extras: generation aborted, env released
+                    self.counters["cancelled_extras"] += 1
+        if len(done) < cfg.group_size:
+            self.counters["groups_failed"] += 1
+            return None
+        self.counters["groups_complete"] += 1
+        return done
+
+    async def _trajectory(self, group: _Group, index: int) -> None:
+        tid = f"{group.group_id}-{index}"
+        try:
+            async with self._slots:
+                traj = await self.manager.run(group.task, tid, group.group_id, group.seed)
+                if traj.status == "done":
+                    await self.rewards.score(traj)  # scored the moment it finishes
+        except asyncio.CancelledError:
+            if group.dropping:
+                raise
+            # cancelled by the staleness gate while releasing its env: report it, never hang the group
+            traj = Trajectory(trajectory_id=tid, group_id=group.group_id, task=group.task.name,
+                              status="aborted", reason="cancelled by the staleness gate")
+            asyncio.current_task().uncancel()
+        group.results.put_nowait(traj)
+
+
+def _check_env_ids(tasks: list[TaskSpec], manager: EnvManager) -> None:
+    """Unknown env ids fail at construction with gymnasium's "did you mean" — for in-process hosts
+    (remote hosts may register envs this process does not know; their errors come per trajectory)."""
+    from rollart.rollout.env_host import EnvHost
+
+    if not all(isinstance(h, EnvHost) for h in manager.pool.host_objects):
+        return
+    import gymnasium as gym
+
+    for task in tasks:
+        if not hasattr(task, "env_id"):
+            continue  # an agent task (rollart.gateway.agent_task): no env
+        try:
+            gym.spec(task.env_id)
+        except gym.error.Error as e:
+            raise ValueError(f"task {task.name!r}: {e}") from None
