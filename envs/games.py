@@ -17,7 +17,7 @@ import numpy as np
 
 from envs.text_space import text_space
 from rollart.rollout.env_protocol import EnvDefaults
-from rollart.rewards.rules import exact_match
+from rollart.rewards.verifiers import exact_match
 
 _INT = re.compile(r"-?\d+")
 

@@ -13,8 +13,6 @@ seconds of the last call are in ``env.timings`` (``env/reset_s``, ``env/step_s``
 from __future__ import annotations
 
 import dataclasses
-import re
-import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -23,12 +21,13 @@ import gymnasium as gym
 from envs.humaneval.data import Problem, load_problems
 from envs.humaneval.scripted import canonical_answer, no_answer, wrong_answer
 from envs.text_space import AnyText
+from rollart.rewards.code_verifier import build_program as program_for
+from rollart.rewards.code_verifier import check_program, extract_code  # noqa: F401 (extract_code: this env's API)
 from rollart.rollout.env_protocol import EnvDefaults
 from rollart.sandbox import Sandbox, SandboxConfig, resolve_mode, truncate_text
 
 INSTRUCTIONS = ("Complete the following Python function. Answer with the whole function in one "
                 "```python code block.\n\n```python\n{prompt}```")
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
 @dataclass
@@ -56,30 +55,9 @@ class HumanEvalConfig:
             raise ValueError(f"HumanEval feedback_limit={self.feedback_limit}: must be >= 100")
 
 
-def extract_code(text: str) -> str:
-    m = _FENCE.search(text)
-    return m.group(1) if m else text
-
-
 def build_program(problem: Problem, answer: str) -> str:
-    code = extract_code(answer)
-    if re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.M):
-        body = problem.prompt + "\n" + code  # a full definition overrides the prompt's stub
-    else:
-        body = problem.prompt + code
-    return f"{body}\n\n{problem.test}\n\ncheck({problem.entry_point})\n"
-
-
-def check_program(sandbox: Sandbox, program: str, timeout_s: float | None = None) -> tuple[bool, str]:
-    """Run a program in the sandbox; True iff it ran to the end (the nonce line was printed)."""
-    sandbox.write_file("solution.py", program.encode("utf-8"))
-    nonce = secrets.token_hex(16)
-    p = sandbox.paths
-    r = sandbox.run(["python3", "-s", f"{p.harness}/run_python.py", "solution.py"], timeout_s=timeout_s,
-                    stdin=(nonce + "\n").encode())
-    passed = r.exit_code == 0 and f"{nonce} passed" in r.output
-    shown = r.observation().replace(f"{nonce} passed", "").strip()
-    return passed, shown
+    """The program that runs ``problem``'s tests against ``answer`` (rules: :mod:`rollart.rewards.code_verifier`)."""
+    return program_for(answer, test=problem.test, entry_point=problem.entry_point, prompt=problem.prompt)
 
 
 class HumanEvalEnv(EnvDefaults, gym.Env):

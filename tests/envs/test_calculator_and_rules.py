@@ -2,7 +2,8 @@
 import pytest
 
 from envs.calculator import CalculatorError, evaluate, format_number
-from rollart.rewards.rules import exact_match, extract_answer, math_reward, numbers_equal
+from rollart.rewards.rules import extract_answer, math_reward, numbers_equal
+from rollart.rewards.verifiers import exact_match
 
 
 def test_arithmetic_and_whitelisted_functions():

@@ -17,7 +17,7 @@ from . import funcs
 
 # the helper module's name depends on how pytest put tests/ on sys.path; workers get the same path
 HELPERS = funcs.__name__
-FUNCS = ("rollart.rewards.rules:math_reward", "rollart.rewards.rules:exact_match",
+FUNCS = ("rollart.rewards.rules:math_reward", "rollart.rewards.verifiers:exact_match",
          f"{HELPERS}:slow", f"{HELPERS}:boom", f"{HELPERS}:unserialisable")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rollart.config import ConfigError
-from rollart.rewards.registry import parse_spec
+from rollart.rewards.registry import BUILTIN_FUNCTIONS, parse_spec
 
 
 @dataclass
@@ -25,8 +25,10 @@ class RewardConfig:
     to zero) and score through it."""
     function: str = "math_reward"
     """Name of the reward function the endpoint runs: ``function(text, reference) -> float``."""
-    functions: tuple[str, ...] = ("rollart.rewards.rules:math_reward",)
-    """What a local endpoint (serverless=true) serves: module:function specs (alias=module:function)."""
+    functions: tuple[str, ...] = BUILTIN_FUNCTIONS
+    """What a local endpoint (serverless=true) serves: module:function specs (alias=module:function); by default
+    math_reward and the built-in verifiers (math_verify, exact_match, regex_match, numeric, code_tests,
+    format_reward)."""
     reference_key: str = "answer"
     """Key of the reference in the env's final info (MathTool puts the answer there)."""
     tasks: tuple[str, ...] = ()

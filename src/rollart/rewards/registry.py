@@ -2,6 +2,7 @@
 
 Functions are named with ``module:function`` specs (optionally ``alias=module:function``) so that the
 server and each worker process import them the same way. Unknown names get a "did you mean" error.
+:data:`BUILTIN_FUNCTIONS` is the set a run's own endpoint serves unless ``reward.functions`` says otherwise.
 """
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ import difflib
 from typing import Callable, Iterable
 
 from rollart.loader import load, split
+
+BUILTIN_FUNCTIONS = (
+    "rollart.rewards.rules:math_reward",
+    "rollart.rewards.verifiers:math_verify",
+    "rollart.rewards.verifiers:exact_match",
+    "rollart.rewards.verifiers:regex_match",
+    "rollart.rewards.verifiers:numeric",
+    "rollart.rewards.code_verifier:code_tests",
+    "rollart.rewards.verifiers:format_reward",
+)
+"""The rule reward and the built-in verifiers (:mod:`rollart.rewards.verifiers`), each served under its own name."""
 
 
 class UnknownFunctionError(KeyError):

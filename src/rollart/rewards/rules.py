@@ -1,7 +1,8 @@
 """Rule-based rewards: extract a final answer from model text and compare it with the reference.
 
 Used by the text environments (math-with-tool, games) and usable as a trajectory reward function.
-Every function is pure and cheap; none raises on malformed model text (it scores 0 instead).
+Every function is pure and cheap; none raises on malformed model text (it scores 0 instead). Verifiers of a
+dataset row's answer (exact, regex, numeric, math equivalence, code tests) are :mod:`rollart.rewards.verifiers`.
 """
 from __future__ import annotations
 
@@ -50,8 +51,3 @@ def math_reward(text: str, reference: str | float | int) -> float:
     """1.0 if the final answer in ``text`` equals ``reference`` numerically, else 0.0."""
     answer = extract_answer(text)
     return 1.0 if answer is not None and numbers_equal(answer, reference) else 0.0
-
-
-def exact_match(text: str, reference: str) -> float:
-    """1.0 if ``text`` equals ``reference`` after trimming whitespace and case, else 0.0."""
-    return 1.0 if " ".join(text.split()).lower() == " ".join(reference.split()).lower() else 0.0

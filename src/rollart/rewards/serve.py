@@ -1,7 +1,7 @@
 """Serverless reward endpoint: stateless reward functions behind HTTP, on an autoscaled process pool.
 
     python -m rollart.rewards.serve --port 8700 --token SECRET \\
-        --functions rollart.rewards.rules:math_reward,rollart.rewards.rules:exact_match
+        --functions rollart.rewards.rules:math_reward,rollart.rewards.verifiers:exact_match
 
 Wire protocol (:mod:`rollart.rewards.client` speaks it):
 ``POST {url}/call/{function}`` with JSON ``{"args": [...], "kwargs": {...}}`` and, if the server has a
