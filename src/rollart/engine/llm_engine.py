@@ -30,7 +30,7 @@ from rollart.engine.model_runner import ModelRunner, kv_blocks_from_gpu_memory, 
 from rollart.engine.protocol import EngineCapabilities
 from rollart.engine.batch_scheduler import Scheduler
 from rollart.engine.sequence import Sequence
-from rollart.models import CausalLM, load_model, load_tokenizer
+from rollart.models import CausalLM, UnsupportedModel, load_model, load_tokenizer
 from rollart.types import (EngineStats, GenerateRequest, GenerationResult, InvalidRequestError, SamplingParams,
                            WeightBucket)
 
@@ -43,7 +43,10 @@ class LLMEngine:
         self.placement = config.placement()
         pl = self.placement
         if model is None:
-            model = load_model(config.model, dtype=pl.dtype, device=pl.device)
+            try:
+                model = load_model(config.model, dtype=pl.dtype, device=pl.device)
+            except UnsupportedModel as e:
+                raise e.at(remedy="rollart's engine cannot serve it: set engine.backend=vllm (vLLM serves it)") from None
         self.runner = ModelRunner(model, config, pl)                        # moves the model to the device
         self.model = self.runner.model
         self.model.eval()

@@ -17,6 +17,7 @@ from torch.utils.checkpoint import checkpoint
 
 from rollart.models.config import ModelConfig
 from rollart.models.paged import PagedBatch
+from rollart.models.rope import Rotary
 
 
 class RMSNorm(nn.Module):
@@ -32,32 +33,6 @@ class RMSNorm(nn.Module):
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
-
-
-class Rotary(nn.Module):
-    """Non-interleaved RoPE (rotate-half), tables built lazily per device/dtype and grown on demand."""
-
-    def __init__(self, head_dim: int, theta: float, max_positions: int):
-        super().__init__()
-        self.head_dim, self.theta, self.max_positions = head_dim, theta, max_positions
-        self._tables: dict = {}
-
-    def tables(self, n: int, device, dtype) -> tuple[Tensor, Tensor]:
-        key = (device, dtype)
-        cos_sin = self._tables.get(key)
-        if cos_sin is None or cos_sin[0].shape[0] < n:
-            length = max(n, self.max_positions)
-            inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim))
-            freqs = torch.outer(torch.arange(length, device=device).float(), inv_freq)  # (P, D/2)
-            emb = torch.cat((freqs, freqs), dim=-1)                                      # (P, D)
-            cos_sin = (emb.cos().to(dtype), emb.sin().to(dtype))
-            self._tables[key] = cos_sin
-        return cos_sin
-
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
 
 
 def _stack_as_views(params: list[nn.Parameter]) -> Tensor:
@@ -194,7 +169,7 @@ class CausalLM(nn.Module):
         self.config = config
         self.model = Backbone(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.rotary = Rotary(config.head_dim, config.rope_theta, config.max_position_embeddings)
+        self.rotary = Rotary.from_config(config)
         self.paged_linear = F.linear
         """The engine path's matmul ``(x, weight, bias) -> y`` (``rollart.models.cpu_linear`` on the CPU)."""
         self.tie_weights()

@@ -1,5 +1,7 @@
-"""Monitoring: what a run shows its user, as tensorboard scalars, histograms and config, and a progress line:
-``tb_logger`` (MetricsLogger, NAMESPACES), ``metrics`` (trajectory_metrics), ``progress`` (ProgressBar).
+"""Monitoring: what a run shows its user, as scalars, histograms and config, and a progress line: ``logger``
+(MetricsLogger, NAMESPACES, the loggers a run can name), its loggers ``tb_logger`` (tensorboard, the default)
+and ``wandb_logger`` (Weights & Biases, ``logger=wandb``), ``metrics`` (trajectory_metrics), ``progress``
+(ProgressBar).
 
     from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
     logger = MetricsLogger("runs/quickstart", config=cfg)          # resolved config -> text + config.json
@@ -7,8 +9,8 @@
     logger.histogram("rollout/staleness", staleness_values(batch, version), step)   # rollart.versions
     bar = ProgressBar(total_steps); bar.update(step, reward=0.5)
 """
+from rollart.monitor.logger import LOGGERS, NAMESPACES, MetricsLogger, check_loggers
 from rollart.monitor.metrics import trajectory_metrics
 from rollart.monitor.progress import ProgressBar
-from rollart.monitor.tb_logger import NAMESPACES, MetricsLogger
 
-__all__ = ["MetricsLogger", "NAMESPACES", "ProgressBar", "trajectory_metrics"]
+__all__ = ["LOGGERS", "MetricsLogger", "NAMESPACES", "ProgressBar", "check_loggers", "trajectory_metrics"]

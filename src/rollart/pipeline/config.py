@@ -21,6 +21,7 @@ from rollart.devices import check_device, check_dtype
 from rollart.distributed.cluster_config import ClusterConfig
 from rollart.engine.config import EngineConfig
 from rollart.hardware import SpeedModelConfig
+from rollart.monitor import check_loggers
 from rollart.rewards.config import RewardConfig
 from rollart.rollout.buffer import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
@@ -122,6 +123,9 @@ class PipelineConfig:
     """Tensorboard runs folder."""
     run_name: str = ""
     """Sub-folder of logdir for this run (default: recipe name + mode)."""
+    logger: tuple[str, ...] = ("tensorboard",)
+    """Where metrics go, same tags and steps in each: tensorboard (event files in the run folder), wandb (Weights &
+    Biases: pip install wandb; WANDB_PROJECT, WANDB_MODE=offline, ...), or both: logger=tensorboard,wandb."""
     checkpoint_every: int = 0
     """Save an atomic checkpoint every this many steps (0: only at the end)."""
     checkpoint_every_s: float = 0.0
@@ -200,6 +204,7 @@ class PipelineConfig:
                               "give each side its own cores")
         if not self.hw_classes:
             raise ConfigError("hw_classes must name at least one hardware class (e.g. H20)")
+        check_loggers(self.logger)
         self._check_cluster()
         if self.trainer.world_size > 1 and (self.trainer_actor_mode or self.actor_mode) != "process":
             raise ConfigError(f"trainer.world_size={self.trainer.world_size} starts one process per rank: set "

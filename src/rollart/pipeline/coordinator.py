@@ -92,7 +92,7 @@ class Coordinator:
         async with contextlib.AsyncExitStack() as stack:
             actors = await start_actors(cfg, self.plan, self.trainer, self.inference)
             stack.push_async_callback(actors.close)
-            logger = MetricsLogger(self.run_dir)
+            logger = MetricsLogger(self.run_dir, loggers=cfg.logger)
             stack.callback(logger.close)
             parts = self.parts = await open_parts(cfg, actors, tokenizer, self.tasks, self.reward_fn,
                                                   self.env_pool, logger, stack, self.interaction)

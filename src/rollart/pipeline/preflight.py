@@ -61,6 +61,24 @@ def check_model(cfg: PipelineConfig) -> None:
         raise ConfigError(f"warmup_steps={cfg.warmup_steps} warms up the tiny model built when model is empty, "
                           f"not model={cfg.model!r}; set warmup_steps=0 (fine-tune your model beforehand)")
     check_model_folder(cfg.model, "model", ", or leave model empty for a tiny random-init model")
+    check_model_support(cfg)
+
+
+def check_model_support(cfg: PipelineConfig) -> None:
+    """rollart's transformer runs ``model``: the trainer always trains with it, the engine serves with it unless
+    engine.backend=vllm."""
+    from rollart.models import ModelConfig, UnsupportedModel
+    try:
+        ModelConfig.from_pretrained(cfg.model)
+    except UnsupportedModel as e:
+        why = ("rollart's trainer cannot train it" if cfg.engine.backend == "vllm" else
+               "rollart's engine cannot serve it (engine.backend=vllm can), nor can rollart's trainer train it")
+        raise ConfigError(f"model={cfg.model!r}: {e.at(folder='', remedy=why)}") from None
+    except ConfigError as e:  # a value out of range, the file named
+        raise ConfigError(f"model={cfg.model!r}: {e}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"model={cfg.model!r}: {cfg.model}/config.json is not a readable HF model config "
+                          f"({type(e).__name__}: {e})") from None
 
 
 def check_model_folder(path: str, key: str, alternative: str) -> None:
