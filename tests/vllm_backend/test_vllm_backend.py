@@ -67,6 +67,14 @@ def test_vllm_engine_satisfies_the_engine_protocol(vengine):
         vengine.named_weights()
 
 
+def test_an_adapter_version_is_refused_without_lora(vengine, models):
+    import torch
+    with pytest.raises(ValueError, match="engine.lora.rank=0") as e:
+        vengine.update_weights(WeightBucket.of(7, {"model.layers.0.self_attn.q_proj.lora_A.weight": torch.zeros(8, 128),
+                                                   "model.layers.0.self_attn.q_proj.lora_B.weight": torch.zeros(128, 8)}))
+    assert "\n" not in str(e.value) and vengine.version == 0
+
+
 def test_greedy_matches_torch_engine(vengine, models):
     from rollart.types import SamplingParams
     lens = [16, 9, 12, 5]

@@ -5,8 +5,8 @@ vLLM (``vllm_backend``); ``registry`` chooses one by name (``create_engine``).
 The torch engine: ``llm_engine`` (LLMEngine) steps ``batch_scheduler`` (continuous batching under a token budget)
 over ``block_manager`` (the paged cache's blocks and prefix cache) and ``sequence``; ``model_runner`` owns the
 model and the KV cache, ``cuda_graphs`` replays decode steps, ``sampler`` / ``device_sampler`` sample,
-``detokenizer`` checks stop strings, ``kv_transfer`` packs a prompt's K/V for PD disaggregation; ``config``
-holds EngineConfig. Importing the package (or its ``registry``) imports no backend: ``LLMEngine`` is loaded on
+``detokenizer`` checks stop strings, ``kv_transfer`` packs a prompt's K/V for PD disaggregation, ``lora_weights``
+checks a LoRA version's adapters and merges them onto the base weights it keeps; ``config`` holds EngineConfig. Importing the package (or its ``registry``) imports no backend: ``LLMEngine`` is loaded on
 first access."""
 from typing import Any
 

@@ -6,12 +6,13 @@ an optional backend (vllm) is imported only by the process that builds it, so a 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
 from rollart.engine.registry import ENGINES
+from rollart.models.lora import LoraConfig
 
 if TYPE_CHECKING:
     from rollart.devices import Placement
@@ -67,8 +68,13 @@ class EngineConfig:
     seed: int = 0
     """Seeds the per-request generators of requests that bring no seed of their own; in a run, derived from
     PipelineConfig.seed."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """The policy's LoRA (rank 0: none); in a run, derived from trainer.lora. With rank > 0 a weight version may be
+    a bucket of adapters only (``rollart.models.lora``): the torch backend merges it onto the base weights it keeps,
+    the vllm backend serves every request through vLLM's LoRA support with it."""
 
     def __post_init__(self) -> None:
+        self.lora = LoraConfig.of(self.lora)
         if self.backend not in ENGINES:
             raise ConfigError(f"backend={self.backend!r}: choose one of {sorted(ENGINES)}")
         check_device(self.device)

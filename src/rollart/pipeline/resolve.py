@@ -48,7 +48,8 @@ def resolve(cfg: PipelineConfig, plan: RunPlacement | None = None) -> PipelineCo
     placed = dict(num_inference_workers=len(plan.generate), hw_classes=plan.hw_classes) if plan is not None else {}
     resolved = dataclasses.replace(
         cfg, **placed, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=cfg.seed),
-        engine=dataclasses.replace(cfg.engine, model=model, seed=cfg.seed, **_placement_for(cfg, cfg.engine)),
+        engine=dataclasses.replace(cfg.engine, model=model, seed=cfg.seed, lora=cfg.trainer.lora,
+                                   **_placement_for(cfg, cfg.engine)),
         trainer=dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed,
                                     world_size=plan.train_dp if plan is not None else cfg.trainer.world_size, **_placement_for(cfg, cfg.trainer)),
         speed_models=speed, proxy=proxy)

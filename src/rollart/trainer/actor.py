@@ -94,9 +94,11 @@ class TrainerActor:
     def _live_tensors(self) -> list:
         """The weights where they live: a GPU trainer's device parameters (copied to pinned buckets, overlapped,
         and shareable over CUDA IPC) instead of its blocking CPU export; the export otherwise (CPU, ZeRO-3)."""
+        if self.config.lora.enabled:  # the adapters alone: small, whatever the device
+            return self.trainer.named_tensors()
         module = getattr(self.trainer.policy, "module", self.trainer.policy)  # a DeepSpeed engine wraps it
         params = list(module.named_parameters())
-        if params and params[0][1].is_cuda and getattr(self.config, "zero_stage", 0) != 3:
+        if params and params[0][1].is_cuda and self.config.zero_stage != 3:
             return [(name, p.detach()) for name, p in params]
         return self.trainer.named_tensors()
 

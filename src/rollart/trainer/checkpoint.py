@@ -3,7 +3,9 @@
 Layout under a checkpoint root::
 
     root/step_00000012/        one complete checkpoint (policy version 12)
-        model/                 config.json + model.safetensors (HF-loadable via rollart.models)
+        model/                 config.json + model.safetensors (HF-loadable via rollart.models; with LoRA the
+                               merged model, tokenizer included)
+        adapter/               with LoRA: adapter_config.json + adapter_model.safetensors (PEFT's format)
         optimizer.pt           optimizer state
         rng_rank{r}.pt         python / numpy / torch RNG states of each rank
         meta.json              {"version", "extra": {data position, buffer meta, ...}}

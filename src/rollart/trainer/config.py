@@ -1,11 +1,12 @@
 """TrainerConfig: one dataclass for the trainer backend, the optimiser and the RL loss."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
+from rollart.models.lora import LoraConfig
 
 
 @dataclass
@@ -34,6 +35,10 @@ class TrainerConfig:
     compute); for rollart CausalLM, or a model with HF's gradient_checkpointing_enable()."""
     num_threads: int = 2
     """torch intra-op threads for this trainer process (the machine may have only 2 cores)."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """LoRA (lora.rank > 0): only low-rank adapters on lora.target_modules train and sit in the optimizer, only
+    they move to the engines (rollart.models.lora); checkpoints hold the adapter in PEFT's format and the merged
+    model. lora.rank=0: full fine-tuning."""
     seed: int = 0
     """Seed for torch/numpy/python RNGs at start; in a run, derived from PipelineConfig.seed."""
 
@@ -105,6 +110,7 @@ class TrainerConfig:
     """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
 
     def __post_init__(self):
+        self.lora = LoraConfig.of(self.lora)
         check_device(self.device, key="trainer.device")
         check_dtype(self.dtype, key="trainer.dtype")
         if self.dist_backend not in ("auto", "gloo", "nccl"):

@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from rollart.trainer import checkpoint as ckpt
+from rollart.trainer import lora
 from rollart.trainer.base import Trainer
 from rollart.trainer.networks import forward_logits
 from rollart.trainer.config import TrainerConfig
@@ -70,8 +71,10 @@ class DeepSpeedTrainer(Trainer):
         module = (model if model is not None else build_model(cfg)).float()  # DeepSpeed casts for bf16/fp16
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(module)
-        ref = self._make_reference(module)  # before ZeRO-3 partitions the parameters
-        optimizer = make_optimizer(cfg, module.parameters())
+        ref = self._make_reference(module)  # before ZeRO-3 partitions the parameters (and before any adapter)
+        if cfg.lora.enabled:
+            module = lora.attach(module, cfg.lora)
+        optimizer = make_optimizer(cfg, module.parameters())  # the trainable ones: with LoRA, the adapters
         ds_config = {
             "train_micro_batch_size_per_gpu": 1,  # unused: we feed our own micro-batches
             "gradient_accumulation_steps": 1,
@@ -131,6 +134,13 @@ class DeepSpeedTrainer(Trainer):
 
     # ------------------------------------------------------------------ weights and checkpoints
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Every weight, or with LoRA the adapters only (gathered first under ZeRO-3)."""
+        if self.cfg.lora.enabled:
+            adapters = [p for n, p in self.engine.module.named_parameters() if ".lora_" in n]
+            if self.cfg.zero_stage == 3:
+                with self._ds.zero.GatheredParameters(adapters, modifier_rank=None):
+                    return [(n, t.clone()) for n, t in lora.adapter_tensors(self.engine.module, self.compute_dtype)]
+            return lora.adapter_tensors(self.engine.module, self.compute_dtype)
         params = list(self.engine.module.named_parameters())
         if self.cfg.zero_stage == 3:  # parameters are partitioned: gather, copy out, release
             with self._ds.zero.GatheredParameters([p for _, p in params], modifier_rank=None):
@@ -157,7 +167,10 @@ class DeepSpeedTrainer(Trainer):
         full = self._full_module()  # collective under ZeRO-3: every rank takes part
 
         def write(tmp: Path) -> None:
-            if rank == 0:
+            if rank == 0 and self.cfg.lora.enabled:  # the adapter (PEFT format) and the merged model
+                lora.save_adapter(full, self.cfg.lora, tmp / "adapter", self.cfg.model_path)
+                lora.save_merged(full, self.cfg.lora, self.cfg.model_path, tmp / "model")
+            elif rank == 0:
                 save_policy(full, tmp / "model")
             self.engine.save_checkpoint(str(tmp / "deepspeed"), tag="state", save_latest=False)
             ckpt.save_rng(tmp, rank)

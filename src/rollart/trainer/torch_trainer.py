@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from rollart.trainer import checkpoint as ckpt
+from rollart.trainer import lora
 from rollart.trainer.base import Trainer
 from rollart.trainer.networks import ValueModel
 from rollart.trainer.config import TrainerConfig
@@ -71,7 +72,9 @@ class TorchTrainer(Trainer):
             with torch.no_grad():
                 for t in list(self.policy.parameters()) + list(self.policy.buffers()):
                     dist.broadcast(t.data, src=0)
-        self.ref_model = self._make_reference(self.policy)
+        self.ref_model = self._make_reference(self.policy)  # the base model, before any adapter
+        if cfg.lora.enabled:
+            self.policy = lora.attach(self.policy, cfg.lora)
         params = list(self.policy.parameters())
         if cfg.algorithm == "ppo":
             self.critic = ValueModel(_copy_for_critic(self.policy))
@@ -113,6 +116,9 @@ class TorchTrainer(Trainer):
 
     # ------------------------------------------------------------------ weights and checkpoints
     def named_tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Every weight, or with LoRA the adapters only (what an engine merges into its base weights)."""
+        if self.cfg.lora.enabled:
+            return lora.adapter_tensors(self.policy, self.compute_dtype)
         return export_named_tensors(self.policy, self.compute_dtype)
 
     def save_checkpoint(self, root: str, extra: dict | None = None, keep_last: int = 3) -> str:
@@ -124,7 +130,11 @@ class TorchTrainer(Trainer):
 
         def write(tmp: Path) -> None:
             if rank == 0:
-                save_policy(self.policy, tmp / "model")
+                if self.cfg.lora.enabled:  # the adapter (PEFT format) and, beside it, the merged model
+                    lora.save_adapter(self.policy, self.cfg.lora, tmp / "adapter", self.cfg.model_path)
+                    lora.save_merged(self.policy, self.cfg.lora, self.cfg.model_path, tmp / "model")
+                else:
+                    save_policy(self.policy, tmp / "model")
                 torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
                 if self.critic is not None:
                     torch.save(self.critic.state_dict(), tmp / "critic.pt")
@@ -136,7 +146,12 @@ class TorchTrainer(Trainer):
                                     keep_last=keep_last))
 
     def _load_state(self, folder: Path) -> None:
-        ckpt.load_file(folder / "model" / "model.safetensors", lambda p: load_policy_weights(self.policy, p.parent))
+        if self.cfg.lora.enabled:
+            ckpt.load_file(folder / "adapter" / "adapter_model.safetensors",
+                           lambda p: lora.load_adapter_tensors(self.policy, lora.read_adapter(p)))
+        else:
+            ckpt.load_file(folder / "model" / "model.safetensors",
+                           lambda p: load_policy_weights(self.policy, p.parent))
         ckpt.load_file(folder / "optimizer.pt", lambda p: self.optimizer.load_state_dict(
             torch.load(p, weights_only=False, map_location=self.device)))
         if self.critic is not None:
