@@ -5,6 +5,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -96,7 +97,9 @@ def test_a_killed_rank_with_no_restart_left_ends_the_run_and_stops_every_rank(tm
                                    "trainer_restarts=0"), [TASK])
     with pytest.raises(ActorLostError) as e:
         asyncio.run(kill_rank_at_step(co, 1, 1))
-    assert str(e.value).startswith("actor trainer-group died: rank trainer-1 died: process")
+    # whichever sees it first: the process's exit, or its connection dropping (a loaded machine, either order)
+    assert re.match(r"actor trainer-group died: rank trainer-1 died: (process|no connection to the actor)",
+                    str(e.value)), str(e.value)
     assert "\n" not in str(e.value)
     for pid in co.stopped_pids:  # rank 0 was stopped with the group, not left waiting in a collective
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
