@@ -27,6 +27,7 @@ _SHIPPED = [
     ("MathTool-v0", "envs.math_tool:MathToolEnv", 4, {}),
     ("GuessNumber-v0", "envs.games:GuessNumber", 8, {"high": 100}),
     ("SortNumbers-v0", "envs.games:SortNumbers", 1, {"count": 5}),
+    ("Dataset-v0", "envs.dataset:DatasetEnv", 8, {}),
 ]
 
 # Sub-packages that register their own envs through a register_envs() function.

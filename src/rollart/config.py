@@ -172,8 +172,9 @@ def _apply(cfg: T, changes: dict[str, Any], prefix: str, parse: bool) -> T:
             hint = f"did you mean {' or '.join(prefix + c for c in close)}?" if close else \
                 "--help lists every setting"
             raise ConfigError(f"unknown setting {prefix + head!r} for {type(cfg).__name__}; {hint}")
-        if rest:
-            nested.setdefault(head, {})[rest] = raw
+        shorthand = getattr(types[head], "SHORTHAND", "") if dataclasses.is_dataclass(types[head]) else ""
+        if rest or shorthand:  # data=PATH sets data.path where DatasetConfig.SHORTHAND = "path"
+            nested.setdefault(head, {})[rest or shorthand] = raw
         else:
             direct[head] = _parse_value(raw, types[head], prefix + head) if parse else raw
     for head, sub in nested.items():

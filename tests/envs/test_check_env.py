@@ -21,10 +21,19 @@ def test_every_shipped_env_is_checked():
     assert len(ROLLART_IDS) >= 7
 
 
+def _kwargs(env_id: str, folder) -> dict:
+    """What an env needs beyond its registered defaults: Dataset-v0 plays the rows of a file."""
+    if env_id != "rollart/Dataset-v0":
+        return {}
+    data = folder / "rows.jsonl"
+    data.write_text('{"prompt": "What is 2 + 3?", "answer": "5"}\n{"prompt": "What is 4 * 4?", "answer": "16"}\n')
+    return {"path": str(data), "source": "data", "heldout": 0}
+
+
 @pytest.mark.parametrize("env_id", ROLLART_IDS)
-def test_check_env_passes(env_id):
+def test_check_env_passes(env_id, tmp_path):
     try:
-        env = gym.make(env_id)
+        env = gym.make(env_id, **_kwargs(env_id, tmp_path))
     except SandboxUnavailable as e:
         assert env_id in SANDBOXED, f"{env_id} needs the sandbox but is not listed in SANDBOXED"
         pytest.skip(f"{env_id} runs code in the sandbox, and no sandbox isolation works on this machine: {e}")

@@ -1,6 +1,7 @@
 """A run's checkpoints: taken every ``checkpoint_every`` steps (or seconds) and at the end, and resumed from with
 ``--resume``. A checkpoint carries, besides the trainer's state, the sample buffer's and the proxy's cumulative
-counters and the training time so far, so a resumed run reports as if it had never stopped."""
+counters and the training time so far, so a resumed run reports as if it had never stopped, and where each dataset
+task's row order stands, so a resumed run deals the rows not trained yet first (none skipped, none twice)."""
 from __future__ import annotations
 
 import logging
@@ -34,6 +35,7 @@ class Checkpointer:
             return
         extra = {"step": st.step, "version": p.weights.version, "buffer": p.buffer.stats(),
                  "evals": [list(e) for e in st.evals[-1:]],  # for the record: a resumed run evaluates afresh
+                 "rows": p.scheduler.rows_state(),  # dataset rows: where each task's order stands
                  "counters": counters_snapshot(p.buffer, p.actors.proxy.counters, st.elapsed())}
         path = await p.actors.trainer.send(SaveCheckpoint(str(self.root), extra, self.cfg.keep_checkpoints))
         st.checkpointed_at = time.perf_counter()
@@ -62,6 +64,7 @@ class Checkpointer:
         await p.weights.update_workers()
         await p.buffer.set_version(p.weights.version)
         p.scheduler.reseed(self.cfg.seed + self.state.step)  # new task draws after a resume
+        p.scheduler.restore_rows(extra.get("rows", {}))  # dataset rows not trained yet are dealt first
         self.state.elapsed_before = restore_counters(extra.get("counters", {}), p.buffer, p.actors.proxy.counters)
         log.warning("resumed from %s at step %d, version %d", folder, self.state.step, version)
         return True

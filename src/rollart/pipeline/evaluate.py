@@ -19,9 +19,9 @@ async def evaluate(manager: EnvManager, tasks: list[TaskSpec], episodes: int, se
     greedy = [dataclasses.replace(t, temperature=0.0, top_p=1.0) for t in tasks]
     runs = []
     for task in greedy:
-        for i in range(episodes):
+        for i, episode_seed in enumerate(task.episode_seeds(episodes, seed)):
             tid = f"eval{next(_eval_ids)}-{task.name}-{i}"
-            runs.append((task.name, manager.run(task, tid, group_id=tid, seed=seed + i)))
+            runs.append((task.name, manager.run(task, tid, group_id=tid, seed=episode_seed)))
     results = await asyncio.gather(*(coro for _, coro in runs))
     per_task: dict[str, list[float]] = {}
     for (name, _), traj in zip(runs, results):

@@ -102,8 +102,8 @@ class HeldOutEval:
         version = self.version()
         greedy = [dataclasses.replace(t, temperature=0.0, top_p=1.0) for t in self.tasks]
         runs = [(t.name, self.manager.run(t, f"heldout{next(_ids)}-{t.name}-{i}", group_id=f"heldout-{step}",
-                                          seed=self.seed + i))
-                for t in greedy for i in range(self.episodes)]
+                                          seed=seed))
+                for t in greedy for i, seed in enumerate(t.episode_seeds(self.episodes, self.seed))]
         try:
             trajs = await asyncio.gather(*(coro for _, coro in runs))
         except Exception as e:  # noqa: BLE001 - a failed evaluation is reported, never stops training

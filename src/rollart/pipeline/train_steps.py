@@ -56,6 +56,7 @@ class TrainSteps:
         batch, metrics = result.batch, {**(extra or {}), **result.metrics}
         trained_at = p.weights.version
         st.step += 1
+        p.scheduler.rows_trained(batch)
         push = await p.recovery.publish(trained_at + 1)
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))

@@ -54,11 +54,20 @@ class TaskSpec:
     """If set, wrap each env in rollart.rollout.env_faults.InjectFaults(**faults) (benchmarks, fault tests)."""
     weight: float = 1.0
     """Relative share of groups drawn from this task."""
+    rows: int = 0
+    """A dataset task's rows (``rollart.data``), the reset seed choosing one: in training the scheduler deals
+    each GRPO group one, every row once per epoch in an order shuffled by the run's seed; in evaluation rows
+    0, 1, ... are played (each once); 0: not a dataset task, seeds drawn at random."""
     step_action: str = ""
     """With actions on: ``"module:function"`` telling the action scheduler what a step runs,
     ``fn(action_text, turn, max_turns, reset_info) -> (kind, most_cores)`` (e.g. ``("test_run", 2)`` for
     a test run splittable over 2 cores, ``("file_op", 0)`` for a step that starts no process and so holds
     no core); empty: every step is an ``env_step`` on ``actions.step_cores``."""
+
+    def episode_seeds(self, episodes: int, base: int) -> range:
+        """Reset seeds of ``episodes`` evaluation episodes: a dataset task's first rows (each at most once),
+        else ``base``, ``base + 1``, ..."""
+        return range(min(episodes, self.rows)) if self.rows else range(base, base + episodes)
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:
@@ -70,6 +79,8 @@ class TaskSpec:
                               f"min_new_tokens={self.min_new_tokens}, max_new_tokens={self.max_new_tokens}")
         if self.weight <= 0:
             raise ConfigError(f"task {self.name}: weight must be > 0, got {self.weight}")
+        if self.rows < 0:
+            raise ConfigError(f"task {self.name}: rows must be >= 0, got {self.rows}")
 
 
 class Policy(Protocol):

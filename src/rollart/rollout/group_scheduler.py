@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rollart.config import ConfigError
+from rollart.rollout.row_order import RowOrder
 from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rewards.dispatch import RewardDispatcher
@@ -86,6 +87,9 @@ class RolloutScheduler:
         self.rewards = rewards or RewardDispatcher()
         self._slots = asyncio.Semaphore(self.config.max_concurrency)
         self._rng = random.Random(self.config.seed)
+        self.row_orders = {t.name: RowOrder(t.rows, seed=self.config.seed) for t in tasks if t.rows}
+        """Per dataset task: the order its rows are dealt in (one row per group, each once per epoch; a failed
+        group's row is dealt again)."""
         self._group_ids = itertools.count()
         self._failed_in_a_row = 0
         self.counters: Counter = Counter()
@@ -145,6 +149,23 @@ class RolloutScheduler:
         except* (RolloutError, BufferClosed) as errors:  # one clear error, not a group of them
             raise errors.exceptions[0] from None
 
+    def rows_trained(self, batch: list[Trajectory]) -> None:
+        """The dataset rows of the groups in ``batch`` were trained (a checkpoint deals them no more)."""
+        groups = {t.group_id: (t.task, t.info.get("seed")) for t in batch}
+        for task, row in groups.values():
+            if task in self.row_orders and row is not None:
+                self.row_orders[task].settle(int(row))
+
+    def rows_state(self) -> dict[str, dict]:
+        """Where each dataset task's row order stands (kept in checkpoints)."""
+        return {name: order.state() for name, order in self.row_orders.items()}
+
+    def restore_rows(self, state: dict[str, dict]) -> None:
+        """Continue the row orders of a checkpoint: rows not trained before it are dealt first."""
+        for name, order_state in state.items():
+            if name in self.row_orders and int(order_state["n"]) == self.row_orders[name].n:
+                self.row_orders[name] = RowOrder.restore(order_state)
+
     def reseed(self, seed: int) -> None:
         """Restart the task draws and env reset seeds from ``seed`` (a resumed run draws new task instances)."""
         self._rng.seed(seed)
@@ -156,15 +177,26 @@ class RolloutScheduler:
     # ------------------------------------------------------------------ groups
     def _new_group(self) -> _Group:
         task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
-        return _Group(f"g{next(self._group_ids)}", task, self._rng.randrange(2**31))
+        order = self.row_orders.get(task.name)
+        seed = order.next() if order is not None else self._rng.randrange(2**31)
+        return _Group(f"g{next(self._group_ids)}", task, seed)
 
     async def _group_to_queue(self, group: _Group, out: asyncio.Queue) -> None:
-        out.put_nowait(await self._run_group(group))
+        trajectories = await self._run_group(group)
+        if trajectories is None:
+            self._give_back(group)
+        out.put_nowait(trajectories)
+
+    def _give_back(self, group: _Group) -> None:
+        """A failed group's dataset row is dealt again."""
+        if group.task.name in self.row_orders:
+            self.row_orders[group.task.name].give_back(group.seed)
 
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
             trajectories = await self._run_group(group)
             if trajectories is None:
+                self._give_back(group)
                 await self.buffer.discard_group()
                 self._failed_in_a_row += 1
                 if self._failed_in_a_row > self.config.max_failed_groups:
