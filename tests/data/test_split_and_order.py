@@ -59,6 +59,9 @@ def test_rows_not_trained_at_a_checkpoint_are_dealt_first_after_resume():
     assert sorted(resumed.next() for _ in range(2)) == sorted(dealt[4:])
     rest = [resumed.next() for _ in range(4)]
     assert sorted(dealt + rest) == list(range(10))  # the epoch completes: no row skipped, none twice
+    for row in dealt[4:] + rest:
+        resumed.settle(row)
+    assert sorted(resumed.trained_in(0)) == list(range(10)) and resumed.trained_in(1) == []
 
 
 def test_a_failed_groups_row_is_dealt_again_next():
@@ -66,6 +69,6 @@ def test_a_failed_groups_row_is_dealt_again_next():
     first, second = order.next(), order.next()
     order.give_back(first)
     assert order.next() == first
-    assert order.outstanding == {first: 1, second: 1}
+    assert order.outstanding == {first: [0], second: [0]}
     rest = [order.next() for _ in range(3)]
     assert sorted([first, second, *rest]) == list(range(5))

@@ -80,9 +80,10 @@ def test_own_file_full_fine_tuning_and_resume_deals_the_rows_not_trained(tmp_pat
     assert first.cfg.engine.lora.rank == 0
     assert not (first.run_dir / "checkpoints" / "step_00000002" / "adapter").exists()
     saved = json.loads((first.run_dir / "checkpoints" / "step_00000002" / "meta.json").read_text())["extra"]["rows"]
-    not_trained = saved["doubling"]["again"]
+    not_trained = [row for row, _ in saved["doubling"]["again"]]
     trained = set(dealt) - set(not_trained)
     assert len(trained) == 2 and len(dealt) == saved["doubling"]["dealt"]  # two steps of one group each
+    assert {row for _, row in saved["doubling"]["trained"]} == trained
     before = len(dealt)
     resumed, again = run("total_steps=3", "--resume=true")
     assert again.steps == 1

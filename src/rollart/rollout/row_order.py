@@ -1,12 +1,12 @@
 """The order a dataset task's rows are dealt to GRPO groups: ``RowOrder`` deals them epoch after epoch, each epoch
-a permutation drawn from (seed, epoch), so every row once per epoch. A row is *outstanding* from when it is dealt
-until its group is trained (``settle``); a group that fails hands its row back (``give_back``) and the row is
-dealt again next. Its state (epoch, rows dealt, rows outstanding or handed back) is what a checkpoint keeps: a
-resumed run deals the rows whose groups had not been trained first, so it skips no row and trains none twice."""
+a permutation drawn from (seed, epoch), so every row once per epoch. A dealt row is *outstanding* until its group
+is trained (``settle``: logged as trained in its epoch) or fails (``give_back``: dealt again next, still in its
+epoch). The state (epoch, rows dealt, rows outstanding or handed back, the trained log) is what a checkpoint
+keeps: a resumed run deals the rows whose groups had not been trained first (regenerated from the same rows),
+so across any number of stops and resumes every row of an epoch is trained exactly once."""
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass, field
 
 from rollart.config import ConfigError
@@ -21,15 +21,17 @@ class RowOrder:
     """Epochs completed."""
     dealt: int = 0
     """Rows of the current epoch dealt so far."""
-    again: list[int] = field(default_factory=list)
-    """Rows to deal before the order goes on (handed back, or not trained before a resume)."""
+    again: list[tuple[int, int]] = field(default_factory=list)
+    """(row, epoch) to deal before the order goes on: handed back, or not trained before a resume."""
+    trained: list[tuple[int, int]] = field(default_factory=list)
+    """(epoch, row) of every group trained, in order (what a checkpoint proves was trained)."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ConfigError("a dataset task needs at least one training row")
         self._perm = self._permutation(self.epoch)
-        self.outstanding: Counter[int] = Counter()
-        """Rows dealt whose groups are not trained yet."""
+        self.outstanding: dict[int, list[int]] = {}
+        """Row -> the epochs of its deals whose groups are neither trained nor failed yet."""
 
     def _permutation(self, epoch: int) -> list[int]:
         perm = list(range(self.n))
@@ -39,34 +41,51 @@ class RowOrder:
     def next(self) -> int:
         """The next row index."""
         if self.again:
-            row = self.again.pop(0)
+            row, epoch = self.again.pop(0)
         else:
             if self.dealt == self.n:
                 self.epoch, self.dealt = self.epoch + 1, 0
                 self._perm = self._permutation(self.epoch)
-            row = self._perm[self.dealt]
+            row, epoch = self._perm[self.dealt], self.epoch
             self.dealt += 1
-        self.outstanding[row] += 1
+        self.outstanding.setdefault(row, []).append(epoch)
         return row
+
+    def _close(self, row: int) -> int | None:
+        """The epoch of ``row``'s oldest outstanding deal, no longer outstanding (None: not outstanding)."""
+        epochs = self.outstanding.get(row)
+        if not epochs:
+            return None
+        epoch = epochs.pop(0)
+        if not epochs:
+            del self.outstanding[row]
+        return epoch
 
     def settle(self, row: int) -> None:
         """``row``'s group was trained."""
-        if self.outstanding[row] > 0:
-            self.outstanding[row] -= 1
-        if not self.outstanding[row]:
-            del self.outstanding[row]
+        epoch = self._close(row)
+        if epoch is not None:
+            self.trained.append((epoch, row))
 
     def give_back(self, row: int) -> None:
         """``row``'s group failed: deal it again next."""
-        self.settle(row)
-        self.again.append(row)
+        epoch = self._close(row)
+        if epoch is not None:
+            self.again.append((row, epoch))
+
+    def trained_in(self, epoch: int) -> list[int]:
+        """The rows trained in ``epoch``, in the order they were trained."""
+        return [row for e, row in self.trained if e == epoch]
 
     def state(self) -> dict:
-        """Where the order stands, the rows not yet trained to be dealt first after a resume."""
+        """Where the order stands; the rows not trained yet are dealt first after a resume."""
+        pending = [(row, e) for row, epochs in sorted(self.outstanding.items()) for e in epochs]
         return {"n": self.n, "seed": self.seed, "epoch": self.epoch, "dealt": self.dealt,
-                "again": [*self.again, *sorted(self.outstanding.elements())]}
+                "again": [list(x) for x in [*self.again, *sorted(pending, key=lambda x: (x[1], x[0]))]],
+                "trained": [list(x) for x in self.trained]}
 
     @classmethod
     def restore(cls, state: dict) -> "RowOrder":
         return cls(int(state["n"]), int(state["seed"]), int(state["epoch"]), int(state["dealt"]),
-                   [int(r) for r in state.get("again", [])])
+                   [(int(r), int(e)) for r, e in state.get("again", [])],
+                   [(int(e), int(r)) for e, r in state.get("trained", [])])
