@@ -10,7 +10,8 @@
 # makes DIR/venv with --system-site-packages, so the machine's own CUDA torch is used and never replaced:
 # every wheel is installed with --no-deps, and only for packages this Python does not have yet. PYTHON
 # (default python3) is the machine's Python. QUICKSTART_ARGS adds overrides to the quickstart (e.g.
-# "total_steps=20"). Exit status: 0 when every stage passed; DIR/summary.txt says which did not.
+# "total_steps=20"); ONLY="cuda_tests bench" runs only the stages named (after the install), and CUDA_TESTS_ARGS
+# adds pytest arguments. Exit status: 0 when every stage passed; DIR/summary.txt says which did not.
 set -uo pipefail
 DRY=0
 if [[ "${1:-}" == "--dry-run" ]]; then DRY=1; shift; fi
@@ -26,6 +27,9 @@ export HF_HUB_OFFLINE=1 PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 stage() {  # stage NAME LOG CMD...: run, log, record pass/fail
   local name=$1 log=$2; shift 2
+  if [[ -n "${ONLY:-}" && $name != install && " $ONLY " != *" $name "* ]]; then
+    echo "$name: not run (ONLY=$ONLY)" | tee -a "$SUMMARY"; return 0
+  fi
   echo "== $name (log: $log)"
   "$@" > "$log" 2>&1
   local rc=$?
@@ -45,6 +49,10 @@ install() (  # a subshell: set -e and cd stay inside
   set -e
   "$PY" -m venv --system-site-packages "$DIR/venv"
   V="$DIR/venv/bin/python"
+  # when PY is itself a venv (the GPU image's python3 is), --system-site-packages reaches the Python under it,
+  # not PY's packages: a .pth file puts PY's site-packages after the new venv's own
+  "$PY" -c "import site; print('\n'.join(site.getsitepackages()))" \
+    > "$("$V" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_machine_packages.pth"
   local before; before=$("$V" -c "import torch; print(torch.__version__)")
   local missing=()
   for whl in "$WHEELS"/*.whl; do
@@ -68,11 +76,12 @@ cd "$ROOT"
 FAILED=0
 
 # 3) the cuda-marked tests
-stage cuda_tests "$DIR/cuda_tests.log" "$V" -m pytest -m cuda -q -rs -p no:cacheprovider \
+# each stage has its own time limit (seconds; CUDA_TESTS_S, BENCH_S, QUICKSTART_S), so one hang loses one stage
+stage cuda_tests "$DIR/cuda_tests.log" timeout -k 10 "${CUDA_TESTS_S:-180}" "$V" -m pytest -m cuda -q -rs -p no:cacheprovider ${CUDA_TESTS_ARGS:-} \
   --junitxml "$DIR/cuda_tests.xml" || FAILED=1
 
 # 4) the GPU benchmark (its last line holds the figures; skipped=no_cuda without a GPU)
-stage bench "$DIR/bench_gpu.log" "$V" tools/bench/gpu.py --quick --plot "$DIR/gpu.png" || FAILED=1
+stage bench "$DIR/bench_gpu.log" timeout -k 10 "${BENCH_S:-140}" "$V" tools/bench/gpu.py --quick --plot "$DIR/gpu.png" || FAILED=1
 
 # 5) the quickstart on CUDA (prints peak_gpu_memory_gb and final_success)
 if [[ $DRY == 1 ]]; then
@@ -81,7 +90,7 @@ else
   QS=(device=cuda "logdir=$DIR/runs")
 fi
 # shellcheck disable=SC2206
-stage quickstart "$DIR/quickstart.log" "$V" -m recipes.grpo_frozenlake "${QS[@]}" ${QUICKSTART_ARGS:-} || FAILED=1
+stage quickstart "$DIR/quickstart.log" timeout -k 10 "${QUICKSTART_S:-150}" "$V" -m recipes.grpo_frozenlake "${QS[@]}" ${QUICKSTART_ARGS:-} || FAILED=1
 
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"
