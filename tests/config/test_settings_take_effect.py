@@ -82,6 +82,8 @@ def test_a_resolved_config_passes_its_own_derived_check():
     (["engine.backend=vllm", "engine.num_kv_blocks=64"], "with engine.backend=vllm set engine.kv_cache_memory_gb"),
     (["sim_time_scale=0.1"], "sim_time_scale=0.1 scales simulated hardware time: set simulate_hardware=true"),
     (["trainer.model_factory=m:f"], "trainer.model_factory='m:f' would build the trainer's model only"),
+    (["trainer.collective_timeout_s=30"], "trainer.collective_timeout_s=30 bounds the waits of data-parallel ranks"),
+    (["env_host_timeout_s=10"], "env_host_timeout_s=10 bounds calls to env-host processes; with env_hosts=0"),
 ])
 def test_settings_that_would_be_ignored_are_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -93,6 +95,8 @@ def test_the_same_settings_are_fine_where_they_take_effect():
     apply_overrides(PipelineConfig(), ["simulate_hardware=true", "sim_time_scale=0.1"])
     apply_overrides(PipelineConfig(), ["engine.backend=vllm", "engine.kv_cache_memory_gb=1"])
     apply_overrides(PipelineConfig(), ["trainer.world_size=2", "trainer.dist_backend=gloo"])
+    apply_overrides(PipelineConfig(), ["trainer.world_size=2", "trainer.collective_timeout_s=30"])
+    apply_overrides(PipelineConfig(), ["env_hosts=1", "env_host_timeout_s=10"])
 
 
 def test_model_folder_is_checked_for_config_tokenizer_and_weights(tmp_path):

@@ -1,5 +1,5 @@
-"""The fault suite's bookkeeping: lost / rolled-back / unscored accounting, the summary line, fault selection,
-and the sandbox report read from a junit file — each able to show a failure."""
+"""The fault suite's bookkeeping: lost / rolled-back / unscored accounting, the frame ledger, the summary line,
+fault selection, and the sandbox report read from a junit file — each able to show a failure."""
 import json
 
 import pytest
@@ -7,6 +7,7 @@ import pytest
 from rollart.faults.cli import select
 from rollart.faults.figures import Figure, failed, not_available, summary
 from rollart.faults.ledger import account, read_ledger
+from rollart.faults.malformed_frames import frame_ledger
 from rollart.faults.sandbox_suite import parse_junit
 
 BUFFER = {"accepted": 48, "trained": 32, "buffered": 8, "evicted": 8, "evicted/stale": 8}
@@ -47,6 +48,14 @@ def test_ledger_skips_a_line_cut_by_a_kill(tmp_path):
     path.write_text(json.dumps(train(1, 1, ["a"])) + "\n" + '{"pid": 1, "event": "tr')
     assert [r["ids"] for r in read_ledger(path)] == [["a"]]
     assert read_ledger(tmp_path / "missing.jsonl") == []
+
+
+def test_frame_ledger_adds_up_or_says_how_many_went_uncounted():
+    assert frame_ledger(10, {"bad_body": 2, "unsolicited_reply": 7}, 1) == (
+        0, "sent 10 = rejected 9 (unsolicited_reply 7, bad_body 2) + accepted 1 + uncounted 0")
+    assert frame_ledger(10, {"bad_body": 7}, 0)[0] == 3  # dropped without a count
+    assert frame_ledger(10, {"bad_body": 11}, 0)[0] == -1  # another peer's frames among them
+    assert frame_ledger(0, {}, 0) == (0, "sent 0 = rejected 0 (none) + accepted 0 + uncounted 0")
 
 
 def test_summary_line_and_failure_values():

@@ -62,4 +62,4 @@ async def test_reward_fn_errors_and_timeouts_fail_only_their_trajectory(tokenize
     assert all(t.reward == 0.5 for t in group)
     assert rewards.counters["failed"] == 2 and sched.counters["replaced"] == 2
     assert any("reward endpoint down" in r for r in sched.reasons)
-    assert any("timed out" in r for r in sched.reasons)
+    assert any("no score within N.N s (reward.timeout_s)" in r for r in sched.reasons)

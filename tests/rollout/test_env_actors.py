@@ -1,5 +1,6 @@
 """Env hosts as real actor processes: a batch runs across two hosts; an env that kills its host process
-fails only its own trajectory and the pool moves new envs to the live host."""
+fails only its own trajectory and the pool moves new envs to the live host; an env opened while its only host
+restarts waits for it."""
 import asyncio
 
 import pytest
@@ -41,3 +42,23 @@ async def test_batch_over_process_env_hosts_survives_a_dying_env():
             ok = await asyncio.gather(*(manager.run(healthy, f"t{i}", "g", 0) for i in range(4)))
         assert all(t.status == "done" for t in ok)  # new envs went to the live host
         assert pool.live == 0
+
+
+@pytest.mark.timeout(120)
+async def test_an_env_opened_while_its_host_restarts_waits_for_it():
+    """kill -9 of the only host, then an open at once: it waits for the restarted process instead of failing (a
+    send to a process not yet known dead fails at once; one to a restarting actor waits for it)."""
+    import os
+    import signal
+
+    async with actors.ActorSystem(heartbeat_interval=0.2, heartbeat_timeout=2.0) as system:
+        pool = await EnvPool.spawn(system, 1, {"step_timeout_s": 10}, imports=["envs"], grace_s=30, restarts=1)
+        host = pool.host_objects[0]
+        before = host.pid
+        os.kill(before, signal.SIGKILL)
+        async with asyncio.timeout(60):
+            session = await pool.open("rollart/FrozenLake-v0")
+            obs, _ = await session.reset(seed=0)
+        assert obs and host.pid != before and host.restarts == 1
+        assert pool.counters["opened"] == 1 and pool.counters["open_failures"] == 0
+        await pool.release(session)

@@ -82,6 +82,8 @@ async def test_pool_spreads_envs_and_turns_errors_into_env_failure():
 
 async def test_dead_host_becomes_env_failure():
     class DeadHandle:
+        name = "envhost-0"
+
         async def send(self, message, timeout=None):
             raise ConnectionError("actor process exited")
 

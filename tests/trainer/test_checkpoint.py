@@ -1,7 +1,9 @@
-"""Covers atomic checkpoints: latest discovery, HF-loadable model, and kill -9 of a real training process
-mid-save followed by --resume (no corrupt latest, consistent versions, same result as an unbroken run)."""
+"""Covers atomic checkpoints: latest discovery, HF-loadable model, a save that runs out of room (no partial
+folder left, the one before stays newest), and kill -9 of a real training process mid-save followed by --resume
+(no corrupt latest, consistent versions, same result as an unbroken run)."""
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -61,6 +63,25 @@ def test_latest_ignores_incomplete_folders_and_prunes(tmp_path):
     (tmp_path / "step_00000009").mkdir()  # a folder without COMPLETE (e.g. copied by hand, half done)
     (tmp_path / "latest").write_text("step_00000009\n")  # pointer to it: must not be trusted
     assert checkpoint.latest(tmp_path).name == "step_00000005"
+
+
+def test_a_save_that_runs_out_of_room_leaves_no_partial_folder(tmp_path):
+    """A real write() failure (this process's file-size limit: EFBIG, as a full disk gives ENOSPC)."""
+    def write(n):
+        return lambda d: (d / "x").write_bytes(b"1" * n)
+
+    checkpoint.save_atomic(tmp_path, 1, write(1000), {"version": 1})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+    try:
+        with pytest.raises(checkpoint.CheckpointWriteError, match=r"checkpoint step_00000002 not written in .*: "
+                           r"OSError: \[Errno 27\] File too large.* the newest complete checkpoint is step_00000001"):
+            checkpoint.save_atomic(tmp_path, 2, write(1 << 17), {"version": 2})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step_00000001"]
+    assert checkpoint.latest(tmp_path).name == "step_00000001" and checkpoint.verify(tmp_path / "step_00000001") is None
+    assert checkpoint.save_atomic(tmp_path, 2, write(1 << 17), {"version": 2}).name == "step_00000002"  # room again
 
 
 def test_kill_9_mid_save_then_resume(tmp_path):

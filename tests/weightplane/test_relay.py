@@ -97,7 +97,8 @@ async def test_a_lost_or_corrupt_bucket_is_asked_for_again(fault, caplog):
         assert stats.retries == 1 and len(got) == stats.num_buckets
         ref, _ = await _pull_all(src.address)
         assert got == ref
-        assert ("did not" in caplog.text or "TimeoutError" in caplog.text) if fault == "lose" else "corrupt" in caplog.text
+        assert ("no answer for 0.5 s (weights.timeout_s)" in caplog.text if fault == "lose"
+                else "corrupt" in caplog.text)
     finally:
         await src.close()
 
@@ -158,3 +159,4 @@ async def test_a_failed_background_pull_is_retried_from_the_store_at_install():
     finally:
         await worker.close()
         await store_src.close()
+

@@ -173,7 +173,7 @@ class PendingCalls:
         for cid, p in list(self._pending.items()):
             if p.rec is rec:
                 del self._pending[cid]
-                p.fail(exc)
+                p.fail(ActorDeadError(exc.actor, exc.reason, p.method) if type(exc) is ActorDeadError else exc)
 
 
 async def _wait_ready(rec: ActorRecord, timeout: float | None) -> None:

@@ -12,16 +12,26 @@ class ActorError(Exception):
 
 
 class WireError(ActorError, ValueError):
-    """A message or payload could not be encoded or decoded (malformed frame, unsupported type)."""
+    """A message or payload could not be encoded or decoded (malformed frame, unsupported type).
+
+    ``code`` says what was wrong in one short key that frames broken the same way share (``bad_header``,
+    ``unknown_kind``, ``bad_payload``, ...): the coordinator counts rejected frames by it."""
+
+    def __init__(self, *args: object, code: str = "malformed"):
+        super().__init__(*args)
+        self.code = code
 
 
 class ActorDeadError(ActorError):
     """The actor died (process exit, missed heartbeats) or was stopped; the call did not complete."""
 
-    def __init__(self, actor: str, reason: str):
-        super().__init__(f"actor {actor!r} is dead: {reason}")
+    def __init__(self, actor: str, reason: str, call: str = ""):
+        """``call``: what the caller was waiting for when the actor died (a method or message class name)."""
+        waiting = f" (while waiting for its answer to {call})" if call else ""
+        super().__init__(f"actor {actor!r} is dead: {reason}{waiting}")
         self.actor = actor
         self.reason = reason
+        self.call = call
 
 
 class ActorTimeoutError(ActorError, TimeoutError):

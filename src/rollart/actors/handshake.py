@@ -39,7 +39,7 @@ class Handshake:
             if rec is None:
                 return
         if rec.state != "starting" or rec.init_sent:
-            self._router.reject(identity, "HELLO received twice")
+            self._router.reject(identity, "hello_twice", "HELLO received twice")
             return
         rec.pid, rec.host = msg.pid, msg.host
         rec.init_sent = True
@@ -52,6 +52,7 @@ class Handshake:
             why = "the coordinator is shutting down" if self._table.closing else f"an actor named {msg.name!r} is running"
             log.warning("refused actor joining as %r from %s: %s", msg.name, msg.host, why)
             self._router.send(identity, m.Stop(f"join refused: {why}"))
+            self._router.reject(identity, "join_refused", f"join refused: {why}", reply=False)  # STOP said why
             return None
         rec = ActorRecord(msg.name, msg.cls, msg.args, msg.kwargs, "remote", RestartPolicy(), {})
         rec.identity = identity
@@ -65,7 +66,7 @@ class Handshake:
 
     def on_ready(self, identity: bytes, rec: ActorRecord | None, msg: m.Ready) -> None:
         if rec is None or rec.state != "starting":
-            self._router.reject(identity, "READY from an actor that is not starting")
+            self._router.reject(identity, "ready_out_of_turn", "READY from an actor that is not starting")
             return
         if msg.ok:
             rec.methods = msg.methods

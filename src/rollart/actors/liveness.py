@@ -42,7 +42,7 @@ class LivenessMonitor:
                     rec.cpu_sample = None
                 elif not busy_not_hung(rec, silent, self.heartbeat_timeout):
                     self._supervisor.declare_dead(rec, f"no heartbeat for {silent:.1f} s "
-                                                       f"(heartbeat_timeout={self.heartbeat_timeout} s)",
+                                                       f"(heartbeat_timeout_s={self.heartbeat_timeout:g})",
                                                   rec.identity)
 
 

@@ -221,7 +221,7 @@ class PayloadError(WireError):
     """The header and meta decoded but the payload did not; ``message`` has its meta fields set."""
 
     def __init__(self, message: Any, reason: str):
-        super().__init__(reason)
+        super().__init__(reason, code="bad_payload")
         self.message = message
 
 
@@ -262,18 +262,19 @@ def _frame_bytes(frame: Any) -> bytes:
 
 def _bad_header(header: bytes) -> None:
     if len(header) != 2:
-        raise WireError(f"header frame must be 2 bytes (kind, version), got {len(header)} bytes")
+        raise WireError(f"header frame must be 2 bytes (kind, version), got {len(header)} bytes", code="bad_header")
     kind, version = header[0], header[1]
     if version != VERSION:
         raise WireError(f"wire version {version} not supported (this side speaks version {VERSION}); "
-                        "run the same rollart version on both ends")
-    raise WireError(f"unknown message kind {kind}; known: {sorted(int(k) for k in MESSAGE_TYPES)}")
+                        "run the same rollart version on both ends", code="wire_version")
+    raise WireError(f"unknown message kind {kind}; known: {sorted(int(k) for k in MESSAGE_TYPES)}",
+                    code="unknown_kind")
 
 
 def decode(frames: list) -> Any:
     """Frames (bytes or zmq.Frame) -> message. Raises WireError naming what was malformed."""
     if len(frames) < 2:
-        raise WireError(f"expected >= 2 frames (header, body), got {len(frames)}")
+        raise WireError(f"expected >= 2 frames (header, body), got {len(frames)}", code="too_few_frames")
     header = frames[0] if type(frames[0]) is bytes else _frame_bytes(frames[0])
     cls = _BY_HEADER.get(header)
     if cls is None:
@@ -281,17 +282,18 @@ def decode(frames: list) -> Any:
     try:
         body = msgpack.unpackb(frames[1] if type(frames[1]) is bytes else _frame_bytes(frames[1]), raw=False)
     except Exception as e:
-        raise WireError(f"{cls.__name__}: body frame is not valid msgpack ({type(e).__name__}: {e})") from None
+        raise WireError(f"{cls.__name__}: body frame is not valid msgpack ({type(e).__name__}: {e})",
+                        code="bad_body") from None
     if type(body) is not list or len(body) != cls.BODY_LEN:
         raise WireError(f"{cls.__name__}: body must be a list of {cls.BODY_LEN} fields "
                         f"{list(cls.META_NAMES) + (['payload'] if cls.PAYLOAD else [])}, "
-                        f"got {type(body).__name__} {str(body)[:80]}")
+                        f"got {type(body).__name__} {str(body)[:80]}", code="bad_body")
     meta = body[:-1] if cls.PAYLOAD else body
     if tuple(map(type, meta)) != cls.META_TYPES:  # msgpack yields exact types; keeps bool out of int fields
         for i, (value, tp) in enumerate(zip(meta, cls.META_TYPES)):
             if type(value) is not tp:
                 raise WireError(f"{cls.__name__}.{cls.META_NAMES[i]} must be {tp.__name__}, "
-                                f"got {type(value).__name__}")
+                                f"got {type(value).__name__}", code="mistyped_field")
     msg = cls(*meta)
     if cls.PAYLOAD:
         payload = body[-1]
@@ -315,5 +317,6 @@ def decode(frames: list) -> Any:
                                      and (not msg.kwargs or all(type(k) is str for k in msg.kwargs))):
                 raise PayloadError(msg, f"{cls.__name__}: args must be a list and kwargs a dict with str keys")
     elif len(frames) > 2:
-        raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 2} extra frames came with it")
+        raise WireError(f"{cls.__name__} carries no payload but {len(frames) - 2} extra frames came with it",
+                        code="extra_frames")
     return msg

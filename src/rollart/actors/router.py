@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections import Counter
 from typing import Any, Callable
 
 import zmq
@@ -27,6 +28,8 @@ class Router:
         self.inproc = f"inproc://rollart-{secrets.token_hex(6)}"
         self.rejected = 0
         """Frames rejected as malformed or unsolicited."""
+        self.rejections: Counter[str] = Counter()
+        """The rejected frames by what was wrong (a WireError's ``code``, ``unsolicited_reply``, ...)."""
         self._asock: AsyncSocket | None = None
 
     @property
@@ -62,11 +65,16 @@ class Router:
         frames.insert(0, identity)
         self._asock.send(frames, key=identity, best_effort=best_effort)
 
-    def reject(self, identity: bytes, reason: str) -> None:
-        """Count a bad frame and tell its sender why (best effort: a flooding peer is not waited for)."""
+    def reject(self, identity: bytes, code: str, reason: str, reply: bool = True) -> None:
+        """Count a bad frame under ``code`` and, with ``reply``, tell its sender ``reason`` in a REJECT (best
+        effort: a flooding peer is not waited for). No reply where the sender got another answer already, or
+        where the frame was itself a REJECT."""
         self.rejected += 1
+        self.rejections[code] += 1
         if self.rejected <= 10 or self.rejected % 1000 == 0:
             log.warning("rejected a frame from %r (%d so far): %s", identity[:64], self.rejected, reason)
+        if not reply:
+            return
         try:
             self.send(identity, m.Reject(reason[:500]), best_effort=True)
         except zmq.ZMQError:

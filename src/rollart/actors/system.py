@@ -83,6 +83,12 @@ class ActorSystem:
         """Frames this coordinator rejected as malformed or unsolicited."""
         return self._router.rejected
 
+    @property
+    def rejections(self) -> dict[str, int]:
+        """The rejected frames by what was wrong: ``bad_header``, ``unknown_kind``, ``unsolicited_reply``, ... (the
+        codes of ``rollart.actors.messages.decode`` and of ``Inbox``); they sum to ``rejected``."""
+        return dict(self._router.rejections)
+
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> "ActorSystem":
         loop = asyncio.get_running_loop()

@@ -16,14 +16,21 @@ Faults (each on its own run of 6 steps of 2 GRPO groups of 8, tiny model, CPU):
   env_hang          1% of env steps hang for 600 s       -> env_hang_deadlocks: run stalled (1) / envs never released
                     (env_exc and env_hang share one run when both are selected)
   inference_kill    kill -9 the inference worker, step 2 -> inference_kill_lost
+  env_host_kill     kill -9 the env host, step 1         -> env_host_kill_lost: accepted trajectories unaccounted
+                                                            (the host restarts, its trajectories fail and are replaced)
   trainer_kill      kill -9 the trainer, step 3          -> trainer_kill_resumed: 1 if every step still trained
   store_kill        kill -9 the weight store, step 2     -> store_kill_resumed
   reward_faults     30% of serverless reward calls fail  -> reward_faults_unscored: trained without the endpoint's
                                                             score, or lost
   corrupt_ckpt      newest checkpoint's largest file cut in half, then --resume -> corrupt_ckpt_fallback: 1 if
                                                             resumed from the intact older checkpoint
-  malformed_frames  10,000 malformed frames on the run's actor socket -> malformed_frames_survived
+  disk_full_ckpt    the checkpoint disk fills up between two checkpoints, then frees -> disk_full_ckpt_survived: 1 if
+                                                            the write failed cleanly and training went on
+  malformed_frames  10,000 malformed frames on the run's actor socket -> malformed_frames_survived, and
+                                                            malformed_frames_uncounted: sent - rejected - accepted
   sandbox           tests/sandbox hostile-command suite  -> sandbox_contained: contained / run, every mode here
+  hung_peer         SIGSTOP the trainer, weight store, inference worker, env host or reward endpoint, step 2 (a run
+                    each) -> hung_peer_<role>: recovered / failed_clean (ended in one line) / hang
 """
 from __future__ import annotations
 
@@ -38,13 +45,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rollart.faults.figures import Figure, failed, summary
+from rollart.faults.hung_peers import HUNG_PEER_FIGURES
 
 FAULTS = ("env_exc", "env_hang", "inference_kill", "trainer_kill", "store_kill", "reward_faults", "corrupt_ckpt",
-          "malformed_frames", "sandbox")
+          "malformed_frames", "env_host_kill", "disk_full_ckpt", "hung_peer", "sandbox")
 FIGURES = {"env_exc_lost": "env_exc", "env_hang_deadlocks": "env_hang", "inference_kill_lost": "inference_kill",
            "trainer_kill_resumed": "trainer_kill", "store_kill_resumed": "store_kill",
            "reward_faults_unscored": "reward_faults", "corrupt_ckpt_fallback": "corrupt_ckpt",
-           "malformed_frames_survived": "malformed_frames", "sandbox_contained": "sandbox"}
+           "malformed_frames_survived": "malformed_frames", "sandbox_contained": "sandbox",
+           "malformed_frames_uncounted": "malformed_frames", "env_host_kill_lost": "env_host_kill",
+           "disk_full_ckpt_survived": "disk_full_ckpt", **HUNG_PEER_FIGURES}
 QUICK = ("env_exc", "env_hang", "sandbox")
 QUICK_STEPS = 3
 
@@ -93,9 +103,11 @@ async def run_suite(faults: list[str], workdir: Path, recipe: str, quick: bool,
                     emit=print) -> list[Figure]:
     from rollart.faults import sandbox_suite
     from rollart.faults.corrupt_ckpt import corrupt_ckpt
+    from rollart.faults.disk_full import disk_full_ckpt
     from rollart.faults.env_failures import env_faults
     from rollart.faults.harness import Harness
-    from rollart.faults.kills import inference_kill, store_kill, trainer_kill
+    from rollart.faults.hung_peers import hung_peer
+    from rollart.faults.kills import env_host_kill, inference_kill, store_kill, trainer_kill
     from rollart.faults.malformed_frames import malformed_frames
     from rollart.faults.reward_faults import reward_faults
 
@@ -108,6 +120,8 @@ async def run_suite(faults: list[str], workdir: Path, recipe: str, quick: bool,
             harness = Harness(workdir, recipe, steps=QUICK_STEPS if quick else 6)
             steps = {"inference_kill": inference_kill, "trainer_kill": trainer_kill, "store_kill": store_kill,
                      "reward_faults": reward_faults, "corrupt_ckpt": corrupt_ckpt, "malformed_frames": malformed_frames}
+            steps.update(env_host_kill=env_host_kill, disk_full_ckpt=disk_full_ckpt)
+            steps.update(hung_peer=hung_peer)
             env = [f for f in ("env_exc", "env_hang") if f in runs]
             measured = [(env, env_faults(harness, exc="env_exc" in env, hang="env_hang" in env))] if env else []
             measured += [([name], steps[name](harness)) for name in runs if name in steps]

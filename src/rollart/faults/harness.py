@@ -53,6 +53,8 @@ class Outcome:
     seconds: float = 0.0
     system_rejected: int | None = None
     """Frames the run's actor system rejected as malformed (None: not readable)."""
+    system_rejections: dict = field(default_factory=dict)
+    """The same by what was wrong (``ActorSystem.rejections``)."""
 
     def reason_count(self, *needles: str) -> int:
         return sum(n for key, n in self.reasons.items() if any(s in key for s in needles))
@@ -182,6 +184,7 @@ class Harness:
             outcome.scheduler = dict(parts.scheduler.counters)
             outcome.reasons = dict(parts.scheduler.reasons)
             outcome.system_rejected = parts.actors.system.rejected
+            outcome.system_rejections = parts.actors.system.rejections
         outcome.ledger = read_ledger(ledger)
         outcome.accounts = account(outcome.buffer, outcome.ledger, scores.scores)
         return outcome

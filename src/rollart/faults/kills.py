@@ -1,8 +1,10 @@
 """The process kills: ``kill -9`` of one actor process of a short real run (the inference worker, the trainer, the
-weight store) at a given step. The run must finish every step and lose nothing accepted; a killed trainer must be
-replaced by a new process that resumes from the last checkpoint."""
+weight store, the env host) at a given step. The run must finish every step and lose nothing accepted; a killed
+trainer must be replaced by a new process that resumes from the last checkpoint; a killed env host must be
+restarted, the trajectories it held failing with the reason and replaced, so that their groups still complete."""
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 from rollart.faults.figures import Figure, ended, failed, steps_done
@@ -63,6 +65,56 @@ async def store_kill(h: Harness) -> list[Figure]:
     killed, after = [], []
     out = await h.drive(cfg, hooks=[(2, _killer("WeightStore", killed)), (3, _who_now("WeightStore", after))])
     return [_resumed("store_kill_resumed", cfg, out, killed, trainer=False)]
+
+
+HOST_LOSS = ("ActorDeadError", "no env ")
+"""What a trajectory's failure reason says when its env host died under it: a reset, step or create that the dead
+process never answered, or a step the restarted process cannot take (it no longer holds the env)."""
+
+
+async def env_host_kill(h: Harness) -> list[Figure]:
+    """kill -9 the env host at step 1, once envs are live on it: lost=0 when the host was restarted, the
+    trajectories it held failed with the reason and were replaced (or new ones waited for the restart), no group
+    failed, and every step trained."""
+    cfg = h.config("env_host_kill", env_hosts=1)
+    killed, after, pool = [], [], {}
+    kill = _killer("EnvHost", killed)
+
+    async def kill_busy_host(coordinator) -> str:
+        from rollart.messages import GetStats
+
+        pool["pool"] = coordinator.parts.actors.env_pool
+        host = pool["pool"].host_objects[0]
+        live = 0
+        for _ in range(100):  # a host holding envs: their trajectories are cut mid-episode
+            live = (await host.send(GetStats(), timeout=10.0))["live_envs"]
+            if live:
+                break
+            await asyncio.sleep(0.05)
+        return f"{kill(coordinator)} holding {live} live envs"
+
+    out = await h.drive(cfg, hooks=[(1, kill_busy_host), (2, _who_now("EnvHost", after))])
+    events = "; ".join(out.events)
+    if not killed:
+        return [failed("env_host_kill_lost", "nothing was killed", f"{events or 'the run never reached step 1'}; "
+                       f"{ended(out) if not out.completed else ''}", out.seconds)]
+    hit = out.reason_count(*HOST_LOSS)
+    waited = pool["pool"].counters["open_retries"] if "pool" in pool else 0
+    sched = out.scheduler
+    groups = (f"{sched.get('groups_complete', 0)} groups complete, {sched.get('groups_failed', 0)} failed, "
+              f"{sched.get('replaced', 0)} trajectories replaced")
+    what = (f"{events}; {hit} trajectories failed with their host's death as the reason, {waited} env opens waited "
+            f"for the restart; {groups}; {steps_done(out, cfg.total_steps)}")
+    if not out.completed:
+        return [failed("env_host_kill_lost", ended(out), f"{what}; {ended(out)}", out.seconds)]
+    a = out.accounts
+    checks = {"a new env host process": bool(after) and after[0] is not None and after[0].pid != killed[0].pid,
+              "trajectories failed with the host's death as the reason, or waited for the restart": hit + waited > 0,
+              "no group failed": sched.get("groups_failed", 0) == 0}
+    missing = [c for c, ok in checks.items() if not ok]
+    detail = f"{what}; {a.describe()}" + (f"; not shown: {', '.join(missing)}" if missing else "")
+    return [Figure("env_host_kill_lost", str(a.lost), a.lost == 0 and not a.overcounted and not missing, detail,
+                   out.seconds, {"lost": a.lost, "hit": hit, "waited": waited, "missing": missing})]
 
 
 def _resumed(name: str, cfg, out: Outcome, killed: list, trainer: bool) -> Figure:

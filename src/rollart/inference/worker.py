@@ -50,11 +50,13 @@ class InferenceWorker:
         weight_store: the weight store's weight-plane address; at every start (a restart included) the worker
             asks it for its newest version and, when newer than its own, pulls and installs it before serving.
         link_bytes_per_s: > 0 EMULATES a slower link for the weights this worker pulls (``WeightReceiver``).
+        weight_timeout_s, weight_retries: ``weights.timeout_s`` / ``weights.retries`` of the pulls it starts itself.
     """
 
     def __init__(self, engine: Any = None, *, backend: str | None = None, name: str = "worker",
                  hw_class: str = "cpu", speed: SpeedModelConfig | dict | None = None,
-                 engine_obj: Engine | None = None, weight_store: str = "", link_bytes_per_s: float = 0.0) -> None:
+                 engine_obj: Engine | None = None, weight_store: str = "", link_bytes_per_s: float = 0.0,
+                 weight_timeout_s: float = 30.0, weight_retries: int = 3) -> None:
         if engine_obj is None:
             if engine is None:
                 raise ValueError("InferenceWorker needs an engine config (engine=...) or engine_obj")
@@ -70,8 +72,9 @@ class InferenceWorker:
         self.hw_class = hw_class
         self.loop = EngineLoop(self.engine, name)
         self.weights = WeightReceiver(name, device=self.engine.weights_device, store=weight_store,
-                                      link_bytes_per_s=link_bytes_per_s,
-                                      version=lambda: self.engine.version, install=self.loop.install)
+                                      link_bytes_per_s=link_bytes_per_s, timeout_s=weight_timeout_s,
+                                      retries=weight_retries, version=lambda: self.engine.version,
+                                      install=self.loop.install)
 
     role = "generate"
     """For rollart.distributed.Cluster: places it with the generation role's default hardware."""

@@ -1,7 +1,12 @@
 """A run's checkpoints: taken every ``checkpoint_every`` steps (or seconds) and at the end, and resumed from with
 ``--resume``. A checkpoint carries, besides the trainer's state, the sample buffer's and the proxy's cumulative
 counters and the training time so far, so a resumed run reports as if it had never stopped, and where each dataset
-task's row order stands, so a resumed run deals the rows not trained yet first (none skipped, none twice)."""
+task's row order stands, so a resumed run deals the rows not trained yet first (none skipped, none twice).
+
+A checkpoint the trainer cannot write (the disk is full) is one warning line, and training goes on: the newest
+complete checkpoint stays the one before, the batches trained since it are kept for a replay, and the next
+checkpoint is tried when due. Only the run's last checkpoint must be written: if it cannot be, the run ends with
+one line naming the folder and the checkpoint to resume from."""
 from __future__ import annotations
 
 import logging
@@ -37,11 +42,30 @@ class Checkpointer:
                  "evals": [list(e) for e in st.evals[-1:]],  # for the record: a resumed run evaluates afresh
                  "rows": p.scheduler.rows_state(),  # dataset rows: where each task's order stands
                  "counters": counters_snapshot(p.buffer, p.actors.proxy.counters, st.elapsed())}
-        path = await p.actors.trainer.send(SaveCheckpoint(str(self.root), extra, self.cfg.keep_checkpoints))
+        from rollart.trainer.checkpoint import CheckpointWriteError
+        try:
+            path = await p.actors.trainer.send(SaveCheckpoint(str(self.root), extra, self.cfg.keep_checkpoints))
+        except (RemoteError, CheckpointWriteError) as e:
+            if isinstance(e, RemoteError) and not e.matches(CheckpointWriteError):
+                raise
+            self._not_written(e.message if isinstance(e, RemoteError) else str(e), final)
+            return
         st.checkpointed_at = time.perf_counter()
         st.uncheckpointed = [b for b in st.uncheckpointed if b.step > st.step]
         if st.history:
             st.history[-1]["checkpoint"] = path
+
+    def _not_written(self, problem: str, final: bool) -> None:
+        """Training goes on without this checkpoint (one warning line); a run cannot end without its last one."""
+        from rollart.trainer.checkpoint import CheckpointWriteError
+        st = self.state
+        if st.history:
+            st.history[-1]["checkpoint_failed"] = problem
+        if final:
+            raise CheckpointWriteError(f"the run's last checkpoint: {problem}; free space under {self.root}, then "
+                                       "continue from that checkpoint with --resume")
+        st.checkpointed_at = time.perf_counter()  # by time: tried again after the interval, not at every step
+        log.warning("%s; training goes on, the next checkpoint is tried when due", problem)
 
     async def resume(self) -> bool:
         """Continue from the newest intact checkpoint when ``cfg.resume``; True if it did."""

@@ -29,6 +29,9 @@ from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
 from rollart.weightplane.config import WeightPlaneConfig
 
+ENV_HOST_TIMEOUT_S = 120.0
+"""Default of ``PipelineConfig.env_host_timeout_s``."""
+
 
 @dataclass
 class PipelineConfig:
@@ -78,7 +81,10 @@ class PipelineConfig:
     rollout_cpus: tuple[int, ...] = ()
     """Cores for this coordinator (envs, rollout) and the inference worker processes (empty: no pinning)."""
     heartbeat_timeout_s: float = 30.0
-    """An actor process silent this long is declared dead (its calls fail; workers are restarted)."""
+    """An actor process silent this long is declared dead (its calls fail; workers are restarted). This bounds
+    every call to an actor (a train step, a generation, a weight fetch, an env call) by liveness, not duration:
+    a long train step goes on while its process answers heartbeats; a process that stops (hung, stopped, cut
+    off) fails the calls waiting on it in one line naming the actor, the call and this setting."""
     spawn_timeout_s: float = 300.0
     """How long an actor process may take to start (import torch, load the model) before it counts as failed."""
     trainer_restarts: int = 2
@@ -95,6 +101,11 @@ class PipelineConfig:
     """Modules every env host imports first: where the tasks' env ids are registered (e.g. envs)."""
     env_host_restarts: int = 100
     """Times a dead env host is restarted in place (its trajectories in flight fail; the run goes on)."""
+    env_host_timeout_s: float = ENV_HOST_TIMEOUT_S
+    """With env_hosts > 0: seconds one call to an env host (create, reset, step, close) may go unanswered before
+    that env's trajectory fails in one line naming the host and this setting; the host's own env timeouts (60 s
+    for make and reset, 30 s for a step) end a hung env sooner. A host process that stops altogether is noticed
+    sooner still, by its heartbeats (heartbeat_timeout_s), and restarted."""
     bucket_bytes: int = 1 << 20
     """Weight-store bucket size in bytes."""
     weight_link_bytes_per_s: float = 0.0
@@ -220,7 +231,7 @@ class PipelineConfig:
                      "trainer_restarts", "weight_store_restarts", "env_hosts", "env_host_restarts"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
-        for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s"):
+        for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s", "env_host_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be > 0")
         if self.trainer.algorithm == "grpo" and r.group_size < 2:
@@ -282,9 +293,16 @@ class PipelineConfig:
         if t.world_size == 1 and t.dist_backend != type(t)().dist_backend:
             raise ConfigError(f"trainer.dist_backend={t.dist_backend!r} joins data-parallel ranks; with "
                               "trainer.world_size=1 there are none: set trainer.world_size or drop it")
+        if t.world_size == 1 and t.collective_timeout_s != type(t)().collective_timeout_s:
+            raise ConfigError(f"trainer.collective_timeout_s={t.collective_timeout_s:g} bounds the waits of "
+                              "data-parallel ranks; with trainer.world_size=1 there are none: set "
+                              "trainer.world_size or drop it")
         if e.backend == "vllm" and (e.num_kv_blocks is not None or e.block_size != type(e)().block_size):
             raise ConfigError("engine.num_kv_blocks and engine.block_size size rollart's own engine; with "
                               "engine.backend=vllm set engine.kv_cache_memory_gb instead")
+        if self.env_hosts == 0 and self.env_host_timeout_s != ENV_HOST_TIMEOUT_S:
+            raise ConfigError(f"env_host_timeout_s={self.env_host_timeout_s:g} bounds calls to env-host processes; "
+                              "with env_hosts=0 envs run inside this process: set env_hosts or drop it")
         if self.sim_time_scale != 1.0 and not self.simulate_hardware:
             raise ConfigError(f"sim_time_scale={self.sim_time_scale} scales simulated hardware time: set "
                               "simulate_hardware=true as well, or drop it")

@@ -149,11 +149,14 @@ async def start_actors(cfg: PipelineConfig, plan: RunPlacement | None = None, tr
         InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
         devices_per_worker=plan.devices_per_worker if plan else 1, restart=RestartPolicy(max_restarts=2),
         worker_args=(cfg.engine,), worker_kwargs=dict(backend=cfg.engine.backend, weight_store=store_address,
-                                                      link_bytes_per_s=cfg.weight_link_bytes_per_s),
+                                                      link_bytes_per_s=cfg.weight_link_bytes_per_s,
+                                                      weight_timeout_s=cfg.weights.timeout_s,
+                                                      weight_retries=cfg.weights.retries),
         worker_kwargs_for=speed, **common)
     store = Cluster(WeightStore, rm, name="weight-store", placement=[SERVICE_CLASS], mode=mode, env=rollout_env,
                     restart=RestartPolicy(max_restarts=cfg.weight_store_restarts),
-                    worker_kwargs=dict(bind=store_address) if store_address else {}, **common)
+                    worker_kwargs=dict(timeout_s=cfg.weights.timeout_s, retries=cfg.weights.retries,
+                                       **(dict(bind=store_address) if store_address else {})), **common)
     clusters = [store] if gen is None else [gen, store]
     envs = None
     if cfg.env_hosts:
@@ -195,7 +198,7 @@ async def start_actors(cfg: PipelineConfig, plan: RunPlacement | None = None, tr
                                                                       for m in gen.members]
     if own_trainer is not None:
         trainer = own_trainer if isinstance(own_trainer, TrainerGroup) else own_trainer.handle()
-    env_pool = EnvPool.from_cluster(envs) if envs is not None else None
+    env_pool = EnvPool.from_cluster(envs, grace_s=cfg.env_host_timeout_s) if envs is not None else None
     return RunActors(system, proxy, workers, trainer, store.handle(), clusters, rm, env_pool, backend)
 
 

@@ -39,7 +39,8 @@ class ClientConfig:
     max_backoff: float = 5.0
     """Upper bound on one retry delay."""
     timeout: float = 60.0
-    """Total seconds one attempt may take (connect + call)."""
+    """Total seconds one attempt may take (connect + call); in a run, reward.attempt_timeout_s. An endpoint that
+    accepts the connection and never answers fails the attempt after this long."""
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -104,9 +105,9 @@ class RewardClient:
                 if not e.retryable:
                     raise
                 last = e
-        raise RewardCallError(f"reward call {function!r} failed after {self.cfg.retries + 1} attempts; "
-                              f"last error: {last}", status=last.status if last else None,
-                              retryable=False)
+        raise RewardCallError(f"reward call {function!r} to the reward endpoint at {self.url} failed after "
+                              f"{self.cfg.retries + 1} attempts; last error: {last}",
+                              status=last.status if last else None, retryable=False)
 
     async def _attempt(self, function: str, body: dict) -> Any:
         try:
@@ -117,7 +118,10 @@ class RewardClient:
                     reply = await resp.json(content_type=None)
                 except (ValueError, aiohttp.ContentTypeError):
                     reply = {"ok": False, "error": f"non-JSON answer (HTTP {status})"}
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+        except asyncio.TimeoutError:
+            raise RewardCallError(f"no answer for {self.cfg.timeout:g} s (reward.attempt_timeout_s)", None,
+                                  retryable=True) from None
+        except (aiohttp.ClientError, ConnectionError) as e:
             raise RewardCallError(f"{type(e).__name__}: {e}", None, retryable=True) from None
         if status == 200 and isinstance(reply, dict) and reply.get("ok"):
             return reply.get("result")

@@ -42,7 +42,9 @@ class RewardConfig:
     attempt_timeout_s: float = 30.0
     """Seconds one HTTP attempt may take."""
     timeout_s: float = 300.0
-    """Seconds scoring one trajectory may take in all (attempts and back-off); then it is dropped."""
+    """Seconds scoring one trajectory may take in all (attempts and back-off); then it is dropped, the reason
+    naming this setting. Bounds any reward source, a reward function passed in code too (one that calls a
+    service of its own)."""
     max_concurrency: int = 64
     """Reward calls in flight at once."""
     max_workers: int = 4

@@ -101,7 +101,7 @@ class RewardDispatcher:
                     traj.reward = float(await self.fn(traj))
             self.counters["scored"] += 1
         except TimeoutError as e:
-            self._drop(traj, e, f"reward: timed out after {self.timeout_s:g}s")
+            self._drop(traj, e, f"reward: no score within {self.timeout_s:g} s (reward.timeout_s)")
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - one bad reward call fails one trajectory

@@ -85,7 +85,7 @@ class Scoring:
         """``actions``: the run's action scheduler; endpoint calls then wait for its API quota. ``ray_cpus``: the
         run places its processes with Ray (cluster.backend=ray), a started endpoint too, with this many CPUs."""
         if not r.uses_endpoint:
-            return cls(RewardDispatcher(with_judges(r, reward_fn, tokenizer, actions)))
+            return cls(RewardDispatcher(with_judges(r, reward_fn, tokenizer, actions), timeout_s=r.timeout_s))
         local = (RayEndpoint(r, ray_cpus) if ray_cpus is not None else LocalEndpoint(r)) if r.serverless else None
         url = await local.start() if local is not None else r.endpoint
         client = RewardClient(url, token=r.token or None, seed=seed, config=ClientConfig(

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from rollart.actors import ActorRef, LocalHandle, RestartPolicy
+from rollart.actors import ActorDeadError, ActorRef, LocalHandle, RestartPolicy
 from rollart.distributed import Cluster, ResourceManager
 from rollart.messages import CloseEnv, CreateEnv, PrewarmEnvs, ResetEnv, StepEnv
 from rollart.rollout.env_host import EnvHost
@@ -71,8 +71,8 @@ class EnvSession:
                 async with asyncio.timeout(self.grace_s):
                     result = await self.host.send(message)
         except TimeoutError:
-            raise EnvFailure(f"env host {self.host_name} did not answer {method} within "
-                             f"{self.grace_s:g}s") from None
+            raise EnvFailure(f"env host {self.host_name} did not answer {method} of env {self.key} within "
+                             f"{self.grace_s:g} s (env_host_timeout_s)") from None
         except asyncio.CancelledError:
             raise
         except Exception as e:  # ActorDeadError and transport errors: the host is gone
@@ -88,16 +88,18 @@ class EnvPool:
     """Opens envs on a set of hosts, least-loaded first (by envs this pool opened on each)."""
 
     def __init__(self, hosts: list[ActorRef | EnvHost], grace_s: float = 120.0):
-        """``hosts``: actor handles of EnvHost actors, or EnvHost objects (served in this process)."""
+        """``hosts``: actor handles of EnvHost actors, or EnvHost objects (served in this process). ``grace_s``
+        (a run's ``env_host_timeout_s``) bounds every call to a host process: one that accepts a call and never
+        answers fails that env's trajectory after this long, even while its process still answers heartbeats."""
         if not hosts:
             raise ValueError("EnvPool needs at least one env host")
         self.host_objects = list(hosts)
-        self.hosts = [(f"host{i}", LocalHandle(h, f"host{i}") if isinstance(h, EnvHost) else h)
+        self.hosts = [(f"host{i}", LocalHandle(h, f"host{i}")) if isinstance(h, EnvHost) else (h.name, h)
                       for i, h in enumerate(hosts)]
         self.grace_s = grace_s
         self.open_count = [0] * len(hosts)
         self._rr = itertools.count()
-        self.counters = {"opened": 0, "released": 0, "open_failures": 0}
+        self.counters = {"opened": 0, "released": 0, "open_failures": 0, "open_retries": 0}
 
     @classmethod
     def inprocess(cls, config: Any = None, imports: tuple = ()) -> "EnvPool":
@@ -138,9 +140,29 @@ class EnvPool:
         return sum(self.open_count)
 
     async def open(self, env_id: str, kwargs: dict | None = None, faults: dict | None = None) -> EnvSession:
+        """An env on the least-loaded host that creates it. While a host process that died is being restarted
+        (up to ``grace_s``), the open waits for it instead of failing a trajectory that only starts now."""
+        waited, delay = 0.0, 0.05
+        while True:
+            session, errors, restarting = await self._open_once(env_id, kwargs, faults)
+            if session is not None:
+                return session
+            if not restarting or waited >= self.grace_s:
+                break
+            self.counters["open_retries"] += 1
+            # a send to a process not yet known dead fails at once; once the runtime restarts it, a send waits
+            await asyncio.sleep(delay)
+            waited, delay = waited + delay, min(2 * delay, 1.0)
+        self.counters["open_failures"] += 1
+        raise EnvFailure(f"cannot create {env_id!r}: " + "; ".join(errors))
+
+    async def _open_once(self, env_id: str, kwargs: dict | None, faults: dict | None
+                         ) -> tuple[EnvSession | None, list[str], bool]:
+        """(a session, or None with each host's error and whether one of them is a dead host being restarted)."""
         start = next(self._rr)
         order = sorted(range(len(self.hosts)), key=lambda i: (self.open_count[i], (i - start) % len(self.hosts)))
         errors = []
+        restarting = False
         for i in order:  # a host that is down or full: try the next one
             name, host = self.hosts[i]
             inprocess = isinstance(self.host_objects[i], EnvHost)
@@ -155,6 +177,7 @@ class EnvPool:
                 raise
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{name}: {type(e).__name__}: {e}")
+                restarting |= isinstance(e, ActorDeadError) and host.supervised and host.alive
                 continue
             if r.get("ok"):
                 self.open_count[i] += 1
@@ -163,10 +186,9 @@ class EnvPool:
                                      self.grace_s)
                 session.pool_index = i
                 session.inprocess = inprocess
-                return session
+                return session, errors, False
             errors.append(f"{name}: {r.get('error')}")
-        self.counters["open_failures"] += 1
-        raise EnvFailure(f"cannot create {env_id!r}: " + "; ".join(errors))
+        return None, errors, restarting
 
     async def release(self, session: EnvSession) -> None:
         """Close the session's env and free its slot (idempotent)."""

@@ -208,7 +208,8 @@ class LLMProxy:
             if isinstance(r, self._dead_errors):
                 self.health.record_death(w, r)
             elif isinstance(r, BaseException):
-                raise RuntimeError(f"update_weights failed on worker {w.name}: {r}") from r
+                first = (str(r).strip() or type(r).__name__).splitlines()[0]  # a RemoteError adds its traceback
+                raise RuntimeError(f"update_weights failed on worker {w.name}: {first}") from r
             else:
                 w.version = self.version
                 updated.append(w.name)

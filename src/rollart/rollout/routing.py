@@ -107,7 +107,7 @@ class Router:
         if not candidates:
             raise NoWorkerError(f"no live inference worker for hardware class {hw_class!r} or its fallbacks "
                                 f"{self.cfg.fallback.get(hw_class, 'any')}; workers: "
-                                f"{ {w.name: ('dead' if w.dead else w.hw_class) for w in self.workers.values()} }")
+                                f"{ {w.name: _state(w) for w in self.workers.values()} }")
         overflow = self.spill_group(hw_class, candidates)
         if self.cfg.sticky:
             name = self.sticky.get((trajectory_id, phase))
@@ -151,3 +151,10 @@ def compatible_classes(hw_class: str, present: list[str]) -> list[str]:
         return fallbacks(hw_class, present)
     except (ImportError, KeyError):
         return present
+
+
+def _state(slot: WorkerSlot) -> str:
+    """A worker as a NoWorkerError names it: its class, or dead and why (the runtime's reason, when it has one)."""
+    if not slot.dead:
+        return slot.hw_class
+    return f"dead: {slot.handle.dead_reason}" if slot.handle.dead_reason else "dead"

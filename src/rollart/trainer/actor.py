@@ -20,6 +20,7 @@ from rollart.messages import (DeviceStats, GetVersion, JoinGroup, LoadCheckpoint
                               Rendezvous, ResetTrainer, SaveCheckpoint, TrainStep, WeightAddress, WeightBuckets,
                               WeightEndpoint, WeightsDigest)
 from rollart.trainer import TrainerConfig, make_trainer
+from rollart.trainer.collectives import bounded_waits
 
 
 class TrainerActor:
@@ -58,8 +59,14 @@ class TrainerActor:
                 device = f"cuda:{rank % torch.cuda.device_count()}"
         self.config = dataclasses.replace(self.config, rank=rank, master_addr=master_addr, master_port=master_port,
                                           device=device)
-        self.trainer = make_trainer(self.config)
+        with self._bounded("the rendezvous"):
+            self.trainer = make_trainer(self.config)
         return self.trainer.version
+
+    def _bounded(self, what: str):
+        """A wait for the other ranks past trainer.collective_timeout_s inside ``what`` raises one line."""
+        c = self.config
+        return bounded_waits(what, c.rank, c.world_size, c.collective_timeout_s)
 
     async def _source(self) -> Any:
         if self.source is None:
@@ -135,7 +142,8 @@ class TrainerActor:
     @blocking
     def train_step(self, msg: TrainStep) -> dict:
         """One update; ``msg.shard``: this rank was sent only its rows (``rollart.trainer.batching.shard_of``)."""
-        return self.trainer.train_step(msg.trajectories, shard=msg.shard)
+        with self._bounded("train step"):
+            return self.trainer.train_step(msg.trajectories, shard=msg.shard)
 
     @handles(WeightBuckets)
     @blocking
@@ -146,12 +154,14 @@ class TrainerActor:
     @handles(SaveCheckpoint)
     @blocking
     def save_checkpoint(self, msg: SaveCheckpoint) -> str:
-        return str(self.trainer.save_checkpoint(msg.root, msg.extra, msg.keep_last))
+        with self._bounded("checkpoint save"):
+            return str(self.trainer.save_checkpoint(msg.root, msg.extra, msg.keep_last))
 
     @handles(LoadCheckpoint)
     @blocking
     def load_checkpoint(self, msg: LoadCheckpoint) -> dict:
-        return self.trainer.load_checkpoint(msg.path)
+        with self._bounded("checkpoint load"):
+            return self.trainer.load_checkpoint(msg.path)
 
     async def on_stop(self) -> None:
         if self.source is not None:

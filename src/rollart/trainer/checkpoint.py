@@ -15,7 +15,9 @@ Layout under a checkpoint root::
     root/.tmp-step_00000013/   a save in progress (ignored, removed by the next save)
 
 A ``kill -9`` at any instant leaves either the previous ``latest`` or the new one, never a partial
-folder under a ``step_*`` name: the rename of a fully written, fsynced folder is the commit point.
+folder under a ``step_*`` name: the rename of a fully written, fsynced folder is the commit point. A save that
+fails before it (the disk filled up, a file grew past a size limit) removes its temp folder, so the space it took
+is free again, and raises :class:`CheckpointWriteError`; the newest complete checkpoint is the one before.
 
 Damage after the commit (a truncated or overwritten file, a disk fault) is caught by :func:`verify`, which
 checks every file against ``manifest.json`` and names the first bad one; :func:`load_newest_intact` then falls
@@ -49,6 +51,12 @@ T = TypeVar("T")
 @one_line_error
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be used; the message is one line naming the folder and the bad file."""
+
+
+@one_line_error
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (its partial folder is removed); the message is one line naming the
+    folder, the cause, the space left there and the newest complete checkpoint."""
 
 
 def step_dir_name(version: int) -> str:
@@ -94,29 +102,58 @@ def save_atomic(root: str | Path, version: int, write: Callable[[Path], None], m
         root.mkdir(parents=True, exist_ok=True)
         for stale in root.glob(".tmp-*"):  # leftovers of a save that was killed
             shutil.rmtree(stale, ignore_errors=True)
-        tmp.mkdir()
+        try:
+            tmp.mkdir()
+        except OSError as e:
+            _abandon(tmp, final, e)
     if barrier:
         barrier()
-    write(tmp)
+    try:
+        write(tmp)
+    except Exception as e:  # noqa: BLE001 - torch's writer reports a full disk as a RuntimeError without errno
+        _abandon(tmp, final, e)
     if barrier:
         barrier()
     if rank == 0:
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
-        _fsync_tree(tmp)
-        write_manifest(tmp)
-        (tmp / COMPLETE).write_text("ok\n")
-        _fsync_tree(tmp)
+        try:
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+            _fsync_tree(tmp)
+            write_manifest(tmp)
+            (tmp / COMPLETE).write_text("ok\n")
+            _fsync_tree(tmp)
+        except OSError as e:
+            _abandon(tmp, final, e)
         if final.exists():  # re-saving the same version: move the old one out of the way first
             old = root / f".tmp-old-{final.name}"
             os.rename(final, old)
             shutil.rmtree(old)
         os.rename(tmp, final)
         _fsync_dir(root)
-        _write_text_atomic(root / LATEST, final.name + "\n")
+        try:
+            _write_text_atomic(root / LATEST, final.name + "\n")
+        except OSError as e:  # committed all the same: without a pointer, readers scan for the newest folder
+            log.warning("checkpoint %s saved, but %s not updated (%s); the newest folder is found by name",
+                        final.name, root / LATEST, e)
+            for stale in (root / LATEST, root / (LATEST + ".tmp")):
+                stale.unlink(missing_ok=True)
         prune(root, keep_last)
     if barrier:
         barrier()
     return final
+
+
+def _abandon(tmp: Path, final: Path, cause: BaseException) -> None:
+    """Remove a save's temp folder (freeing what it took) and raise CheckpointWriteError naming the cause."""
+    try:  # a full disk shows here where torch's own error does not say so
+        free = f"{shutil.disk_usage(final.parent).free / 2**20:.1f} MiB were free there when it failed"
+    except OSError:
+        free = "free space unknown"
+    shutil.rmtree(tmp, ignore_errors=True)
+    newest = latest(final.parent)
+    raise CheckpointWriteError(
+        f"checkpoint {final.name} not written in {final.parent}: {type(cause).__name__}: {_first_line(cause)} "
+        f"({free}); its partial folder was removed; the newest complete checkpoint is "
+        f"{newest.name if newest else 'none'}") from cause
 
 
 def is_complete(folder: Path) -> bool:

@@ -106,6 +106,12 @@ class TrainerConfig:
     """Rendezvous address of rank 0; in a run, derived (rank 0's address as the coordinator reaches it)."""
     master_port: int = 29512
     """Rendezvous port of rank 0; in a run, derived (a port free on rank 0's machine)."""
+    collective_timeout_s: float = 600.0
+    """With world_size > 1: longest one torch.distributed operation (the rendezvous, a gradient all-reduce, a
+    checkpoint barrier) waits for the other ranks before the rank gives up in one line naming this setting and
+    the group restarts. It bounds each wait, not a train step: a rank that is hung or cut off from the others is
+    noticed after this long even while its process still answers heartbeats. Raise it above the longest skew
+    between ranks (rank 0 writing a large checkpoint while the others wait at its barrier)."""
     zero_stage: int = 0
     """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
 
@@ -128,6 +134,8 @@ class TrainerConfig:
                 raise ConfigError(f"trainer.{name}={getattr(self, name)} must be >= 0")
         if not 0 <= self.rank < self.world_size:
             raise ConfigError(f"trainer.rank={self.rank} must be in [0, world_size={self.world_size})")
+        if not self.collective_timeout_s > 0:
+            raise ConfigError(f"trainer.collective_timeout_s={self.collective_timeout_s} must be > 0")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(f"trainer.zero_stage={self.zero_stage}: DeepSpeed ZeRO stages are 0, 1, 2, 3")
         if self.max_staleness is not None and self.max_staleness < 0:

@@ -32,6 +32,7 @@ from rollart.trainer.base import Trainer
 from rollart.trainer.networks import forward_logits
 from rollart.trainer.config import TrainerConfig
 from rollart.trainer.model_io import build_model, enable_gradient_checkpointing, save_policy
+from rollart.trainer.collectives import timeout_of
 from rollart.trainer.device import dist_backend
 from rollart.trainer.torch_trainer import make_optimizer, seed_everything
 
@@ -67,7 +68,8 @@ class DeepSpeedTrainer(Trainer):
         self._ds = deepspeed
         if self.placement.is_cuda:
             torch.cuda.set_device(self.device)
-        deepspeed.init_distributed(dist_backend=dist_backend(cfg, self.placement))
+        deepspeed.init_distributed(dist_backend=dist_backend(cfg, self.placement),
+                                   timeout=timeout_of(cfg.collective_timeout_s))
         module = (model if model is not None else build_model(cfg)).float()  # DeepSpeed casts for bf16/fp16
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(module)

@@ -141,7 +141,11 @@ class TrainerGroup:
                 # a rank died, or failed mid-collective (the others may wait on it forever): start afresh
                 m, e = next(((m, e) for m, e in failed if isinstance(e, ActorDeadError)), failed[0])
                 dead = isinstance(e, ActorDeadError)
-                self._rank_died(m.name, (e.reason if dead else "") or str(e), death=dead)
+                why = ((e.reason if dead else "") or str(e) or type(e).__name__).strip().splitlines()[0]
+                silent = [r.name for r, c in zip(ranks, calls) if not c.done()]
+                if silent and not dead:  # a rank that timed out waiting on the others: name who kept it waiting
+                    why += f" (no answer from {', '.join(silent)})"
+                self._rank_died(m.name, why, death=dead)
                 raise ActorDeadError(self.name, self.dead_reason)
             return (await asyncio.gather(*calls))[0]
         finally:

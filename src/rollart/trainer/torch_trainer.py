@@ -28,6 +28,7 @@ from rollart.trainer.config import TrainerConfig
 from rollart.trainer.model_io import (build_model, enable_gradient_checkpointing, export_named_tensors,
                                       load_policy_weights, save_policy)
 from rollart.trainer.device import dist_backend, trainer_placement
+from rollart.trainer.collectives import timeout_of
 
 
 def seed_everything(seed: int) -> None:
@@ -41,7 +42,7 @@ def init_distributed(cfg: TrainerConfig) -> None:
     if cfg.world_size == 1 or dist.is_initialized():
         return
     dist.init_process_group(dist_backend(cfg, trainer_placement(cfg)), init_method=f"tcp://{cfg.master_addr}:{cfg.master_port}",
-                            rank=cfg.rank, world_size=cfg.world_size)
+                            rank=cfg.rank, world_size=cfg.world_size, timeout=timeout_of(cfg.collective_timeout_s))
 
 
 def make_optimizer(cfg: TrainerConfig, params, fused: bool = False) -> torch.optim.Optimizer:

@@ -6,7 +6,9 @@ installs bucket k (relays it, stages it on the device) the next ones are already
 that does not arrive within ``timeout_s`` (lost), arrives with the wrong size or CRC (corrupt), or is
 refused by the source is asked for again from the next source in ``sources`` (the relay parent first,
 then the weight store); after ``retries`` failures of one bucket the pull raises ``WeightTransferError``
-and the caller installs nothing of that version.
+and the caller installs nothing of that version. ``timeout_s`` bounds each request, not the pull: a pull that
+keeps receiving goes on however long it takes, one whose source stops answering fails after at most
+``(retries + 1) x timeout_s`` with one line naming the version, the source (``names``) and ``weights.timeout_s``.
 """
 from __future__ import annotations
 
@@ -106,9 +108,10 @@ OnBucket = Callable[[int, dict, Any, int], Awaitable[None]]
 
 async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
                        on_manifest: Callable[[dict], None] | None = None, window: int = 2, timeout_s: float = 30.0,
-                       retries: int = 3, link_bytes_per_s: float = 0.0,
+                       retries: int = 3, link_bytes_per_s: float = 0.0, names: dict[str, str] | None = None,
                        ctx: zmq.asyncio.Context | None = None, net: PlaneNet | None = None) -> tuple[dict, PullStats]:
-    """Fetch every bucket of ``version`` (see module docstring); returns (manifest, stats).
+    """Fetch every bucket of ``version`` (see module docstring); returns (manifest, stats). ``names``: address ->
+    who serves there (e.g. "the weight store"), for error lines.
 
     ``link_bytes_per_s`` > 0 *simulates* a slower link (sleeps bytes / rate per bucket; label it simulated)."""
     sources = [s for s in dict.fromkeys(sources) if s]
@@ -127,7 +130,10 @@ async def pull_version(version: int, sources: list[str], on_bucket: OnBucket, *,
     def fail(what: str, attempt: int, e: BaseException) -> None:
         nonlocal cur
         stats.retries += 1
-        msg = f"weight version {version}: {what} from {sources[cur]} failed ({type(e).__name__}: {e})"
+        source = f"{(names or {}).get(sources[cur], 'the peer')} at {sources[cur]}"
+        why = (f"no answer for {timeout_s:g} s (weights.timeout_s)" if isinstance(e, TimeoutError)
+               else f"failed ({type(e).__name__}: {e})")
+        msg = f"weight pull of version {version}: {what} from {source}: {why}"
         if attempt > retries:
             raise WeightTransferError(f"{msg}; gave up after {attempt} attempts: nothing of it is installed") from e
         cur = (cur + 1) % len(sources)

@@ -16,7 +16,10 @@ class WeightPlaneConfig:
     """Workers each worker forwards a version to (1: a chain store -> w0 -> w1 -> ...; the store feeds one
     worker whatever the fan-out, so its egress is one model per version)."""
     timeout_s: float = 30.0
-    """Seconds a bucket (or manifest) may take to arrive before it counts as lost and is asked for again."""
+    """Seconds a bucket (or manifest) may take to arrive before it counts as lost and is asked for again. It
+    bounds each request of every pull (the store's from the trainer, each worker's from its relay parent or the
+    store, a restarted worker's own), not the pull: one that keeps receiving is never cut, one whose source stops
+    answering fails after (retries + 1) x timeout_s in one line naming the version, the source and this setting."""
     retries: int = 3
     """Times one lost or corrupt bucket is asked for again (parent, then store) before the pull fails."""
 

@@ -35,15 +35,19 @@ class WeightReceiver:
         store: the weight store's weight-plane address ("" when the run has none).
         link_bytes_per_s: > 0 EMULATES a slower link into this worker (each bucket takes its bytes over this
             rate at least; benchmarks label such figures emulated); 0: the real link only.
+        timeout_s, retries: ``weights.timeout_s`` and ``weights.retries`` of the pulls this worker starts itself
+            (an install of a version it holds no pull of, ``catch_up``); a ``PullWeights`` carries its own.
     """
 
     def __init__(self, name: str, *, device: Any, version: Callable[[], int],
                  install: Callable[[WeightBucket], Awaitable[int]], store: str = "",
-                 link_bytes_per_s: float = 0.0) -> None:
+                 link_bytes_per_s: float = 0.0, timeout_s: float = 30.0, retries: int = 3) -> None:
         self.name = name
         self.device = device
         self.store = store
         self.link_bytes_per_s = link_bytes_per_s
+        self.timeout_s = timeout_s
+        self.retries = retries
         self._version = version
         self._install = install
         self._relay: Any = None  # WeightRelay, made and started on first use
@@ -54,7 +58,7 @@ class WeightReceiver:
         """This worker's ``WeightRelay``, started."""
         if self._relay is None:
             from rollart.weightplane.relay import WeightRelay
-            self._relay = WeightRelay(device=self.device)
+            self._relay = WeightRelay(device=self.device, timeout_s=self.timeout_s, retries=self.retries)
         await self._relay.start()
         return self._relay
 
@@ -63,7 +67,8 @@ class WeightReceiver:
         which its relay children pull from."""
         relay = await self.relay()
         relay.pull(pull.version, [pull.source, pull.fallback], ipc_source=pull.ipc_source,
-                   link_bytes_per_s=self.link_bytes_per_s, timeout_s=pull.timeout_s, retries=pull.retries)
+                   link_bytes_per_s=self.link_bytes_per_s, timeout_s=pull.timeout_s, retries=pull.retries,
+                   names=self._names(pull.source, pull.fallback))
         return relay.address
 
     async def wait(self, version: int) -> dict:
@@ -89,7 +94,8 @@ class WeightReceiver:
             if update.version == self._version():
                 return update.version
             relay = await self.relay()
-            weights, stats = await relay.take(update.version, [update.source] if update.source else [])
+            weights, stats = await relay.take(update.version, [update.source] if update.source else [],
+                                              self._names(update.source, update.source))
             self._record(stats)
         return await self._install(weights)
 
@@ -114,6 +120,11 @@ class WeightReceiver:
         if self._relay is not None:
             await self._relay.close()
             self._relay = None
+
+    def _names(self, source: str, store: str) -> dict[str, str]:
+        """Who serves at the addresses a pull uses, for its error lines: the store, else a relay parent."""
+        return {source: "a relay parent (another inference worker)", store: "the weight store",
+                self.store: "the weight store"}
 
     def _record(self, stats: Any) -> dict:
         self.last_pull = {"version": stats.version, "seconds": stats.seconds, "bytes": stats.bytes,

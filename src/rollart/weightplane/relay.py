@@ -63,16 +63,17 @@ class WeightRelay:
         return self.server.latest()
 
     def pull(self, version: int, sources: list[str], *, ipc_source: str = "", link_bytes_per_s: float = 0.0,
-             timeout_s: float | None = None, retries: int | None = None) -> None:
+             timeout_s: float | None = None, retries: int | None = None, names: dict[str, str] | None = None) -> None:
         """Start pulling ``version`` in the background (no-op when it is held or being pulled; an older pull
-        still running is cancelled)."""
+        still running is cancelled). ``names``: address -> who serves there, for error lines."""
         if version in self._tasks or self.server.held(version):
             return
         for old in [v for v in self._tasks if v < version]:
             self._tasks.pop(old).cancel()
         task = asyncio.get_running_loop().create_task(
             self._pull(version, list(sources), ipc_source, link_bytes_per_s,
-                       self.timeout_s if timeout_s is None else timeout_s, self.retries if retries is None else retries),
+                       self.timeout_s if timeout_s is None else timeout_s, self.retries if retries is None else retries,
+                       names or {}),
             name=f"pull-weights-v{version}")
         task.add_done_callback(mark_retrieved)
         self._tasks[version] = task
@@ -93,7 +94,8 @@ class WeightRelay:
             raise WeightTransferError(f"weight version {version} is not being pulled here")
         return (await asyncio.shield(task))[1]
 
-    async def take(self, version: int, sources: list[str] = ()) -> tuple[WeightBucket | None, PullStats]:
+    async def take(self, version: int, sources: list[str] = (),
+                   names: dict[str, str] | None = None) -> tuple[WeightBucket | None, PullStats]:
         """The complete ``version`` (staged tensors; None when this relay does not stage) and its pull stats,
         waiting for what is left; starts a pull from ``sources`` when none was started. Raises
         WeightTransferError when it could not be pulled intact (then a later take pulls it again)."""
@@ -103,7 +105,7 @@ class WeightRelay:
         if version not in self._tasks:
             if not sources:
                 raise WeightTransferError(f"weight version {version} was never pulled here and no source was named")
-            self.pull(version, sources)
+            self.pull(version, sources, names=names)
         task = self._tasks.get(version)
         if task is None:
             raise WeightTransferError(f"weight version {version} was already taken from this relay")
@@ -114,7 +116,7 @@ class WeightRelay:
                 self._tasks.pop(version, None)  # the staged tensors go to the caller alone
 
     async def _pull(self, version: int, sources: list[str], ipc_source: str, link_bytes_per_s: float,
-                    timeout_s: float, retries: int) -> tuple[WeightBucket | None, PullStats]:
+                    timeout_s: float, retries: int, names: dict[str, str]) -> tuple[WeightBucket | None, PullStats]:
         if ipc_source and self.cuda_ipc and self.stage and self.device.type == "cuda":
             try:
                 got = await self._pull_ipc(version, ipc_source, timeout_s)
@@ -147,7 +149,7 @@ class WeightRelay:
         try:
             manifest, stats = await pull_version(version, sources, on_bucket, on_manifest=on_manifest,
                                                  window=self.window, timeout_s=timeout_s, retries=retries,
-                                                 link_bytes_per_s=link_bytes_per_s, net=self.net)
+                                                 link_bytes_per_s=link_bytes_per_s, names=names, net=self.net)
             if stager is not None:
                 await asyncio.to_thread(stager.finish)
             self.server.complete(version)

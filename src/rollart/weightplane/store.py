@@ -66,7 +66,8 @@ class WeightStore:
         if version <= self.latest_version():
             raise ValueError(f"version {version} is not newer than the latest published {self.latest_version()}; "
                              "versions must increase")
-        self.relay.pull(version, [msg.source], timeout_s=msg.timeout_s, retries=msg.retries)
+        self.relay.pull(version, [msg.source], timeout_s=msg.timeout_s, retries=msg.retries,
+                        names={msg.source: "the trainer"})
         _, stats = await self.relay.take(version)
         return {"version": version, "num_buckets": stats.num_buckets, "bytes": stats.bytes, "seconds": stats.seconds,
                 "retries": stats.retries}
