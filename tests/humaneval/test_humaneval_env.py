@@ -5,14 +5,14 @@ import gymnasium as gym
 import pytest
 
 import envs.humaneval
-from envs.humaneval.data import load_problems
 from envs.humaneval.env import HumanEvalEnv, build_program, extract_code
 from envs.humaneval.scripted import canonical_answer, exit_early_answer, no_answer, wrong_answer
 from rollart.sandbox import SandboxConfig, SandboxUnavailable
+from tests.humaneval.problems import problems_or_skip
 
 pytestmark = pytest.mark.usefixtures("sandbox_isolation")  # skips where no isolation works
 
-PROBLEMS = load_problems()
+PROBLEMS = problems_or_skip(module_level=True)
 FAST_SANDBOX = SandboxConfig(timeout_s=20.0, disk_mb=8)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from envs.humaneval.data import load_problems
 from envs.humaneval.scripted import canonical_answer, exit_early_answer, wrong_answer
 from rollart.loader import LoadError
 from rollart.rewards.client import RewardCallError, RewardClient
@@ -19,6 +18,7 @@ from rollart.rewards.registry import BUILTIN_FUNCTIONS, FunctionRegistry
 from rollart.rewards.verifiers import (BUILTINS, exact_match, format_reward, math_verify, numeric, regex_match,
                                        verifier_of, with_format)
 from rollart.sandbox import SandboxUnavailable, resolve_mode
+from tests.humaneval.problems import problems_or_skip
 from tests.sandbox.fixtures import no_isolation, sandbox_isolation  # noqa: F401 (fixtures)
 
 from . import user_verifiers
@@ -224,7 +224,7 @@ def test_code_tests_pass_right_code_and_fail_wrong_code_in_the_sandbox():
 
 @pytest.mark.usefixtures("sandbox_isolation")
 def test_code_tests_grade_humaneval_rows_as_the_env_does():
-    for problem in load_problems()[:3]:
+    for problem in problems_or_skip()[:3]:
         row = {"test": problem.test, "entry_point": problem.entry_point, "prompt": problem.prompt}
         assert code_tests(canonical_answer(problem), problem.canonical_solution, **row) == 1.0
         assert code_tests(wrong_answer(problem), problem.canonical_solution, **row) == 0.0

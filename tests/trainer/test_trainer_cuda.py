@@ -19,6 +19,8 @@ FP32_LOSS_TOL = 1e-4
 """CUDA fp32 vs CPU fp32: |loss difference| (different kernels, same math)."""
 BF16_LOSS_TOL = 5e-3
 """CUDA bf16 autocast vs CPU fp32 (the CPU's own bf16 path differs by ~6e-4 on this model)."""
+DS_BF16_TOL = 2e-3
+"""DeepSpeed bf16 on CUDA vs DeepSpeed bf16 on the CPU: |first loss difference| (3e-4 measured on an H200)."""
 
 
 def _trainer(device: str, dtype: str, **kw) -> TorchTrainer:
@@ -67,13 +69,18 @@ def test_deepspeed_zero_stages_on_cuda_match_the_torch_backend(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")
-def test_deepspeed_bf16_on_cuda_trains_close_to_fp32(tmp_path):
-    from test_deepspeed import run_workers, torch_reference
-    report = run_workers(tmp_path, world=1, stages="0,1,2,3", port=29500 + os.getpid() % 190, device="cuda",
-                         dtype="bfloat16")
-    _, ref_metrics = torch_reference("cpu")
+def test_deepspeed_bf16_on_cuda_matches_deepspeed_bf16_on_the_cpu(tmp_path):
+    """DeepSpeed's bf16 mode runs the model in bf16 weights, so its first loss is bf16's, not fp32's (0.0815 on the
+    CPU, 0.0818 on an H200, fp32 0.0904): the CUDA path is checked against the same mode on the CPU."""
+    from test_deepspeed import run_workers
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cpu").mkdir()
+    report = run_workers(tmp_path / "cuda", world=1, stages="0,1,2,3", port=29500 + os.getpid() % 190,
+                         device="cuda", dtype="bfloat16")
+    cpu = run_workers(tmp_path / "cpu", world=1, stages="0", port=29100 + os.getpid() % 190, dtype="bfloat16")
+    reference = cpu["0"]["metrics"][0]["losses/policy"]
     for stage in ("0", "1", "2", "3"):
         rep = report[stage]
-        first = rep["metrics"][0]  # before any update: only the precision differs
-        assert first["losses/policy"] == pytest.approx(ref_metrics[0]["losses/policy"], abs=BF16_LOSS_TOL), stage
+        first = rep["metrics"][0]  # before any update: only the device's kernels differ
+        assert first["losses/policy"] == pytest.approx(reference, abs=DS_BF16_TOL), stage
         assert rep["third_step_changed"] and rep["restore_matches"], stage

@@ -160,3 +160,29 @@ async def test_a_failed_background_pull_is_retried_from_the_store_at_install():
         await worker.close()
         await store_src.close()
 
+
+async def test_an_ipc_request_waits_for_the_descriptors_that_follow_the_manifest():
+    """The trainer announces a version's manifest, copies its buckets, and only then sets their CUDA IPC handles: an
+    inference worker that asks in between waits for them (on the first GPU run it got 'no CUDA IPC buckets' and
+    fell back to host frames every time). A version completed without them is an error, not a wait."""
+    from rollart.weightplane.client import BucketClient
+    from rollart.weightplane.frames import Kind
+    server = BucketServer(wait_s=5.0)
+    await server.start()
+    client = BucketClient(server.address)
+    try:
+        server.begin(1, {"version": 1, "bytes": 0, "buckets": []})
+        asking = asyncio.ensure_future(client.request(Kind.IPC, 1, timeout=5.0))
+        await asyncio.sleep(0.2)
+        assert not asking.done()
+        server.set_ipc(1, [{"handle": "h0"}])
+        server.complete(1)
+        descriptors, _ = await asking
+        assert descriptors == [{"handle": "h0"}]
+        server.begin(2, {"version": 2, "bytes": 0, "buckets": []})
+        server.complete(2)
+        with pytest.raises(WeightTransferError, match="version 2 was published here without CUDA IPC buckets"):
+            await client.request(Kind.IPC, 2, timeout=5.0)
+    finally:
+        await client.close()
+        await server.close()

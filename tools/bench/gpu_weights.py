@@ -81,7 +81,13 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
     from rollart.weightplane.store import WeightStore
     from rollart.weightplane.config import WeightPlaneConfig
 
+    t_start = time.perf_counter()
+
+    def progress(what: str) -> None:  # where the time goes, on stderr (a part that runs out of time shows how far)
+        print(f"[weights {time.perf_counter() - t_start:6.1f} s] {what}", file=sys.stderr, flush=True)
+
     folder = build_model(os.path.join(tempfile.mkdtemp(prefix="gpu_weights_"), "model"), layers)
+    progress("model written")
     tkw, trainer_on = _with_device(TrainerConfig, dict(model_path=folder, dtype="bfloat16", num_threads=4), device)
     ekw, engine_on = _with_device(EngineConfig, dict(model=folder, dtype="bfloat16", num_kv_blocks=8), device)
     out: dict = {"device": device, "layers": layers}
@@ -92,6 +98,7 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
             system.spawn(TrainerActor, TrainerConfig(**tkw), name="trainer"),
             system.spawn(WeightStore, name="store"),
             system.spawn(InferenceWorker, ekw, name="w0"))
+        progress("trainer, store and worker started")
         proxy = LLMProxy([("w0", "cpu", worker)])
         trainer_crc = await trainer.send(WeightsDigest())
         version = 0
@@ -105,6 +112,7 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
                 await sync.prefetch()
                 await sync.update_workers()
                 times.append(time.perf_counter() - t0)
+                progress(f"{path} path: version {version} in {times[-1]:.2f} s")
                 sources |= set((await worker.send(GetStats()))["last_weight_pull"].get("sources", []))
             got = await worker.send(WeightsDigest())
             if any(trainer_crc.get(k) != c for k, c in got.items()):

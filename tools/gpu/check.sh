@@ -77,11 +77,11 @@ FAILED=0
 
 # 3) the cuda-marked tests
 # each stage has its own time limit (seconds; CUDA_TESTS_S, BENCH_S, QUICKSTART_S), so one hang loses one stage
-stage cuda_tests "$DIR/cuda_tests.log" timeout -k 10 "${CUDA_TESTS_S:-180}" "$V" -m pytest -m cuda -q -rs -p no:cacheprovider ${CUDA_TESTS_ARGS:-} \
+stage cuda_tests "$DIR/cuda_tests.log" timeout -k 10 "${CUDA_TESTS_S:-150}" "$V" -m pytest -m cuda -q -rs -p no:cacheprovider ${CUDA_TESTS_ARGS:-} \
   --junitxml "$DIR/cuda_tests.xml" || FAILED=1
 
 # 4) the GPU benchmark (its last line holds the figures; skipped=no_cuda without a GPU)
-stage bench "$DIR/bench_gpu.log" timeout -k 10 "${BENCH_S:-140}" "$V" tools/bench/gpu.py --quick --plot "$DIR/gpu.png" || FAILED=1
+stage bench "$DIR/bench_gpu.log" timeout -k 10 "${BENCH_S:-200}" "$V" tools/bench/gpu.py --quick --plot "$DIR/gpu.png" || FAILED=1
 
 # 5) the quickstart on CUDA (prints peak_gpu_memory_gb and final_success)
 if [[ $DRY == 1 ]]; then
@@ -90,7 +90,7 @@ else
   QS=(device=cuda "logdir=$DIR/runs")
 fi
 # shellcheck disable=SC2206
-stage quickstart "$DIR/quickstart.log" timeout -k 10 "${QUICKSTART_S:-150}" "$V" -m recipes.grpo_frozenlake "${QS[@]}" ${QUICKSTART_ARGS:-} || FAILED=1
+stage quickstart "$DIR/quickstart.log" timeout -k 10 "${QUICKSTART_S:-110}" "$V" -m recipes.grpo_frozenlake "${QS[@]}" ${QUICKSTART_ARGS:-} || FAILED=1
 
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"

@@ -133,7 +133,10 @@ class BucketServer:
             v.wake()
 
     def set_ipc(self, version: int, descriptors: list) -> None:
-        self._versions.setdefault(version, _Version()).ipc = descriptors
+        """The CUDA IPC handles of ``version``'s device buckets (set before ``complete``)."""
+        v = self._versions.setdefault(version, _Version())
+        v.ipc = descriptors
+        v.wake()
 
     def forget(self, first: int) -> list[int]:
         """Withdraw every version >= ``first``, complete or not (the trainer went back to a checkpoint and will
@@ -197,13 +200,14 @@ class BucketServer:
             if kind == Kind.LATEST:
                 return await self._reply(peer, Reply(kind, req_id, {"version": self.latest()}))
             version = int(args[0])
-            v = await self._wait(version, lambda v: v.manifest is not None or (kind == Kind.IPC and v.ipc is not None))
+            if kind == Kind.IPC:  # the descriptors come after the manifest, once the device copies are made
+                v = await self._wait(version, lambda v: v.ipc is not None or v.complete)
+                if v.ipc is None:
+                    raise KeyError(f"weight version {version} was published here without CUDA IPC buckets")
+                return await self._reply(peer, Reply(kind, req_id, v.ipc))
+            v = await self._wait(version, lambda v: v.manifest is not None)
             if kind == Kind.MANIFEST:
                 return await self._reply(peer, Reply(kind, req_id, v.manifest))
-            if kind == Kind.IPC:
-                if v.ipc is None:
-                    raise KeyError(f"weight version {version} has no CUDA IPC buckets here")
-                return await self._reply(peer, Reply(kind, req_id, v.ipc))
             if kind == Kind.BUCKET:
                 index = int(args[1])
                 n = len(v.manifest["buckets"])
