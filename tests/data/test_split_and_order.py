@@ -72,3 +72,18 @@ def test_a_failed_groups_row_is_dealt_again_next():
     assert order.outstanding == {first: [0], second: [0]}
     rest = [order.next() for _ in range(3)]
     assert sorted([first, second, *rest]) == list(range(5))
+
+
+def test_env_tasks_and_agent_tasks_play_the_same_evaluation_seeds():
+    """An agent task (rollart.gateway) has rows as a dataset task has: the scheduler and evaluation read both."""
+    from rollart.gateway.agent_task import AgentTask
+    from rollart.rollout.env_manager import TaskSpec
+
+    async def agent(base_url, api_key, task):
+        return 0.0
+
+    for rows, expected in ((0, range(100, 105)), (3, range(3)), (8, range(5))):
+        assert TaskSpec("t", "e", rows=rows).episode_seeds(5, 100) == expected
+        assert AgentTask("a", agent, rows=rows).episode_seeds(5, 100) == expected
+    with pytest.raises(ConfigError, match="rows >= 0"):
+        AgentTask("a", agent, rows=-1)

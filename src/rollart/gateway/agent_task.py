@@ -30,6 +30,7 @@ from rollart.gateway.record import Call
 from rollart.gateway.server import Gateway
 from rollart.gateway.session import AgentSession, CallRefused
 from rollart.gateway.tool_format import ToolSyntax
+from rollart.rollout.row_order import episode_seeds
 from rollart.types import GenerationResult, SamplingParams, Trajectory
 
 
@@ -77,6 +78,10 @@ class AgentTask:
     """Seconds one trajectory may take (the agent is cancelled after it and the trajectory fails)."""
     weight: float = 1.0
     """Relative share of groups drawn from this task."""
+    rows: int = 0
+    """Task instances ``make_task`` serves by index (the seed it is given), as a dataset task's rows: in training
+    each GRPO group is dealt one, every index once per epoch in an order shuffled by the run's seed; evaluation
+    plays 0, 1, ... (each once); 0: seeds drawn at random."""
     tool_syntax: ToolSyntax = ToolSyntax()
     """How the model writes a tool call (rollart.gateway.tool_format); the default ``<tool>NAME ARGS</tool>``."""
     sample_reply: Callable[[Any, int], str] | None = None
@@ -84,12 +89,16 @@ class AgentTask:
     task instance (numpy Generator ``rng``). Lets the run's format warm-up (``warmup_steps``) teach a fresh model
     the agent's protocol and nothing of its task (rollart.gateway.warmup)."""
 
+    def episode_seeds(self, episodes: int, base: int) -> range:
+        """Reset seeds of ``episodes`` evaluation episodes (``rollart.rollout.row_order.episode_seeds``)."""
+        return episode_seeds(self.rows, episodes, base)
+
     def __post_init__(self) -> None:
         if not self.name or not callable(self.agent):
             raise ConfigError("AgentTask needs a name and an agent: async def agent(base_url, api_key, task)")
-        if self.max_new_tokens < 1 or self.max_calls < 1 or self.timeout_s <= 0 or self.weight <= 0:
-            raise ConfigError(f"agent task {self.name}: max_new_tokens >= 1, max_calls >= 1, timeout_s > 0 and "
-                              "weight > 0")
+        if self.max_new_tokens < 1 or self.max_calls < 1 or self.timeout_s <= 0 or self.weight <= 0 or self.rows < 0:
+            raise ConfigError(f"agent task {self.name}: max_new_tokens >= 1, max_calls >= 1, timeout_s > 0, "
+                              "weight > 0 and rows >= 0")
 
 
 class _Stale(Exception):

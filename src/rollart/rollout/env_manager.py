@@ -23,6 +23,7 @@ from rollart.config import ConfigError
 from rollart.loader import LoadError, load
 from rollart.rollout.chat import ChatFormat
 from rollart.rollout.env_client import EnvFailure, EnvPool, EnvSession
+from rollart.rollout.row_order import episode_seeds
 from rollart.types import SamplingParams, Trajectory
 
 
@@ -65,9 +66,8 @@ class TaskSpec:
     no core); empty: every step is an ``env_step`` on ``actions.step_cores``."""
 
     def episode_seeds(self, episodes: int, base: int) -> range:
-        """Reset seeds of ``episodes`` evaluation episodes: a dataset task's first rows (each at most once),
-        else ``base``, ``base + 1``, ..."""
-        return range(min(episodes, self.rows)) if self.rows else range(base, base + episodes)
+        """Reset seeds of ``episodes`` evaluation episodes (``rollart.rollout.row_order.episode_seeds``)."""
+        return episode_seeds(self.rows, episodes, base)
 
     def __post_init__(self) -> None:
         if not self.name or not self.env_id:

@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 from rollart.config import ConfigError
 
 
+def episode_seeds(rows: int, episodes: int, base: int) -> range:
+    """Reset seeds of ``episodes`` evaluation episodes of a task: its first ``rows`` (each at most once) when it has
+    rows, else ``base``, ``base + 1``, ..."""
+    return range(min(episodes, rows)) if rows else range(base, base + episodes)
+
+
 @dataclass
 class RowOrder:
     """Deals ``n`` rows (indices 0..n-1 of a task's split) epoch after epoch, each epoch in its own order."""
