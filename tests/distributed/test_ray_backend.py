@@ -6,8 +6,12 @@ over the weight plane on the node's IP; a trainer killed on its node resumes fro
 of the trainer and the weight store moves both to another node and the run goes on."""
 import asyncio
 import dataclasses
+import datetime
 import json
 import logging
+import time
+from collections import Counter
+from typing import Callable
 
 import pytest
 
@@ -63,13 +67,104 @@ def ray_cluster():
         cluster.shutdown()
 
 
-async def started_until_step(co: Coordinator, step: int) -> asyncio.Task:
+log = logging.getLogger("tests.ray_backend")
+
+BUDGET_S = 220.0
+"""No wait of a test runs past this many seconds from the test's first wait: a stuck run fails in the test's own
+words (which wait, since when, the run's state) before pytest's 300 s timeout kills it."""
+PROGRESS_EVERY_S = 10.0
+
+
+def _say(msg: str, *args) -> None:
+    log.warning("[%s] " + msg, datetime.datetime.now().strftime("%H:%M:%S.%f")[:-3], *args)
+
+
+def _where(task: asyncio.Task) -> str:
+    """The innermost frame a task is suspended in (file:line function)."""
+    coro, frame = task.get_coro(), None
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or frame
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}" if frame else "?"
+
+
+def _outcome(run: asyncio.Task) -> str:
+    if run.cancelled():
+        return "cancelled"
+    exc = run.exception()
+    return f"{type(exc).__name__}: {exc}" if exc else "finished"
+
+
+def run_status(co: Coordinator) -> str:
+    """One line: the step, the weights version, the proxy's suspension and each inference worker's state (and how
+    many incarnations of it Ray placed)."""
+    parts = co.parts
+    if parts is None:
+        return f"step {co.step}, actors not started yet"
+    try:
+        proxy, placed = parts.actors.proxy, parts.actors.backend.placements
+        workers = ", ".join(
+            f"{w.name} {getattr(w.handle, 'state', '?')} (restarts {w.handle.restarts}, placed "
+            f"{len(placed.get(w.name, []))}x, {'dead' if w.dead else 'healthy' if w.healthy else 'unhealthy'} "
+            "for the proxy)" for w in proxy.workers.values())
+        return f"step {co.step}, weights version {parts.weights.version}, proxy suspended={proxy.suspended}; {workers}"
+    except Exception as e:  # noqa: BLE001 - a diagnostic line must not fail the test
+        return f"step {co.step} ({type(e).__name__} reading the rest: {e})"
+
+
+class Waits:
+    """The test's waits on a run, each bounded and said with the wall-clock time: when it starts, every
+    PROGRESS_EVERY_S while it lasts (with ``status()``), and when it ends. One that runs out logs where every task
+    of the loop is suspended and fails in one line naming what it waited for."""
+
+    def __init__(self, status: Callable[[], str] = lambda: "", budget_s: float = BUDGET_S):
+        self.status = status
+        self.deadline = time.monotonic() + budget_s
+
+    async def until(self, what: str, done: Callable[[], bool], timeout_s: float, run: asyncio.Task | None = None,
+                    run_may_end: bool = False, poll_s: float = 0.2) -> None:
+        start = time.monotonic()
+        limit = min(start + timeout_s, self.deadline)
+        _say("waiting for %s (up to %.0f s; %s)", what, limit - start, self.status())
+        said = start
+        while not done():
+            now = time.monotonic()
+            if run is not None and run.done() and not run_may_end:
+                pytest.fail(f"the run ended ({_outcome(run)}) while the test waited for {what} "
+                            f"({self.status()})", pytrace=False)
+            if now >= limit:
+                at = Counter(_where(task) for task in asyncio.all_tasks() if not task.done())
+                for where, n in at.most_common():
+                    _say("%d task(s) suspended at %s", n, where)
+                pytest.fail(f"timed out after {now - start:.0f} s waiting for {what} ({self.status()})",
+                            pytrace=False)
+            if now - said >= PROGRESS_EVERY_S:
+                said = now
+                _say("still waiting for %s after %.0f s (%s)", what, now - start, self.status())
+            await asyncio.sleep(poll_s)  # waiting for a state, not timing anything
+        _say("done waiting for %s after %.1f s (%s)", what, time.monotonic() - start, self.status())
+
+    async def finished(self, run: asyncio.Task, timeout_s: float = 150.0):
+        """The run's result, once it ends."""
+        await self.until("the run to reach its last step and end", run.done, timeout_s, run, run_may_end=True)
+        return run.result()
+
+
+async def started_until_step(co: Coordinator, step: int, waits: Waits) -> asyncio.Task:
     """Start ``co``'s run and return it once it has trained ``step`` steps (failing if it ended before)."""
-    run = asyncio.create_task(co.run())
-    while co.step < step:
-        assert not run.done(), run.result()
-        await asyncio.sleep(0.1)  # waiting for a state, not timing anything
+    run = asyncio.create_task(co.run(), name="run")
+    await waits.until(f"the run to train {step} steps", lambda: co.step >= step, 150.0, run)
     return run
+
+
+async def stopped(run: asyncio.Task) -> None:
+    """A test that failed midway cancels its run, waiting a bounded time for it to tear down."""
+    if run.done():
+        return
+    run.cancel()
+    done, _ = await asyncio.wait({run}, timeout=20)
+    if not done:
+        _say("the run did not stop within 20 s of being cancelled: at %s", _where(run))
 
 
 def node_of(placements: dict, name: str, incarnation: int = -1) -> str:
@@ -89,26 +184,30 @@ def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_mo
     coordinator = Coordinator(cfg, [SLOW])
 
     async def drive():
-        run = asyncio.create_task(coordinator.run())
-        while coordinator.step < 3:  # trained a few steps on both nodes
-            assert not run.done(), run.result()
-            await asyncio.sleep(0.2)
-        placed = {name: list(runs) for name, runs in coordinator.parts.actors.backend.placements.items()}
-        said = caplog.text.count(WAITING)  # a slow first start may have said it already
-        cluster.remove_node(nodes["H20"])  # gen-1's node is gone; its requests go to gen-0 meanwhile
-        lost_at = coordinator.step
-        gen1 = coordinator.parts.actors.workers[1].handle
-        while gen1.state == "ready":
-            await asyncio.sleep(0.1)
-        # the restart waits for H20 capacity, saying so; training goes on with gen-0 meanwhile
-        while caplog.text.count(WAITING) == said or coordinator.step <= lost_at:
-            assert not run.done(), "the run ended while gen-1 waited for capacity"
-            await asyncio.sleep(0.2)
-        new = cluster.add_node(num_cpus=1, resources={"H20": 1})  # capacity returns: gen-1 restarts there
-        while gen1.state != "ready":
-            assert not run.done(), "the run ended before gen-1 came back"
-            await asyncio.sleep(0.2)
-        return placed, lost_at, new.node_id, await run, said
+        waits = Waits(lambda: run_status(coordinator))
+        run = await started_until_step(coordinator, 3, waits)  # trained a few steps on both nodes
+        try:
+            placed = {name: list(runs) for name, runs in coordinator.parts.actors.backend.placements.items()}
+            said = caplog.text.count(WAITING)  # a slow first start may have said it already
+            _say("removing the H20 node (gen-1's) at step %d", coordinator.step)
+            cluster.remove_node(nodes["H20"])  # gen-1's node is gone; its requests go to gen-0 meanwhile
+            lost_at = coordinator.step
+            _say("removed the H20 node at step %d", lost_at)
+            gen1 = coordinator.parts.actors.workers[1].handle
+            await waits.until("gen-1 to leave state 'ready' (its Ray host reported dead)",
+                              lambda: gen1.state != "ready", 60.0, run)
+            # the restart waits for H20 capacity, saying so; training goes on with gen-0 meanwhile
+            await waits.until("the restart of gen-1 to say it waits for H20 capacity",
+                              lambda: caplog.text.count(WAITING) != said, 60.0, run)
+            await waits.until(f"a training step past step {lost_at} while gen-1 waits for capacity (only gen-0 "
+                              "serves)", lambda: coordinator.step > lost_at, 90.0, run)
+            new = cluster.add_node(num_cpus=1, resources={"H20": 1})  # capacity returns: gen-1 restarts there
+            _say("added a new H20 node %s at step %d", new.node_id[:12], coordinator.step)
+            await waits.until("gen-1 to be ready again on the new H20 node", lambda: gen1.state == "ready", 120.0,
+                              run)
+            return placed, lost_at, new.node_id, await waits.finished(run), said
+        finally:
+            await stopped(run)
 
     placed, lost_at, new_h20, result, said = asyncio.run(drive())
     # 1) each actor on a node of its class
@@ -196,10 +295,15 @@ def test_a_trainer_killed_on_its_node_resumes_from_its_checkpoint(tmp_path, tiny
     co = Coordinator(cfg, [FROZEN])
 
     async def drive():
-        run = await started_until_step(co, 2)
-        first = co.parts.actors.backend.placements["trainer-0"][-1]
-        os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
-        return first, await run
+        waits = Waits(lambda: run_status(co))
+        run = await started_until_step(co, 2, waits)
+        try:
+            first = co.parts.actors.backend.placements["trainer-0"][-1]
+            _say("killing the trainer's process %s at step %d", first["pid"], co.step)
+            os.kill(first["pid"], signal.SIGKILL)  # the process Ray runs on the trainer's node
+            return first, await waits.finished(run)
+        finally:
+            await stopped(run)
 
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
         first, result = asyncio.run(drive())
@@ -230,11 +334,16 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
         co = Coordinator(cfg, [FROZEN])
 
         async def drive():
-            run = await started_until_step(co, 2)
-            spare = cluster.add_node(num_cpus=2)
-            before = co.parts.weights.store_address
-            cluster.remove_node(services)  # the trainer's and the store's node is gone
-            return spare.node_id, before, await run
+            waits = Waits(lambda: run_status(co))
+            run = await started_until_step(co, 2, waits)
+            try:
+                spare = cluster.add_node(num_cpus=2)
+                before = co.parts.weights.store_address
+                _say("removing the node of the trainer and the weight store at step %d", co.step)
+                cluster.remove_node(services)  # the trainer's and the store's node is gone
+                return spare.node_id, before, await waits.finished(run)
+            finally:
+                await stopped(run)
 
         with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
             spare, store_before, result = asyncio.run(drive())

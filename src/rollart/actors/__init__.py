@@ -23,11 +23,11 @@ behind it; ``errors`` holds what callers catch (ActorDeadError, RemoteError, ...
 from rollart.actors.codec import allow_dataclass_modules, allowed_dataclass_modules, wire_dataclass
 from rollart.actors.dispatch import blocking, handles
 from rollart.actors.errors import ActorDeadError, ActorError, ActorTimeoutError, RemoteError, WireError
-from rollart.actors.handle import ActorHandle, ActorRef
+from rollart.actors.handle import ActorHandle, ActorRef, answering
 from rollart.actors.local import LocalHandle
 from rollart.actors.restart import RestartPolicy
 from rollart.actors.system import ActorSystem
 
-__all__ = ["ActorSystem", "ActorHandle", "ActorRef", "LocalHandle", "RestartPolicy", "ActorDeadError", "ActorError",
+__all__ = ["ActorSystem", "ActorHandle", "ActorRef", "answering", "LocalHandle", "RestartPolicy", "ActorDeadError", "ActorError",
            "RemoteError", "ActorTimeoutError", "WireError", "blocking", "handles", "wire_dataclass",
            "allow_dataclass_modules", "allowed_dataclass_modules"]

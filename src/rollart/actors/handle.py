@@ -140,3 +140,10 @@ class ActorHandle:
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self._rec.name} {self._rec.cls_path} {self._rec.state}>"
+
+
+def answering(ref: ActorRef) -> bool:
+    """False while an actor this run's runtime supervises is starting or restarting: a request sent to it then waits
+    for its next incarnation, for as long as that takes (a restart that waits for capacity: indefinitely). Other
+    references (in-process objects, shared services, trainer groups) answer or fail on their own."""
+    return not isinstance(ref, ActorHandle) or ref.state == "ready"

@@ -226,8 +226,11 @@ class RayBackend:
                                    "resources": resources}
         for i, slot in enumerate(self.slots.get(hw, [])):
             if devices and slot == devices:
-                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    self.placement_groups[hw], placement_group_bundle_index=i)
+                pg = self.placement_groups.get(hw)
+                if pg is None:  # close() removed it: a restart that wakes during teardown has nowhere to go
+                    raise RuntimeError(f"actor {name} ({hw}) not started: the ray backend is closed (its {hw} "
+                                       "placement group was removed)")
+                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
                 return hw, options, i
         return hw, options, None
 

@@ -46,6 +46,7 @@ import logging
 import time
 from typing import Any
 
+from rollart.actors import answering
 from rollart.inference.pd import generate_disaggregated
 from rollart.rollout.admission import AdmissionGate
 from rollart.rollout.profiler import HardwareProfiler
@@ -200,7 +201,14 @@ class LLMProxy:
         """
         update = update if isinstance(update, UpdateWeights) else UpdateWeights.of(update)
         self.health.updated(update)
-        live = [w for w in self.workers.values() if not w.dead]
+        live = []
+        for w in self.workers.values():
+            if w.dead:
+                continue
+            if not answering(w.handle):  # restarting (perhaps waiting for capacity): never waited on here
+                self.health.restarting(w)  # it installs this version when it is back, or leaves routing
+                continue
+            live.append(w)
         results = await asyncio.gather(*(w.handle.send(update) for w in live),
                                        return_exceptions=True)
         updated = []

@@ -45,6 +45,14 @@ class WorkerHealth:
             slot.dead = True
             log.error("inference worker %s removed after %d failures (last: %s)", slot.name, slot.failures, error)
 
+    def restarting(self, slot: WorkerSlot) -> None:
+        """``slot``'s actor is restarting: unhealthy (one failure for this crash) until a probe in the background
+        sees it back and resyncs its weights, or removes it after ``restart_timeout_s``."""
+        from rollart.actors import ActorDeadError
+        self.record_death(slot, ActorDeadError(slot.name, "restarting"))
+        if not slot.dead and (slot.recovering is None or slot.recovering.done()):
+            slot.recovering = asyncio.ensure_future(self._probe(slot))
+
     def record_alive(self, slot: WorkerSlot) -> None:
         slot.healthy = True
 

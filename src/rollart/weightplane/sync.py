@@ -22,6 +22,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from rollart.actors import answering
 from rollart.messages import (FetchVersion, ForgetWeights, PublishWeights, PullWeights, UpdateWeights, WaitWeights,
                               WeightAddress, WeightBuckets, WeightEndpoint)
 from rollart.weightplane.store import WeightSyncStats, push_weights
@@ -143,7 +144,8 @@ class WeightSync:
         for task in self._pulls.values():
             task.cancel()
         self._pulls = {}
-        slots = [s for s in self.proxy.workers.values() if not s.dead]
+        # a restarting worker is not waited on (its restart may wait for capacity): the proxy resyncs it when it is back
+        slots = [s for s in self.proxy.workers.values() if not s.dead and answering(s.handle)]
         trainer = self.trainer_info
         relayed: list[Any] = []
         for slot in slots:
