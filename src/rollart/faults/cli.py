@@ -4,6 +4,8 @@
     python -m rollart.faults --quick               # < 60 s: env exceptions + hangs (one 3-step run) and 6
                                                    # hostile commands per sandbox mode
     python -m rollart.faults --only trainer_kill   # one fault (or a figure name; repeat or comma-separate)
+    python -m rollart.faults --soak 3600           # one quickstart-sized run for an hour, a random fault about
+                                                   # every minute (--fault-every, --seed; rollart.faults.soak)
 
 Prints one line per figure as it is measured (ok / FAIL / n/a, the value, its run time and what was counted),
 then the wall time and load, and last the summary line ``env_exc_lost=0 env_hang_deadlocks=0 ...``. A value is
@@ -148,11 +150,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workdir", default="runs/faults", help="runs, ledgers and faults.log (default runs/faults)")
     p.add_argument("--recipe", default="recipes.grpo_frozenlake",
                    help="module with default_config() and TASK whose pipeline the runs use")
+    p.add_argument("--soak", type=float, metavar="SECONDS",
+                   help="one run of the recipe for SECONDS under a random fault about every --fault-every seconds "
+                        "(rollart.faults.soak)")
+    p.add_argument("--fault-every", type=float, default=60.0, metavar="SECONDS", help="with --soak (default 60)")
+    p.add_argument("--seed", type=int, default=0, help="with --soak: the draw of faults and their times")
     a = p.parse_args(argv)
-    faults = select(a.only, a.quick)
+    if a.soak is not None and (a.only or a.quick):
+        raise SystemExit("error: --soak runs faults of every kind in one run; drop --only and --quick")
+    if a.soak is not None and not (a.soak > 0 and a.fault_every > 0):
+        raise SystemExit("error: --soak and --fault-every take seconds > 0")
     workdir = Path(a.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "faults.log"
+    if a.soak is not None:
+        soak_main(a, workdir, log)
+    faults = select(a.only, a.quick)
     started, load_before = time.monotonic(), os.getloadavg()
     print(f"fault suite ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {', '.join(faults)}{' (--quick)' if a.quick else ''}; recipe {a.recipe}; "
           f"workdir {workdir}; actor output in {log}", flush=True)
@@ -166,3 +179,21 @@ def main(argv: list[str] | None = None) -> None:
           f"{load_after[0]:.2f}", flush=True)
     print(summary(figures), flush=True)
     raise SystemExit(0 if all(f.ok for f in figures) else 1)
+
+
+def soak_main(a: argparse.Namespace, workdir: Path, log: Path) -> None:
+    from rollart.faults.soak import soak
+
+    started, load_before = time.monotonic(), os.getloadavg()
+    print(f"soak ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {a.soak:g} s of recipe {a.recipe}, a fault about "
+          f"every {a.fault_every:g} s (seed {a.seed}); workdir {workdir}; actor output in {log}", flush=True)
+    with stderr_to(log):
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                            force=True)
+        report = asyncio.run(soak(workdir, a.recipe, a.soak, a.fault_every, a.seed,
+                                  emit=lambda line: print(line, flush=True)))
+    load_after = os.getloadavg()
+    print(f"wall_s={time.monotonic() - started:.0f} cores={os.cpu_count()} load_1m={load_before[0]:.2f}->"
+          f"{load_after[0]:.2f}", flush=True)
+    print(report.last_line(), flush=True)
+    raise SystemExit(0 if report.ok else 1)

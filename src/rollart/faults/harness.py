@@ -55,6 +55,8 @@ class Outcome:
     """Frames the run's actor system rejected as malformed (None: not readable)."""
     system_rejections: dict = field(default_factory=dict)
     """The same by what was wrong (``ActorSystem.rejections``)."""
+    row_orders: dict = field(default_factory=dict)
+    """Task name -> its RowOrder at the end (dataset tasks, or tasks given rows)."""
 
     def reason_count(self, *needles: str) -> int:
         return sum(n for key, n in self.reasons.items() if any(s in key for s in needles))
@@ -185,6 +187,7 @@ class Harness:
             outcome.reasons = dict(parts.scheduler.reasons)
             outcome.system_rejected = parts.actors.system.rejected
             outcome.system_rejections = parts.actors.system.rejections
+            outcome.row_orders = dict(parts.scheduler.row_orders)
         outcome.ledger = read_ledger(ledger)
         outcome.accounts = account(outcome.buffer, outcome.ledger, scores.scores)
         return outcome

@@ -93,6 +93,8 @@ class PipelineConfig:
     one line naming the --resume command."""
     weight_store_restarts: int = 2
     """Times a dead weight-store process is restarted in place (the trainer re-publishes its weights)."""
+    worker_restarts: int = 2
+    """Times each dead inference worker is restarted in place before it leaves routing for good."""
     env_hosts: int = 0
     """Env-host actors the envs run in, each its own process with actor_mode=process, so an env that crashes
     its process fails only the trajectories on that host, which restarts (0: on threads inside this
@@ -228,7 +230,8 @@ class PipelineConfig:
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0 (0 disables)")
         for name in ("eval_every", "heldout_episodes", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",
-                     "trainer_restarts", "weight_store_restarts", "env_hosts", "env_host_restarts"):
+                     "trainer_restarts", "weight_store_restarts", "worker_restarts", "env_hosts",
+                     "env_host_restarts"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
         for name in ("sim_time_scale", "heartbeat_timeout_s", "spawn_timeout_s", "env_host_timeout_s"):

@@ -9,7 +9,8 @@ places and starts them: the inference workers by hardware class (their proxy rou
 ``actor_mode="process"`` puts every inference worker, the trainer, the weight store and each env host
 (``env_hosts``) in its own process (connected to this coordinator over ZeroMQ); ``"inprocess"`` runs the
 same classes through the same runtime inside this process (debugging, tests). Each role restarts in place per
-its setting (``trainer_restarts``, ``weight_store_restarts``, ``env_host_restarts``; inference workers twice).
+its setting (``trainer_restarts``, ``weight_store_restarts``, ``env_host_restarts``,
+``worker_restarts``).
 ``cluster.backend=ray`` starts those processes on Ray nodes of their class (rollart.distributed.ray_backend);
 ``placement=plan.json`` takes the workers' classes and devices from a HetRL plan (rollart.pipeline.run_plan).
 """
@@ -147,7 +148,8 @@ async def start_actors(cfg: PipelineConfig, plan: RunPlacement | None = None, tr
     store_address = "" if beyond else fixed_address()
     gen = None if inference else Cluster(
         InferenceWorker, rm, len(classes), name="gen", placement=classes, mode=mode, env=rollout_env,
-        devices_per_worker=plan.devices_per_worker if plan else 1, restart=RestartPolicy(max_restarts=2),
+        devices_per_worker=plan.devices_per_worker if plan else 1,
+        restart=RestartPolicy(max_restarts=cfg.worker_restarts),
         worker_args=(cfg.engine,), worker_kwargs=dict(backend=cfg.engine.backend, weight_store=store_address,
                                                       link_bytes_per_s=cfg.weight_link_bytes_per_s,
                                                       weight_timeout_s=cfg.weights.timeout_s,
