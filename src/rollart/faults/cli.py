@@ -163,37 +163,30 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(a.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "faults.log"
+    emit = lambda line: print(line, flush=True)  # noqa: E731
     if a.soak is not None:
-        soak_main(a, workdir, log)
+        from rollart.faults.soak import soak
+        print(f"soak ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {a.soak:g} s of recipe {a.recipe}, a fault "
+              f"about every {a.fault_every:g} s (seed {a.seed}); workdir {workdir}; actor output in {log}", flush=True)
+        report = logged(log, soak(workdir, a.recipe, a.soak, a.fault_every, a.seed, emit=emit))
+        print(report.last_line(), flush=True)
+        raise SystemExit(0 if report.ok else 1)
     faults = select(a.only, a.quick)
-    started, load_before = time.monotonic(), os.getloadavg()
-    print(f"fault suite ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {', '.join(faults)}{' (--quick)' if a.quick else ''}; recipe {a.recipe}; "
-          f"workdir {workdir}; actor output in {log}", flush=True)
-    with stderr_to(log):
-        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                            force=True)
-        figures = asyncio.run(run_suite(faults, workdir, a.recipe, a.quick,
-                                        emit=lambda line: print(line, flush=True)))
-    load_after = os.getloadavg()
-    print(f"wall_s={time.monotonic() - started:.0f} cores={os.cpu_count()} load_1m={load_before[0]:.2f}->"
-          f"{load_after[0]:.2f}", flush=True)
+    print(f"fault suite ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {', '.join(faults)}"
+          f"{' (--quick)' if a.quick else ''}; recipe {a.recipe}; workdir {workdir}; actor output in {log}", flush=True)
+    figures = logged(log, run_suite(faults, workdir, a.recipe, a.quick, emit=emit))
     print(summary(figures), flush=True)
     raise SystemExit(0 if all(f.ok for f in figures) else 1)
 
 
-def soak_main(a: argparse.Namespace, workdir: Path, log: Path) -> None:
-    from rollart.faults.soak import soak
-
+def logged(log: Path, coro):
+    """Run ``coro`` with every process's stderr and this one's warnings in ``log``; print the wall time and load."""
     started, load_before = time.monotonic(), os.getloadavg()
-    print(f"soak ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC): {a.soak:g} s of recipe {a.recipe}, a fault about "
-          f"every {a.fault_every:g} s (seed {a.seed}); workdir {workdir}; actor output in {log}", flush=True)
     with stderr_to(log):
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                             force=True)
-        report = asyncio.run(soak(workdir, a.recipe, a.soak, a.fault_every, a.seed,
-                                  emit=lambda line: print(line, flush=True)))
+        result = asyncio.run(coro)
     load_after = os.getloadavg()
     print(f"wall_s={time.monotonic() - started:.0f} cores={os.cpu_count()} load_1m={load_before[0]:.2f}->"
           f"{load_after[0]:.2f}", flush=True)
-    print(report.last_line(), flush=True)
-    raise SystemExit(0 if report.ok else 1)
+    return result
