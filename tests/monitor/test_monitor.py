@@ -2,7 +2,6 @@
 namespace, staleness histogram, config text), trajectory metrics and the progress line."""
 import io
 import json
-from dataclasses import dataclass, field
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -10,19 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.types import Trajectory
 from rollart.versions import staleness_values
-
-
-@dataclass
-class _Inner:
-    lr: float = 1e-3
-    """Learning rate."""
-
-
-@dataclass
-class _Cfg:
-    total_steps: int = 5
-    """Number of train steps."""
-    train: _Inner = field(default_factory=_Inner)
+from tests.monitor.logged_config import LoggedConfig
 
 
 def _traj(task, reward, success, versions, status="done", reason=""):
@@ -42,7 +29,7 @@ def _read(logdir):
 def test_scalars_histogram_and_config_are_readable(tmp_path):
     trajs = [_traj("FrozenLake", 1.0, True, [3, 4]), _traj("FrozenLake", 0.0, False, [4]),
              _traj("math", 0.5, True, [2, 4]), _traj("math", 0.0, False, [1], status="aborted", reason="stale")]
-    with MetricsLogger(tmp_path, config=_Cfg()) as logger:
+    with MetricsLogger(tmp_path, config=LoggedConfig()) as logger:
         for step in range(1, 4):
             logger.log({"losses/policy": 0.1 * step, "charts/version": step, "system/train_s": 0.25}, step)
         logger.log(trajectory_metrics(trajs, version=4), step=3)

@@ -4,7 +4,6 @@ continues the same wandb run; an unknown logger or a missing wandb client is one
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -12,19 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rollart.config import ConfigError, apply_overrides
 from rollart.monitor import MetricsLogger, check_loggers
 from rollart.pipeline.config import PipelineConfig
-
-
-@dataclass
-class _Inner:
-    lr: float = 1e-3
-    """Learning rate."""
-
-
-@dataclass
-class _Cfg:
-    total_steps: int = 5
-    """Number of train steps."""
-    train: _Inner = field(default_factory=_Inner)
+from tests.monitor.logged_config import LoggedConfig
 
 
 @pytest.fixture
@@ -69,7 +56,7 @@ def _tensorboard_scalars(logdir) -> dict[tuple[str, int], float]:
 
 def test_wandb_offline_gets_what_tensorboard_gets(offline):
     with MetricsLogger(offline, loggers=("tensorboard", "wandb")) as logger:
-        logger.log_config(_Cfg(), step=0)
+        logger.log_config(LoggedConfig(), step=0)
         for step in range(1, 4):
             logger.log({"losses/policy": 0.1 * step, "charts/version": step, "system/train_s": 0.25}, step)
         logger.log_counts("rollout/evicted", {"stale": 2}, step=3)
