@@ -171,9 +171,6 @@ def node_of(placements: dict, name: str, incarnation: int = -1) -> str:
     return placements[name][incarnation]["node_id"]
 
 
-@pytest.mark.xfail(strict=False, reason="intermittent, open (issue 33): in about 1 run of 4 the run trains no step "
-                   "after the H20 node is lost although gen-0 serves (2026-11-28: the proxy removed gen-1 after 3 s; "
-                   "the launch loop and the trainer both wait on the buffer's condition, no trajectory in flight)")
 def test_run_places_actors_by_class_and_survives_losing_a_node(tmp_path, tiny_model, ray_cluster, caplog):
     caplog.set_level(logging.WARNING, logger="rollart.distributed")
     cluster, nodes = ray_cluster(head_cpus=2, h800=(1, 1), h20=(1, 1))

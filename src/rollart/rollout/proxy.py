@@ -177,11 +177,13 @@ class LLMProxy:
         """Abort every request of a trajectory (waiting or running): each returns finish_reason 'abort'."""
         n = self.gate.refuse(trajectory_id)
         for rid, slot in list(self._inflight.get(trajectory_id, {}).items()):
+            n += 1
+            if not answering(slot.handle):
+                continue  # restarting: the request died with the worker; the retry path sees the abort mark below
             try:
                 await slot.handle.send(AbortRequest(rid))
             except self._dead_errors:
                 pass  # its worker died: the retry path sees the abort mark below
-            n += 1
         if n or trajectory_id in self._active:
             self._aborted.add(trajectory_id)  # also stops a request that is between two attempts
         self.counters["aborted"] += n
@@ -239,7 +241,9 @@ class LLMProxy:
         for attempt in range(self.cfg.max_attempts):
             if attempt and trajectory_id in self._aborted:
                 return _abort_result(len(prompt))  # aborted while its worker was being recovered
-            slot = self.router.pick(trajectory_id, hw_class, phase)
+            slot = await self._pick_answering(trajectory_id, hw_class, phase)
+            if slot is None:
+                return _abort_result(len(prompt))  # aborted while its pick was restarting
             rid = f"{request.request_id}{phase}.{attempt}"
             slot.outstanding += cost
             slot.routed += 1
@@ -274,7 +278,23 @@ class LLMProxy:
         raise NoWorkerError(f"trajectory {trajectory_id!r}: request failed {self.cfg.max_attempts} times "
                             "because its inference workers kept dying; see the worker logs")
 
+    async def _pick_answering(self, trajectory_id: str, hw_class: str | None, phase: str) -> WorkerSlot | None:
+        """The router's pick once it answers (None if the trajectory was aborted meanwhile). A pick that is
+        restarting is never sent the request (a send to it waits for its next incarnation, for as long as that
+        takes: on Ray, until a node with capacity joins); its restart is waited for instead on the shared probe,
+        bounded by ``restart_timeout_s``, and the router picks again: the worker back, or another one."""
+        while True:
+            slot = self.router.pick(trajectory_id, hw_class, phase)
+            if answering(slot.handle):
+                return slot
+            self.health.restarting(slot)
+            await self.health.recover(slot)
+            if trajectory_id in self._aborted:
+                return None
+
     async def _quiet_abort(self, slot: WorkerSlot, rid: str) -> None:
+        if not answering(slot.handle):
+            return  # restarting: the request is gone with the incarnation that ran it
         try:
             await slot.handle.send(AbortRequest(rid))
         except Exception:  # noqa: BLE001 - best effort: the cancel already reached the worker
