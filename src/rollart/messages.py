@@ -55,6 +55,16 @@ class WeightsDigest:
 # ---------------------------------------------------------------- inference worker
 
 @dataclass
+class ReleaseKV:
+    """-> int: abort what is in flight and free the engine's KV cache (bytes freed); requests wait until ReclaimKV."""
+
+
+@dataclass
+class ReclaimKV:
+    """-> int: allocate the engine's KV cache again, empty (bytes it holds), and serve the requests that waited."""
+
+
+@dataclass
 class WaitWeights:
     """-> dict: wait for the background pull of ``version`` (``PullWeights``); its stats (seconds, bytes, ...)."""
     version: int

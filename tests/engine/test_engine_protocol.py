@@ -8,7 +8,7 @@ from rollart.types import GenerateRequest
 def test_torch_engine_satisfies_the_engine_protocol(tiny_model):
     engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=64))
     assert isinstance(engine, Engine)
-    assert engine.capabilities == EngineCapabilities(kv_transfer=True, prefix_namespaces=True)
+    assert engine.capabilities == EngineCapabilities(kv_transfer=True, prefix_namespaces=True, release_kv=True)
     assert engine.weights_device.type == "cpu"
     weights = dict(engine.named_weights())
     assert "model.norm.weight" in weights and weights["model.norm.weight"].device == engine.weights_device

@@ -54,6 +54,29 @@ def test_sync_trains_on_current_version_only(tmp_path, tiny_model):
     assert all(h["system/weight_pull_exposed_s"] >= 0 for h in result.history)
 
 
+def test_sync_frees_the_engines_kv_caches_while_the_trainer_steps(tmp_path, tiny_model):
+    """release_kv_while_training (one GPU shared with the trainer), here on the CPU: every step frees the caches
+    before the trainer steps and allocates them again after; the run trains on as it would."""
+    result = run(config(tmp_path, tiny_model, mode="sync", total_steps=2, release_kv_while_training=True))
+    assert result.steps == 2 and result.version == 2
+    for h in result.history:
+        assert h["system/kv_released_bytes"] > 0 and h["system/kv_reclaim_s"] >= 0, h
+        assert h["rollout/staleness_max"] == 0
+
+
+@pytest.mark.parametrize("fields,says", [
+    (dict(mode="async"), "release_kv_while_training=true needs mode=sync"),
+    (dict(mode="sync", engine={"backend": "vllm"}), "engine.backend=vllm cannot free its KV cache"),
+])
+def test_releasing_the_kv_cache_is_refused_where_it_cannot_work(tmp_path, tiny_model, fields, says):
+    from rollart.config import ConfigError
+    from rollart.engine import EngineConfig
+    if "engine" in fields:
+        fields["engine"] = EngineConfig(**fields["engine"])
+    with pytest.raises(ConfigError, match=says):
+        config(tmp_path, tiny_model, release_kv_while_training=True, **fields)
+
+
 def test_oneoff_is_exactly_one_version_stale(tmp_path, tiny_model):
     result = run(config(tmp_path, tiny_model, mode="oneoff", total_steps=3))
     assert [h["rollout/staleness_max"] for h in result.history] == [0, 1, 1]

@@ -38,7 +38,7 @@ from rollart.types import (EngineStats, GenerateRequest, GenerationResult, Inval
 
 
 class LLMEngine:
-    capabilities = EngineCapabilities(kv_transfer=True, prefix_namespaces=True)
+    capabilities = EngineCapabilities(kv_transfer=True, prefix_namespaces=True, release_kv=True)
 
     def __init__(self, config: EngineConfig, model: CausalLM | None = None, tokenizer=None):
         self.config = config
@@ -153,6 +153,8 @@ class LLMEngine:
     # ---- stepping --------------------------------------------------------------------------------
     def step(self) -> list[GenerationResult]:
         """One scheduler step; returns the requests that finished in it."""
+        if self.runner.kv_cache is None:
+            raise RuntimeError("engine step while the KV cache is released: reclaim_kv() first")
         batch = self.scheduler.schedule()
         if not batch.seqs:
             return []
@@ -277,6 +279,24 @@ class LLMEngine:
 
     def reset_prefix_cache(self) -> None:
         self.block_manager.reset_prefix_cache()
+
+    @property
+    def kv_released(self) -> bool:
+        return self.runner.kv_cache is None
+
+    def release_kv(self) -> int:
+        """Free the KV cache's memory (the prefix cache goes with it); the bytes freed. Requests unfinished are
+        aborted: their K/V goes with the cache."""
+        for request_id in list(self.requests):
+            self.abort_request(request_id)
+        self.block_manager.reset_prefix_cache()
+        return self.runner.release()
+
+    def reclaim_kv(self) -> int:
+        """Allocate the KV cache again (as many blocks as before, empty) after ``release_kv``; the bytes held."""
+        if self.runner.kv_cache is None:
+            self.runner.allocate(self.num_blocks, self.max_model_len)
+        return self.runner.kv_cache.numel() * self.runner.kv_cache.element_size()
 
     def stats(self) -> EngineStats:
         s = self._stats

@@ -97,6 +97,15 @@ class ModelRunner:
         if self.kernels and self.placement.is_cuda and self.config.cuda_graphs:
             self.graphs = self.decode_graphs()
 
+    def release(self) -> int:
+        """Free the KV cache and the decode graphs captured over it (``allocate`` makes both again); bytes freed."""
+        freed = self.kv_cache.numel() * self.kv_cache.element_size() if self.kv_cache is not None else 0
+        self.graphs = None
+        self.kv_cache = None
+        if self.placement.is_cuda:
+            torch.cuda.empty_cache()  # back to the device, where the trainer can take it
+        return freed
+
     def decode_graphs(self, capture: bool = True) -> DecodeGraphs:
         """Decode graphs over this runner's model and allocated KV cache (``capture=False``: run eagerly)."""
         return DecodeGraphs(self.model, self.kv_cache, block_size=self.block_size, scratch_slot=self.scratch_slot,

@@ -23,6 +23,9 @@ class EngineCapabilities:
     kv_transfer: bool = False
     """``add_request`` honours ``GenerateRequest.kv`` / ``export_kv`` (PD disaggregation,
     ``rollart.engine.kv_transfer``). Without it the worker refuses such a request before it reaches the engine."""
+    release_kv: bool = False
+    """``release_kv()`` frees the KV cache's memory (aborting what is unfinished) and ``reclaim_kv()`` allocates it
+    again, empty (``PipelineConfig.release_kv_while_training``: one GPU shared with the trainer)."""
     prefix_namespaces: bool = False
     """``update_weights`` honours ``namespace`` / ``reuse_cached`` (jobs sharing one engine keep their cached
     prefixes). Without it every update drops the whole prefix cache, whatever the namespace."""

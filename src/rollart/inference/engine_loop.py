@@ -60,6 +60,8 @@ class EngineLoop:
         self.engine = engine
         self.name = name
         self.suspended = False
+        self.kv_released = False
+        """The engine's KV cache is freed (``release_kv``): requests added meanwhile wait for ``reclaim_kv``."""
         self._inbox: deque[_Command] = deque()
         self._inflight: dict[str, _InFlight] = {}
         self._wakeup: asyncio.Event | None = None
@@ -114,6 +116,17 @@ class EngineLoop:
     async def resume(self) -> None:
         await self._command_and_wait("RESUME")
 
+    async def release_kv(self) -> int:
+        """Abort every request in flight (each returns finish_reason 'abort'), then free the engine's KV cache;
+        the bytes freed. Requests that arrive before ``reclaim_kv`` wait for it."""
+        if not self.engine.capabilities.release_kv:
+            raise NotImplementedError(f"{self.name}: engine {type(self.engine).__name__} cannot release its KV cache")
+        return await self._command_and_wait("RELEASE")
+
+    async def reclaim_kv(self) -> int:
+        """Allocate the KV cache again (empty) and serve the requests that waited; the bytes it holds."""
+        return await self._command_and_wait("RECLAIM")
+
     async def in_engine_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in the engine thread (after the step running there, if any: never beside one)."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
@@ -162,7 +175,7 @@ class EngineLoop:
             # 1) drain commands
             while self._inbox:
                 await self._apply(self._inbox.popleft())
-            if self.suspended or not self.engine.has_unfinished_requests():
+            if self.suspended or self.kv_released or not self.engine.has_unfinished_requests():
                 self._wakeup.clear()
                 if not self._inbox:
                     await self._wakeup.wait()  # no work: sleep until a command arrives
@@ -191,6 +204,16 @@ class EngineLoop:
                 weights = cmd.payload[0]
                 await self.in_engine_thread(_install, self.engine, *cmd.payload)
                 _resolve(cmd.done, weights.version)
+            elif cmd.kind == "RELEASE":
+                for rid in list(self._inflight):
+                    self.abort(rid)  # its caller gets 'abort' now; the engine aborts it with its cache
+                freed = await self.in_engine_thread(self.engine.release_kv)
+                self.kv_released = True
+                _resolve(cmd.done, freed)
+            elif cmd.kind == "RECLAIM":
+                held = await self.in_engine_thread(self.engine.reclaim_kv) if self.kv_released else 0
+                self.kv_released = False
+                _resolve(cmd.done, held)
             elif cmd.kind in ("SUSPEND", "RESUME"):
                 self.suspended = cmd.kind == "SUSPEND"
                 _resolve(cmd.done, None)

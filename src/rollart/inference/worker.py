@@ -27,7 +27,8 @@ from rollart.hardware import SpeedModelConfig
 from rollart.inference.engine_loop import EngineLoop
 from rollart.loader import load
 from rollart.messages import (AbortRequest, ForgetWeights, GenerateRequest, GetStats, GetVersion, PullWeights,
-                              UpdateWeights, WaitWeights, WeightAddress, WeightEndpoint, WeightsDigest)
+                              ReclaimKV, ReleaseKV, UpdateWeights, WaitWeights, WeightAddress, WeightEndpoint,
+                              WeightsDigest)
 from rollart.types import GenerationResult, WeightBucket
 from rollart.weightplane.receiver import WeightReceiver
 
@@ -124,6 +125,17 @@ class InferenceWorker:
     async def resume(self) -> None:
         await self.loop.resume()
 
+    @handles(ReleaseKV)
+    async def release_kv(self, msg: ReleaseKV) -> int:
+        """Abort what is in flight and free the engine's KV cache (one GPU shared with the trainer, which steps
+        meanwhile); the bytes freed. Requests that arrive before ``reclaim_kv`` wait for it."""
+        return await self.loop.release_kv()
+
+    @handles(ReclaimKV)
+    async def reclaim_kv(self, msg: ReclaimKV) -> int:
+        """Allocate the KV cache again, empty; the bytes it holds."""
+        return await self.loop.reclaim_kv()
+
     def add_finish_callback(self, fn: Callable[[str, GenerationResult], None]) -> None:
         """Register ``fn(request_id, result)``, called by the loop for every finished request."""
         self.loop.on_finish.append(fn)
@@ -200,7 +212,7 @@ class InferenceWorker:
             c.update(self.simulated.seconds())
         return dict(c, name=self.name, hw_class=self.hw_class, version=self.engine.version,
                     running=self.loop.running, outstanding_tokens=self.outstanding_tokens(),
-                    suspended=self.loop.suspended, last_weight_pull=dict(self.weights.last_pull),
+                    suspended=self.loop.suspended, kv_released=self.loop.kv_released, last_weight_pull=dict(self.weights.last_pull),
                     prefix_hit_rate=c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0)
 
     def outstanding_tokens(self) -> int:

@@ -59,6 +59,10 @@ class PipelineConfig:
     dtype: str = "auto"
     """Their compute dtype: auto | float32 | bfloat16 | float16 (auto: bfloat16 on a GPU, float32 on the CPU);
     handed on like ``device`` (engine.dtype=..., trainer.dtype=... override it)."""
+    release_kv_while_training: bool = False
+    """mode=sync: the engines free their KV caches while the trainer steps and allocate them again, empty, before
+    the next rollout (as vLLM's sleep mode does), so on one GPU the KV cache and the trainer's gradients and
+    activations are never resident together (``rollart.pipeline.memory_plan``). Costs the prefix cache."""
     num_inference_workers: int = 1
     """Inference worker actors."""
     hw_classes: tuple[str, ...] = ("H20",)
@@ -227,6 +231,12 @@ class PipelineConfig:
         if r.max_concurrency < r.group_size + r.extra_envs_per_group:
             raise ConfigError(f"rollout.max_concurrency={r.max_concurrency} cannot hold one group of "
                               f"{r.group_size + r.extra_envs_per_group} envs; raise rollout.max_concurrency")
+        if self.release_kv_while_training and self.mode != "sync":
+            raise ConfigError(f"release_kv_while_training=true needs mode=sync: in mode={self.mode} rollout runs "
+                              "while the trainer steps, so the engines need their KV caches then")
+        if self.release_kv_while_training and self.engine.backend != "torch":
+            raise ConfigError(f"release_kv_while_training=true: engine.backend={self.engine.backend} cannot free its "
+                              "KV cache yet (vLLM's sleep mode is not wired); use engine.backend=torch")
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0 (0 disables)")
         for name in ("eval_every", "heldout_episodes", "checkpoint_every", "checkpoint_every_s", "keep_checkpoints", "time_limit_s",

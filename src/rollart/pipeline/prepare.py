@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 from rollart.config import ConfigError
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.run_plan import RunPlacement
+from rollart.pipeline.memory_plan import apply_memory_plan
 from rollart.pipeline.preflight import check_model, preflight
 from rollart.pipeline.resolve import resolve, with_pad_id
 from rollart.pipeline.run_state import RunTasks
@@ -70,11 +71,12 @@ def _given(cfg: PipelineConfig) -> bool:
 
 def load_model_folder(resolved: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> tuple[PipelineConfig, Any]:
     """Make the run folder, build the tiny model when the run has no folder of its own (preflight checked a given
-    one), load its tokenizer: the resolved config with the pad id, and the tokenizer."""
+    one), load its tokenizer: the resolved config with the pad id (and, where the engines share a GPU with the
+    trainer, their KV cache sized by the memory plan, ``rollart.pipeline.memory_plan``), and the tokenizer."""
     from rollart.models import load_tokenizer
     resolved.run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(resolved.model if _given(resolved) else build_tiny(resolved, tasks))
-    return with_pad_id(resolved, tokenizer.pad_token_id or 0), tokenizer
+    return apply_memory_plan(with_pad_id(resolved, tokenizer.pad_token_id or 0)), tokenizer
 
 
 def prepare_run(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> Prepared:

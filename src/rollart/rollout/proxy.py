@@ -54,6 +54,7 @@ from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, Unkno
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import WorkerSlot, dead_error_types, local_error
+from rollart.messages import ReclaimKV, ReleaseKV
 from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
@@ -203,27 +204,44 @@ class LLMProxy:
         """
         update = update if isinstance(update, UpdateWeights) else UpdateWeights.of(update)
         self.health.updated(update)
+        updated = []
+        for w, _ in await self._send_live(update):
+            w.version = self.version
+            updated.append(w.name)
+        return updated
+
+    async def release_kv(self) -> int:
+        """Every live worker aborts what it runs and frees its KV cache (``ReleaseKV``); the bytes freed. A worker
+        restarting meanwhile comes back with its cache allocated."""
+        return sum(freed for _, freed in await self._send_live(ReleaseKV()))
+
+    async def reclaim_kv(self) -> int:
+        """Every live worker allocates its KV cache again (``ReclaimKV``); the bytes they hold."""
+        return sum(held for _, held in await self._send_live(ReclaimKV()))
+
+    async def _send_live(self, message: Any) -> list[tuple[WorkerSlot, Any]]:
+        """Send ``message`` to every live worker at once; (worker, answer) of those that answered. A worker that is
+        restarting (perhaps waiting for capacity) is never waited on: the probe takes it back, resynced, or out of
+        routing; one that dies meanwhile is recorded so; any other failure raises, naming the worker."""
         live = []
         for w in self.workers.values():
             if w.dead:
                 continue
-            if not answering(w.handle):  # restarting (perhaps waiting for capacity): never waited on here
-                self.health.restarting(w)  # it installs this version when it is back, or leaves routing
+            if not answering(w.handle):
+                self.health.restarting(w)
                 continue
             live.append(w)
-        results = await asyncio.gather(*(w.handle.send(update) for w in live),
-                                       return_exceptions=True)
-        updated = []
+        results = await asyncio.gather(*(w.handle.send(message) for w in live), return_exceptions=True)
+        answered = []
         for w, r in zip(live, results):
             if isinstance(r, self._dead_errors):
                 self.health.record_death(w, r)
             elif isinstance(r, BaseException):
                 first = (str(r).strip() or type(r).__name__).splitlines()[0]  # a RemoteError adds its traceback
-                raise RuntimeError(f"update_weights failed on worker {w.name}: {first}") from r
+                raise RuntimeError(f"{type(message).__name__} failed on worker {w.name}: {first}") from r
             else:
-                w.version = self.version
-                updated.append(w.name)
-        return updated
+                answered.append((w, r))
+        return answered
 
     def stats(self) -> dict:
         return dict(self.counters, version=self.version, suspended=self.suspended,

@@ -84,6 +84,12 @@ class SimulatedSpeedEngine:
     def reset_prefix_cache(self) -> Any:
         return self.inner.reset_prefix_cache()
 
+    def release_kv(self) -> int:
+        return self.inner.release_kv()
+
+    def reclaim_kv(self) -> int:
+        return self.inner.reclaim_kv()
+
     def stats(self) -> EngineStats:
         return self.inner.stats()
 
