@@ -19,6 +19,7 @@ from rollart.actions.config import ActionsConfig
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
 from rollart.distributed.cluster_config import ClusterConfig
+from rollart.emulation import EmulationConfig, TrainerSpeedConfig
 from rollart.engine.config import EngineConfig
 from rollart.hardware import SpeedModelConfig
 from rollart.monitor import check_loggers
@@ -75,6 +76,8 @@ class PipelineConfig:
     """Apply each worker's hardware class's simulated speed model (benchmarks; figures are labelled simulated)."""
     sim_time_scale: float = 1.0
     """Scale of simulated hardware time (e.g. 0.01 runs 100x faster than the simulated hardware)."""
+    emulation: EmulationConfig = field(default_factory=EmulationConfig)
+    """With simulate_hardware: the emulated model, trainer GPUs and weight link (``rollart.emulation``)."""
     actor_mode: Literal["process", "inprocess"] = "process"
     """Run inference workers, trainer and weight store as separate processes or in this process."""
     trainer_actor_mode: Literal["", "process", "inprocess"] = ""
@@ -199,6 +202,7 @@ class PipelineConfig:
         **{f"trainer.{k}": "trainer.world_size (each rank's place and rank 0's rendezvous, set as the ranks start)"
            for k in ("rank", "master_addr", "master_port")},
         "speed_models": "hw_classes, simulate_hardware and sim_time_scale",
+        "trainer.speed": "simulate_hardware, emulation and sim_time_scale",
     }
     """Fields resolve() sets (key -> what it is derived from); the command line cannot set them."""
 
@@ -316,9 +320,16 @@ class PipelineConfig:
         if self.env_hosts == 0 and self.env_host_timeout_s != ENV_HOST_TIMEOUT_S:
             raise ConfigError(f"env_host_timeout_s={self.env_host_timeout_s:g} bounds calls to env-host processes; "
                               "with env_hosts=0 envs run inside this process: set env_hosts or drop it")
+        self.emulation = EmulationConfig.of(self.emulation)
+        if self.simulate_hardware:
+            self.trainer_speed()  # its settings checked now, in one line
         if self.sim_time_scale != 1.0 and not self.simulate_hardware:
             raise ConfigError(f"sim_time_scale={self.sim_time_scale} scales simulated hardware time: set "
                               "simulate_hardware=true as well, or drop it")
+
+    def trainer_speed(self) -> TrainerSpeedConfig | None:
+        """The trainer's emulated speed (``simulate_hardware`` with a ``trainer_hw_class``), else None."""
+        return self.emulation.trainer_speed(self.sim_time_scale) if self.simulate_hardware else None
 
     def _check_cluster(self) -> None:
         if self.cluster.backend == "ray":

@@ -33,6 +33,7 @@ from rollart.cpus import pinned
 from rollart.monitor import MetricsLogger, ProgressBar
 from rollart.pipeline.checkpointing import Checkpointer
 from rollart.pipeline.config import PipelineConfig
+from rollart.pipeline.emulated import trainer_outran
 from rollart.pipeline.evaluate import Evaluator
 from rollart.pipeline.loops import LOOPS
 from rollart.pipeline.parts import RunParts, open_parts
@@ -113,6 +114,8 @@ class Coordinator:
                 await LOOPS[cfg.mode](run)
                 await parts.heldout.drain()
                 workers = await actors.worker_stats(cfg.simulate_hardware)
+                if outran := trainer_outran(st.history, cfg.sim_time_scale):
+                    log.warning("%s", outran)
                 devices = await actors.device_stats(workers)
                 await checkpointer.save(final=True)
             except ActorDeadError as e:  # a trainer or weight store with no restart left

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 from rollart.config import ConfigError
 from rollart.pipeline.config import PipelineConfig
 from rollart.pipeline.run_plan import RunPlacement
+from rollart.pipeline.emulated import apply_emulation
 from rollart.pipeline.memory_plan import apply_memory_plan
 from rollart.pipeline.preflight import check_model, preflight
 from rollart.pipeline.resolve import resolve, with_pad_id
@@ -76,7 +77,7 @@ def load_model_folder(resolved: PipelineConfig, tasks: Sequence[TaskSpec] = ()) 
     from rollart.models import load_tokenizer
     resolved.run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(resolved.model if _given(resolved) else build_tiny(resolved, tasks))
-    return apply_memory_plan(with_pad_id(resolved, tokenizer.pad_token_id or 0)), tokenizer
+    return apply_emulation(apply_memory_plan(with_pad_id(resolved, tokenizer.pad_token_id or 0))), tokenizer
 
 
 def prepare_run(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> Prepared:

@@ -38,7 +38,7 @@ def resolve(cfg: PipelineConfig, plan: RunPlacement | None = None) -> PipelineCo
         # not start groups only a staler batch could take.
         max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups + r.extra_groups
         if cfg.mode in ("areal", "async") else 0)
-    speed = {hw: SpeedModelConfig(hw_class=hw, time_scale=cfg.sim_time_scale)
+    speed = {hw: SpeedModelConfig(hw_class=hw, model=cfg.emulation.model, time_scale=cfg.sim_time_scale)
              for hw in dict.fromkeys(classes)
              if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if cfg.simulate_hardware else {}
     proxy = cfg.proxy
@@ -50,7 +50,7 @@ def resolve(cfg: PipelineConfig, plan: RunPlacement | None = None) -> PipelineCo
         cfg, **placed, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=cfg.seed),
         engine=dataclasses.replace(cfg.engine, model=model, seed=cfg.seed, lora=cfg.trainer.lora,
                                    **_placement_for(cfg, cfg.engine)),
-        trainer=dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed,
+        trainer=dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed, speed=cfg.trainer_speed(),
                                     world_size=plan.train_dp if plan is not None else cfg.trainer.world_size, **_placement_for(cfg, cfg.trainer)),
         speed_models=speed, proxy=proxy)
     _check_derived(cfg, resolved)

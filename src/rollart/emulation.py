@@ -1,0 +1,134 @@
+"""Emulated hardware for every role of a real run (``simulate_hardware=true``): what each role's step would take
+on the paper's hardware for the paper's model, and the constants it is calibrated from, each with its source.
+
+The real code runs underneath — coordinator, actors, ZeroMQ, buffer, envs, the small model's real tokens and real
+learning — and each role sleeps the difference where its real compute is shorter than the emulated time:
+
+* an inference worker's engine step lasts the roofline step time of the emulated model on its class
+  (``rollart.hardware.SpeedModel``, RollArt Table 2), via ``rollart.sim.engine_speed``;
+* a train step lasts ``6 · P · tokens`` FLOPs of the emulated model over ``trainer.speed.devices`` GPUs of its class
+  at ``mfu`` (``TrainerSpeedConfig``; the batch's real token count);
+* a weight pull lasts the emulated model's bytes over the emulated link: the real bytes go through the real weight
+  plane at the rate that makes them take that long (``link_bytes_per_s``).
+
+Every time is multiplied by ``sim_time_scale`` before sleeping. Where the real compute is longer than the scaled
+emulated time (a slow CPU, a small time scale) the step lasts the real time: the run counts such steps and says so
+in one line at its end, and a figure from such a run is not emulated timing. Every figure is SIMULATED timing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollart.config import ConfigError
+from rollart.hardware import HARDWARE, MODELS, model_shape
+
+TABLE3_TCP = {"Qwen3-8B": (15.26, 6.911), "Qwen3-14B": (27.51, 14.437), "Qwen3-32B": (61.02, 29.649)}
+"""RollArt Table 3: model size (GB) and seconds to move it from the training to the inference cluster over TCP
+(200 Gb/s Ethernet, Mooncake): the cross-cluster link of §7.1, measured."""
+TABLE3_RDMA = {"Qwen3-8B": (15.26, 5.466), "Qwen3-14B": (27.51, 5.817), "Qwen3-32B": (61.02, 9.442)}
+"""RollArt Table 3: the same over RDMA (400 Gb/s InfiniBand), the intra-cluster fabric of §7.1."""
+FIG3_STEP_SHARES = {"generation": 0.54, "training": 0.23, "env_reset": 0.15}
+"""RollArt §3.1, Fig. 3: shares of a Qwen3-8B training step on 32 H800 GPUs (SWE-bench, batch 128, successful
+iterations, 366 s on average); the rest is other overhead."""
+SEC71_DEVICES = {"train": ("H800", 32), "rollout": (("H800", 64), ("H20", 32)), "baseline_rollout": ("H800", 96)}
+"""RollArt §7.1: 32 H800 GPUs train; 64 H800 + 32 H20 roll out for ROLLART, 96 H800 for the baselines (all of
+them on 128 H800 GPUs), so ROLLART costs ~83 % of the baselines by Table 2's normalized prices."""
+TRAIN_MFU = 0.4
+"""Model FLOPs utilization of a training step. The papers give none: an assumption (dense-model training on
+Megatron commonly reaches 0.35-0.45), stated where it is used."""
+
+
+def link_gb_s(model: str, fabric: str = "tcp") -> float:
+    """The effective rate (GB/s) Table 3 measured for ``model`` over ``fabric`` (tcp | rdma); other shapes take the
+    nearest measured one's rate."""
+    table = {"tcp": TABLE3_TCP, "rdma": TABLE3_RDMA}[fabric]
+    if model not in table:
+        size = model_shape(model).weight_bytes / 1e9
+        model = min(table, key=lambda m: abs(table[m][0] - size))
+    gb, seconds = table[model]
+    return gb / seconds
+
+
+@dataclass(frozen=True)
+class TrainerSpeedConfig:
+    """A train step's emulated time: ``6 · n_params · tokens`` FLOPs over ``devices`` GPUs of ``hw_class`` at
+    ``mfu``, times ``time_scale``."""
+    hw_class: str = "H800"
+    devices: int = 1
+    model: str = "Qwen3-8B"
+    mfu: float = TRAIN_MFU
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        gpus = sorted(n for n, h in HARDWARE.items() if h.kind == "gpu")
+        if self.hw_class not in gpus:
+            raise ConfigError(f"emulation.trainer_hw_class={self.hw_class!r} is not a GPU class; use one of {gpus}")
+        if self.model not in MODELS:
+            raise ConfigError(f"emulation.model={self.model!r} is unknown; use one of {sorted(MODELS)}")
+        if self.devices < 1 or not 0 < self.mfu <= 1 or self.time_scale <= 0:
+            raise ConfigError(f"emulation.trainer_devices={self.devices} must be >= 1, emulation.trainer_mfu="
+                              f"{self.mfu} in (0, 1] and sim_time_scale={self.time_scale} > 0")
+
+    @classmethod
+    def of(cls, value: "TrainerSpeedConfig | dict | None") -> "TrainerSpeedConfig | None":
+        return cls(**value) if isinstance(value, dict) else value
+
+    def step_seconds(self, tokens: int) -> float:
+        """Emulated seconds of a step over ``tokens`` tokens, already multiplied by ``time_scale``."""
+        flops = 6.0 * model_shape(self.model).n_params * tokens
+        return flops / (self.devices * HARDWARE[self.hw_class].tflops * 1e12 * self.mfu) * self.time_scale
+
+
+@dataclass
+class EmulationConfig:
+    """What a run with ``simulate_hardware=true`` emulates besides its inference workers' classes."""
+    model: str = "Qwen3-8B"
+    """The model whose time every role emulates (one of rollart.hardware.MODELS)."""
+    trainer_hw_class: str = "H800"
+    """The GPU class the trainer emulates ('' leaves the trainer at its real speed)."""
+    trainer_devices: int = 1
+    """How many trainer_hw_class GPUs one train step is spread over."""
+    trainer_mfu: float = TRAIN_MFU
+    """The trainer's model FLOPs utilization (assumed: the papers give none)."""
+    weight_link: str = "tcp"
+    """The link weight pulls emulate, at Table 3's measured rate for the model (tcp: the 200 Gb/s cross-cluster
+    Ethernet; rdma: 400 Gb/s InfiniBand; none: the real weight plane's speed). An explicit
+    ``weight_link_bytes_per_s`` wins."""
+
+    @classmethod
+    def of(cls, value: "EmulationConfig | dict") -> "EmulationConfig":
+        return cls(**value) if isinstance(value, dict) else value
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ConfigError(f"emulation.model={self.model!r} is unknown; use one of {sorted(MODELS)}")
+        if self.weight_link not in ("tcp", "rdma", "none"):
+            raise ConfigError(f"emulation.weight_link={self.weight_link!r}: choose tcp, rdma or none")
+
+    def trainer_speed(self, time_scale: float) -> "TrainerSpeedConfig | None":
+        if not self.trainer_hw_class:
+            return None
+        return TrainerSpeedConfig(self.trainer_hw_class, self.trainer_devices, self.model, self.trainer_mfu, time_scale)
+
+
+def trainer_step(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> dict[str, float]:
+    """Sleep what a train step of ``tokens`` tokens that took ``real_s`` real seconds lacks of its emulated time;
+    the step's emulation metrics (``outran``: 1 when the real compute was the longer)."""
+    import time
+    emulated = speed.step_seconds(tokens)
+    if emulated > real_s:
+        time.sleep(emulated - real_s)
+    return {"system/train_emulated_s": emulated, "system/train_real_s": real_s,
+            "system/train_outran": float(real_s > emulated)}
+
+
+def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,
+             time_scale: float) -> str:
+    """The one line a run with emulated hardware prints: what it emulates."""
+    counts: dict[str, int] = {}
+    for hw in worker_classes:
+        counts[hw] = counts.get(hw, 0) + 1
+    rollout = " + ".join(f"{n}×{hw}" for hw, n in counts.items())
+    train = f"trainer {trainer.devices}×{trainer.hw_class} (MFU {trainer.mfu:g})" if trainer else "trainer real"
+    return (f"emulated: {model} on {rollout}, {train}, weight link {link:.2f} GB/s; time ×{time_scale:g} "
+            "[SIMULATED timing]")

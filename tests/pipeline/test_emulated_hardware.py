@@ -1,0 +1,78 @@
+"""Emulated hardware for every role of a real run (rollart.emulation): the trainer's step lasts the emulated model's
+time on the emulated GPUs, a weight pull the emulated model's bytes over Table 3's link, the run says in one line
+what it emulates and, when the real compute outran the emulated time, that its timing is not emulated."""
+import asyncio
+
+import pytest
+
+import envs  # noqa: F401
+from rollart.config import ConfigError
+from rollart.emulation import TABLE3_TCP, TrainerSpeedConfig, link_gb_s
+from rollart.hardware import model_shape
+from rollart.pipeline import Coordinator
+from rollart.rollout.env_manager import TaskSpec
+from run_configs import config
+
+FROZEN = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
+                  max_new_tokens=1, max_turns=6)
+
+
+def test_a_train_step_costs_six_flops_per_parameter_and_token_on_the_emulated_gpus():
+    speed = TrainerSpeedConfig("H800", devices=4, model="Qwen3-8B", mfu=0.4, time_scale=0.5)
+    expected = 6 * 8.19e9 * 10_000 / (4 * 989.5e12 * 0.4) * 0.5
+    assert speed.step_seconds(10_000) == pytest.approx(expected)
+    assert TrainerSpeedConfig("H20", devices=4).step_seconds(10_000) > 6 * speed.step_seconds(10_000)  # 148 TF
+
+
+def test_the_link_is_table_3s_measured_rate():
+    assert link_gb_s("Qwen3-8B") == pytest.approx(15.26 / 6.911)
+    assert link_gb_s("Qwen3-32B", "rdma") == pytest.approx(61.02 / 9.442)
+    size = model_shape("Qwen3-4B").weight_bytes / 1e9  # not in Table 3: the nearest measured model's rate
+    nearest = min(TABLE3_TCP, key=lambda m: abs(TABLE3_TCP[m][0] - size))
+    assert link_gb_s("Qwen3-4B") == pytest.approx(TABLE3_TCP[nearest][0] / TABLE3_TCP[nearest][1])
+
+
+@pytest.mark.parametrize("fields,says", [
+    (dict(emulation={"model": "Llama-9B"}), "emulation.model='Llama-9B' is unknown"),
+    (dict(emulation={"trainer_hw_class": "cpu"}), "emulation.trainer_hw_class='cpu' is not a GPU"),
+    (dict(emulation={"trainer_devices": 0}), "emulation.trainer_devices=0 must be >= 1"),
+])
+def test_bad_emulation_settings_are_one_line(tmp_path, tiny_model, fields, says):
+    with pytest.raises(ConfigError, match=says):
+        config(tmp_path, tiny_model, simulate_hardware=True, **fields)
+
+
+def test_a_train_step_lasts_the_emulated_trainers_time(tmp_path, tiny_model, capsys):
+    """Qwen3-8B on one emulated H20 trainer: ~1 s per step of the run's ~1,300 tokens, far beyond the tiny model's
+    real compute: each step lasts its emulated time, and the run prints what it emulates."""
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=2, simulate_hardware=True,
+                 emulation={"trainer_hw_class": "H20", "weight_link": "none"})
+    result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
+    assert "emulated: Qwen3-8B on 1×H20, trainer 1×H20 (MFU 0.4), weight link 0.00 GB/s; time ×1 " \
+        in capsys.readouterr().out
+    for h in result.history:
+        tokens = h["system/tokens_per_step"]
+        assert h["system/train_emulated_s"] == pytest.approx(6 * 8.19e9 * tokens / (148e12 * 0.4), rel=1e-6)
+        assert h["system/train_outran"] == 0 and h["system/train_s"] >= h["system/train_emulated_s"] > 0.5, h
+
+
+def test_a_weight_pull_lasts_the_emulated_models_bytes_over_the_link(tmp_path, tiny_model):
+    """The real model's bytes go through the real weight plane at the rate that makes them take what the emulated
+    model's take over Table 3's link (times the time scale)."""
+    from rollart.models import ModelConfig
+    from rollart.pipeline.prepare import prepare_run
+    cfg = config(tmp_path, tiny_model, mode="sync", simulate_hardware=True, sim_time_scale=0.5, device="cpu")
+    rate = prepare_run(cfg, [FROZEN]).config.weight_link_bytes_per_s
+    real_bytes = ModelConfig.from_pretrained(tiny_model).num_params() * 4  # float32 on the CPU
+    pull_s = real_bytes / rate
+    assert pull_s == pytest.approx(model_shape("Qwen3-8B").weight_bytes / (15.26e9 / 6.911) * 0.5)
+    explicit = config(tmp_path, tiny_model, simulate_hardware=True, weight_link_bytes_per_s=1e6)
+    assert prepare_run(explicit, [FROZEN]).config.weight_link_bytes_per_s == 1e6  # a rate given wins
+
+
+def test_a_run_whose_real_compute_outran_the_emulation_says_so(tmp_path, tiny_model, caplog):
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, simulate_hardware=True, sim_time_scale=1e-7)
+    with caplog.at_level("WARNING", logger="rollart.pipeline"):
+        result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
+    assert result.history[0]["system/train_outran"] == 1
+    assert "trainer: the real compute outran the emulated time in 1 of 1 train steps" in caplog.text
