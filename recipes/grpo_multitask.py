@@ -3,7 +3,8 @@
     python -m recipes.grpo_multitask                             # FrozenLake + guess-the-number
     python -m recipes.grpo_multitask tasks=FrozenLake,MathTool,GuessNumber   # any subset of TASKS
     python -m recipes.grpo_multitask mode=sync                   # Sync+ baseline; also oneoff / areal
-    python -m recipes.grpo_multitask simulate_hardware=true      # workers take the simulated H800/H20 speeds
+    python -m recipes.grpo_multitask simulate_hardware=true      # every role on emulated hardware (SIMULATED
+                                       # timing: H800/H20 workers, trainer, weight link; rollart.emulation)
     python -m recipes.grpo_multitask tasks=FrozenLake,MathTool reward.serverless=true reward.tasks=MathTool
                                        # MathTool scored by a serverless reward endpoint started for the run
 
@@ -11,7 +12,8 @@ The tasks share one policy (a ~0.9M-parameter model built from random init, as i
 Generation requests are routed by task with ``proxy.hw_affinity={"FrozenLake": "H800", "default": "H20"}``:
 the prefill-heavy, many-turn FrozenLake goes to the compute-optimised worker, the others to the
 bandwidth-optimised one (on this CPU machine the classes label worker processes; with
-simulate_hardware=true each worker also takes its class's simulated speed). If a class has no live
+simulate_hardware=true each worker also takes its class's simulated speed, the trainer and the weight pulls
+theirs: rollart.emulation). If a class has no live
 worker, requests fall back to the other.
 
 What the defaults reach from random init (2 cores shared with other jobs, one run each, 2026-11-22):

@@ -173,7 +173,8 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
     return PipelineConfig(
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups))),
-        simulate_hardware=True,
+        simulate_hardware=True,  # the workers' classes only: training and weight pulls stay real (see above)
+        emulation={"trainer_hw_class": "", "weight_link": "none"},
         sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
