@@ -86,6 +86,8 @@ from rollart.messages import ResetTrainer  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_core import cross_core_slowdown  # noqa: E402
 
+EMULATION = {"trainer_hw_class": "", "weight_link": "none"}
+"""What besides the workers' classes the run emulates (rollart.emulation): nothing (training and pulls real)."""
 LINK_BYTES_PER_S = 0.0
 """Store -> inference link for weight pulls: 0 = the weight plane's real speed, pulling the model's real bytes
 (a rate > 0 would add a SIMULATED slower link)."""
@@ -174,7 +176,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups))),
         simulate_hardware=True,  # the workers' classes only: training and weight pulls stay real (see above)
-        emulation={"trainer_hw_class": "", "weight_link": "none"},
+        emulation=EMULATION,
         sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
