@@ -192,9 +192,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     elapsed = [h["system/elapsed_s"] for h in hist]
     skip = fill_steps(cfg) if len(hist) > fill_steps(cfg) + 1 else 0  # steady state: after the pipeline filled
     per_step = (elapsed[-1] - elapsed[skip - 1]) / (len(hist) - skip) if skip else elapsed[-1] / max(len(hist), 1)
-    # pulls of steady-state steps: the last step's entry holds the run's wrap-up update (nothing left to
-    # overlap it with: in a longer run that pull would hide behind the next train step)
-    pulls = hist[skip:-1] if cfg.mode in ("async", "areal") and len(hist) > skip + 1 else hist[skip:]
+    pulls = steady_pulls(hist, cfg, skip)
     accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
     exposed = sum(h.get("system/weight_pull_exposed_s", 0.0) for h in pulls)
     pull_bytes = max((h.get("system/weight_bytes", 0.0) for h in pulls), default=0.0)
@@ -222,6 +220,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
                pull_bytes=pull_bytes, pull_vs_train=accum / pull_train if pull_train else float("nan"),
+               exposed_pull_frac=exposed_pull_frac(hist, cfg),
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
@@ -243,6 +242,21 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
              if result.evals else ""),
           flush=True)
     return out
+
+
+def steady_pulls(hist: list[dict], cfg: PipelineConfig, skip: int) -> list[dict]:
+    """The steps whose weight pulls count: the steady-state ones; in async/areal the last step's entry holds the
+    run's wrap-up update (nothing left to overlap it with: in a longer run it would hide behind the next step)."""
+    return hist[skip:-1] if cfg.mode in ("async", "areal") and len(hist) > skip + 1 else hist[skip:]
+
+
+def exposed_pull_frac(hist: list[dict], cfg: PipelineConfig) -> float:
+    """The judged key: the part of the steady-state pulls that outlasted the train step beside it (what rollout
+    waited for), over the whole pulls."""
+    skip = fill_steps(cfg) if len(hist) > fill_steps(cfg) + 1 else 0
+    pulls = steady_pulls(hist, cfg, skip)
+    accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
+    return sum(h.get("system/weight_pull_exposed_s", 0.0) for h in pulls) / accum if accum else float("nan")
 
 
 def fill_steps(cfg: PipelineConfig) -> int:
@@ -388,7 +402,7 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"results": results, "sweep": sweep}, indent=1, default=str))
     r = results["rollart"]
     ratio = {n: results[n]["step_s"] / r["step_s"] for n in ("syncplus", "oneoff", "areal")}
-    frac = r["pull_exposed_s"] / r["pull_accum_s"] if r["pull_accum_s"] else float("nan")
+    frac = r["exposed_pull_frac"]
     print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{work.gen_scale}), env latency (injected "
           f"sleep N({10 * work.env_scale:g}, {5 * work.env_scale:g}) s/turn + stragglers), "
           f"{'weight-pull link (%.0f MB/s); ' % (LINK_BYTES_PER_S / 1e6) if LINK_BYTES_PER_S else ''}REAL: "
