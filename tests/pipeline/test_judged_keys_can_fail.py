@@ -6,8 +6,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
