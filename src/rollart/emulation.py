@@ -7,7 +7,8 @@ learning — and each role sleeps the difference where its real compute is short
 * an inference worker's engine step lasts the roofline step time of the emulated model on its class
   (``rollart.hardware.SpeedModel``, RollArt Table 2), via ``rollart.sim.engine_speed``;
 * a train step lasts ``6 · P · tokens`` FLOPs of the emulated model over ``trainer.speed.devices`` GPUs of its class
-  at ``mfu`` (``TrainerSpeedConfig``; the batch's real token count);
+  at ``mfu`` (``TrainerSpeedConfig``; the batch's real token count): the run counts the step done only then, so
+  the trainer process itself is configured alike for every run it serves;
 * a weight pull lasts the emulated model's bytes over the emulated link: the real bytes go through the real weight
   plane at the rate that makes them take that long (``link_bytes_per_s``).
 
@@ -111,15 +112,13 @@ class EmulationConfig:
         return TrainerSpeedConfig(self.trainer_hw_class, self.trainer_devices, self.model, self.trainer_mfu, time_scale)
 
 
-def trainer_step(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> dict[str, float]:
-    """Sleep what a train step of ``tokens`` tokens that took ``real_s`` real seconds lacks of its emulated time;
-    the step's emulation metrics (``outran``: 1 when the real compute was the longer)."""
-    import time
+def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[float, dict[str, float]]:
+    """What a train step of ``tokens`` tokens that took ``real_s`` real seconds lacks of its emulated time (the
+    caller waits that long before the step counts as done), and the step's emulation metrics (``outran``: 1 when
+    the real compute was the longer)."""
     emulated = speed.step_seconds(tokens)
-    if emulated > real_s:
-        time.sleep(emulated - real_s)
-    return {"system/train_emulated_s": emulated, "system/train_real_s": real_s,
-            "system/train_outran": float(real_s > emulated)}
+    return max(0.0, emulated - real_s), {"system/train_emulated_s": emulated, "system/train_real_s": real_s,
+                                         "system/train_outran": float(real_s > emulated)}
 
 
 def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,

@@ -3,6 +3,8 @@
     python tools/bench/time_to_score.py --quick     # one seed, rollart α=1 and Sync+, a low target (< 60 s)
     python tools/bench/time_to_score.py             # six modes × 3 seeds, interleaved (~40 min, see below)
     python tools/bench/time_to_score.py --out DIR   # also DIR/time_to_score.json after every run, the plot in DIR
+    python tools/bench/time_to_score.py --profile paper [--quick]   # every role on emulated hardware, calibrated
+                                                    # from RollArt's Qwen3-8B step (tools/bench/tts_paper.py)
 
 Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
 starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
@@ -67,6 +69,7 @@ from rollart.config import apply_overrides, apply_values  # noqa: E402
 from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.messages import ResetTrainer  # noqa: E402
 from rollart.sim.batched import BatchedInteraction  # noqa: E402
+import tts_paper  # noqa: E402
 from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
 
 
@@ -107,23 +110,29 @@ def bench_config(model: str, logdir: str, seed: int, args) -> PipelineConfig:
         stop_at_success=args.target, stop_consecutive=args.consecutive, time_limit_s=args.budget_s)
 
 
-async def run_one(name: str, cfg: PipelineConfig, trainer, args) -> dict:
+async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> dict:
     await trainer.send(ResetTrainer())
     load0, t0 = load_avg(), utc()
     interaction = BatchedInteraction if name in BATCHED else None
-    result = await Coordinator(cfg, [TASK], trainer=trainer, interaction=interaction).run()
+    result = await Coordinator(cfg, [task], eval_tasks=[TASK], trainer=trainer, interaction=interaction).run()
     elapsed_at = {h["step"]: h["system/elapsed_s"] for h in result.history}
     evals = [(step, s["FrozenLake"]) for step, s in result.evals]
     tt = time_to_target(evals, elapsed_at, args.target, args.consecutive, args.budget_s)
     steps = len(result.history)
     train_s = result.history[-1]["system/elapsed_s"] if result.history else 0.0
+    real = sum(w.get("engine_seconds", 0.0) for w in result.workers.values())
+    sim = sum(w.get("simulated_scaled_seconds", 0.0) for w in result.workers.values())
+    outran = sum(h.get("system/train_outran", 0.0) for h in result.history)
     out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
+               real_vs_emulated=real / sim if sim else float("nan"), train_outran=int(outran),
                steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),
                curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
-          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step); greedy success by step: "
+          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step)"
+          + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
+             if cfg.simulate_hardware else "") + "; greedy success by step: "
           + " ".join(f"{step}:{s:.2f}" for step, s in evals), flush=True)
     return out
 
@@ -136,9 +145,16 @@ async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> l
     rows = []
     async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
         trainer = await start_trainer(system, base, model, trainer_cpus)  # one trainer per seed, reset per mode
+        task, cal = TASK, None
+        if args.profile == "paper":  # the emulated hardware's times, from one short Sync+ run of this seed
+            cal = await tts_paper.calibrate(base, TASK, trainer, **(dict(steps=2, tries=1) if args.quick else {}))
+            print(f"[{utc()} UTC] seed {seed} {cal.line}", flush=True)
+            task = tts_paper.with_latency(TASK, cal)
         for name in run_order(modes, index):
             cfg = apply_values(dataclasses.replace(base, run_name=f"{name}-seed{seed}"), MODES[name])
-            rows.append(await run_one(name, cfg, trainer, args))
+            if cal is not None:
+                cfg = tts_paper.apply(cfg, cal)
+            rows.append(await run_one(name, cfg, trainer, args, task))
     return rows
 
 
@@ -161,7 +177,8 @@ def plot(rows: list[dict], modes: list[str], args, path: Path) -> None:
                         marker="x" if r["censored"] else "o", markevery=[len(xs) - 1])
     ax.axhline(args.target, color="black", ls="--", lw=0.8, label=f"target {args.target:g} (x{args.consecutive})")
     ax.axvline(args.budget_s, color="black", ls=":", lw=0.8, label="budget")
-    ax.set_xlabel("training wall time (s), CPU-real: nothing simulated")
+    ax.set_xlabel("training wall time (s), SIMULATED timing: every role on emulated hardware (--profile paper)"
+                  if args.profile == "paper" else "training wall time (s), CPU-real: nothing simulated")
     ax.set_ylabel(f"greedy success ({START_CELLS} start cells)")
     ax.set_title("Fig. 10a analogue: FrozenLake (random starts), a line per seed; o reached, x censored",
                  fontsize=10)
@@ -185,8 +202,11 @@ def final_line(rows: list[dict], modes: list[str], args) -> str:
             parts.append(f"tts_a1_vs_a2={value:.2f} tts_a1_vs_a2_bound={bound}")
         parts.append(f"rollart_tts_median_s={summ['rollart'].median:.0f}")
     parts.append("censored=" + ",".join(f"{m}:{s.censored}/{s.runs}" for m, s in summ.items()))
+    if args.profile == "paper":
+        parts.append(f"real_vs_emulated_max={max(r['real_vs_emulated'] for r in rows):.2f} "
+                     f"train_outran={sum(r['train_outran'] for r in rows)} timing=SIMULATED")
     parts.append(f"target={args.target:g}x{args.consecutive} budget_s={args.budget_s:g} seeds={args.seeds} "
-                 f"measure=time_to_score" + ("_quick" if args.quick else ""))
+                 f"profile={args.profile} measure=time_to_score" + ("_quick" if args.quick else ""))
     return " ".join(parts)
 
 
@@ -197,6 +217,9 @@ def main() -> None:
                     help="one seed of rollart and syncplus to a low target (0.15 once, evaluated every step, "
                          "budget 10 s, a 20-step warm-up)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    ap.add_argument("--profile", default="cpu", choices=("cpu", "paper"),
+                    help="cpu: every role at this CPU's speed (default); paper: every role on emulated hardware, "
+                         "calibrated from RollArt's Qwen3-8B step (tools/bench/tts_paper.py)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per mode (default %(default)s)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.7,
@@ -246,7 +269,9 @@ def main() -> None:
                 plot(rows, modes, args, plot_path)
             print(f"[{utc()} UTC, load {load_avg()}] after seed {seed}: " + "; ".join(
                 f"{m} {format_summary(s)}" for m, s in summaries(rows, modes).items()), flush=True)
-    print(f"PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + "; REAL: everything (CPU)")
+    print(f"PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + (
+        "; SIMULATED timing: every role on emulated hardware (tools/bench/tts_paper.py), the learning real"
+        if args.profile == "paper" else "; REAL: everything (CPU)"))
     print(final_line(rows, modes, args))
 
 

@@ -202,7 +202,6 @@ class PipelineConfig:
         **{f"trainer.{k}": "trainer.world_size (each rank's place and rank 0's rendezvous, set as the ranks start)"
            for k in ("rank", "master_addr", "master_port")},
         "speed_models": "hw_classes, simulate_hardware and sim_time_scale",
-        "trainer.speed": "simulate_hardware, emulation and sim_time_scale",
     }
     """Fields resolve() sets (key -> what it is derived from); the command line cannot set them."""
 

@@ -50,7 +50,7 @@ def resolve(cfg: PipelineConfig, plan: RunPlacement | None = None) -> PipelineCo
         cfg, **placed, model=model, buffer=buffer, rollout=dataclasses.replace(r, seed=cfg.seed),
         engine=dataclasses.replace(cfg.engine, model=model, seed=cfg.seed, lora=cfg.trainer.lora,
                                    **_placement_for(cfg, cfg.engine)),
-        trainer=dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed, speed=cfg.trainer_speed(),
+        trainer=dataclasses.replace(cfg.trainer, model_path=model, seed=cfg.seed,
                                     world_size=plan.train_dp if plan is not None else cfg.trainer.world_size, **_placement_for(cfg, cfg.trainer)),
         speed_models=speed, proxy=proxy)
     _check_derived(cfg, resolved)

@@ -3,12 +3,14 @@ metrics logged and recorded, a periodic checkpoint taken. When the trainer dies,
 newest checkpoint (``Recovery.trainer_back``) and trains the lost steps again, so no accepted sample is lost."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
 from typing import Any, Awaitable, NamedTuple, Optional
 
 from rollart.actors import ActorDeadError, RemoteError
+from rollart.emulation import train_delay
 from rollart.messages import TrainStep
 from rollart.monitor import MetricsLogger, ProgressBar, trajectory_metrics
 from rollart.pipeline.checkpointing import Checkpointer
@@ -46,7 +48,14 @@ class TrainSteps:
         kept = [b for b in st.uncheckpointed if b.step <= st.step] if periodic else []
         st.uncheckpointed = [*kept, TrainedBatch(st.step + 1, batch)]
         self.parts.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
+        sent = time.perf_counter()
         metrics = await self.parts.actors.trainer.send(TrainStep(batch))
+        speed = self.cfg.trainer_speed()
+        if speed is not None:  # simulate_hardware: done once the emulated trainer would be
+            delay, emulated = train_delay(speed, sum(len(t.token_ids) for t in batch),
+                                          time.perf_counter() - sent)
+            await asyncio.sleep(delay)
+            metrics = {**metrics, **emulated}
         return TrainResult(batch, {**(extra or {}), **metrics, "system/train_s": time.perf_counter() - t0},
                            time.perf_counter())
 

@@ -12,12 +12,10 @@ import asyncio
 import dataclasses
 import os
 import socket
-import time
 from typing import Any
 
 from rollart.actors import blocking, handles
 from rollart.devices import peak_memory
-from rollart.emulation import trainer_step
 from rollart.messages import (DeviceStats, GetVersion, JoinGroup, LoadCheckpoint, PublishedVersion, PublishWeights,
                               Rendezvous, ResetTrainer, SaveCheckpoint, TrainStep, WeightAddress, WeightBuckets,
                               WeightEndpoint, WeightsDigest)
@@ -144,13 +142,8 @@ class TrainerActor:
     @blocking
     def train_step(self, msg: TrainStep) -> dict:
         """One update; ``msg.shard``: this rank was sent only its rows (``rollart.trainer.batching.shard_of``)."""
-        t0 = time.perf_counter()
         with self._bounded("train step"):
-            metrics = self.trainer.train_step(msg.trajectories, shard=msg.shard)
-        if self.config.speed is not None:  # simulate_hardware: the step lasts the emulated trainer's time
-            tokens = sum(len(t.token_ids) for t in msg.trajectories)
-            metrics.update(trainer_step(self.config.speed, tokens, time.perf_counter() - t0))
-        return metrics
+            return self.trainer.train_step(msg.trajectories, shard=msg.shard)
 
     @handles(WeightBuckets)
     @blocking

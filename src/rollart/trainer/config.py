@@ -6,7 +6,6 @@ from typing import Literal, Optional
 
 from rollart.config import ConfigError
 from rollart.devices import check_device, check_dtype
-from rollart.emulation import TrainerSpeedConfig
 from rollart.models.lora import LoraConfig
 
 
@@ -36,9 +35,6 @@ class TrainerConfig:
     compute); for rollart CausalLM, or a model with HF's gradient_checkpointing_enable()."""
     num_threads: int = 2
     """torch intra-op threads for this trainer process (the machine may have only 2 cores)."""
-    speed: Optional[TrainerSpeedConfig] = None
-    """Derived (``simulate_hardware``): a step lasts the emulated model's time on the emulated trainer GPUs
-    (``rollart.emulation``); SIMULATED timing."""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA (lora.rank > 0): only low-rank adapters on lora.target_modules train and sit in the optimizer, only
     they move to the engines (rollart.models.lora); checkpoints hold the adapter in PEFT's format and the merged
@@ -120,7 +116,6 @@ class TrainerConfig:
     """DeepSpeed ZeRO stage 0-3 (deepspeed backend only)."""
 
     def __post_init__(self):
-        self.speed = TrainerSpeedConfig.of(self.speed)
         self.lora = LoraConfig.of(self.lora)
         check_device(self.device, key="trainer.device")
         check_dtype(self.dtype, key="trainer.dtype")
