@@ -63,3 +63,18 @@ def test_runs_rotate_over_seeds():
     orders = [tts.run_order(modes, s) for s in range(len(modes) + 1)]
     assert all(sorted(o) == sorted(modes) for o in orders)
     assert len({o[0] for o in orders[:-1]}) == len(modes) and orders[-1] == orders[0]  # each mode first once
+
+
+def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_generation():
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    try:
+        import tts_paper
+    finally:
+        sys.path.pop(0)
+    cal = tts_paper.derive(generation_s=5.4, train_1_s=23.0, trajectory_generation_s=2.7, turns=8.0,
+                           moved_bytes=10**6, time_scale=8.0, real_over_emulated=0.3, steps=3)
+    assert cal.trainer_devices == 10  # 23 s on one H800 -> 2.3 s, 23/54 of 5.4 s
+    assert cal.env_mean_s * 9 == pytest.approx(2.7 * 15 / 54)  # a trajectory's 9 env calls: 15/54 of its generation
+    pull_s = 10**6 / cal.link_bytes_per_s
+    assert pull_s == pytest.approx(5.4 * 6.2 / (0.54 * 366.0))  # Table 4's pull against Fig. 3's generation
+    assert "trainer 10 x H800" in cal.line and "SIMULATED" in cal.line

@@ -84,20 +84,28 @@ async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIM
         if sim and real / sim <= REAL_OVER_EMULATED_MAX:
             break
         time_scale *= 2
-    steps = result.history[1:] or result.history
-    gen = statistics.mean(h["system/rollout_s"] for h in steps)
-    train1 = statistics.mean(h["system/train_emulated_s"] for h in steps)
-    devices = max(1, round(train1 / (gen * FIG3_STEP_SHARES["training"] / FIG3_STEP_SHARES["generation"])))
-    traj_gen = statistics.mean(t.get("generate", 0.0) for t in result.timings)
-    turns = statistics.mean(h["rollout/turns_mean"] for h in steps)
-    env_mean = traj_gen * FIG3_STEP_SHARES["env_reset"] / FIG3_STEP_SHARES["generation"] / (turns + 1)
-    pull_s = gen * TABLE4_PULL_S / (FIG3_STEP_SHARES["generation"] * FIG3_STEP_S)
+    measured = result.history[1:] or result.history
     moved = ModelConfig.from_pretrained(base.model).num_params() * 4  # float32 on the CPU
-    cal = Calibration(time_scale, devices, env_mean, moved / pull_s, gen)
-    cal.line = (f"calibration (Sync+, {steps} steps, SIMULATED timing): time scale x{time_scale:g} (real/emulated engine "
-                f"{real / sim:.2f}), generation {gen:.2f} s/step, trainer {devices} x H800 ({train1 / devices:.2f} s "
-                f"a step; 23/54 of generation is {gen * 23 / 54:.2f}), env {env_mean * 1e3:.0f} ms a call "
-                f"({turns:.1f} turns), weight pull {pull_s:.2f} s")
+    return derive(generation_s=statistics.mean(h["system/rollout_s"] for h in measured),
+                  train_1_s=statistics.mean(h["system/train_emulated_s"] for h in measured),
+                  trajectory_generation_s=statistics.mean(t.get("generate", 0.0) for t in result.timings),
+                  turns=statistics.mean(h["rollout/turns_mean"] for h in measured), moved_bytes=moved,
+                  time_scale=time_scale, real_over_emulated=real / sim if sim else float("nan"), steps=steps)
+
+
+def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float, turns: float, moved_bytes: int,
+           time_scale: float, real_over_emulated: float, steps: int) -> Calibration:
+    """The profile from a Sync+ run's emulated generation seconds per step, its train step on one emulated H800,
+    a trajectory's generation seconds and turns: Fig. 3's shares and Table 4's pull, relative to generation."""
+    gen, share = generation_s, FIG3_STEP_SHARES
+    devices = max(1, round(train_1_s / (gen * share["training"] / share["generation"])))
+    env_mean = trajectory_generation_s * share["env_reset"] / share["generation"] / (turns + 1)  # reset + steps
+    pull_s = gen * TABLE4_PULL_S / (share["generation"] * FIG3_STEP_S)
+    cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, gen)
+    cal.line = (f"calibration (Sync+, {steps} steps, SIMULATED timing): time scale x{time_scale:g} (real/emulated "
+                f"engine {real_over_emulated:.2f}), generation {gen:.2f} s/step, trainer {devices} x H800 "
+                f"({train_1_s / devices:.2f} s a step; 23/54 of generation is {gen * 23 / 54:.2f}), env "
+                f"{env_mean * 1e3:.0f} ms a call ({turns:.1f} turns), weight pull {pull_s:.2f} s")
     return cal
 
 
