@@ -48,7 +48,7 @@ def test_a_train_step_lasts_the_emulated_trainers_time(tmp_path, tiny_model, cap
     cfg = config(tmp_path, tiny_model, mode="sync", total_steps=2, simulate_hardware=True,
                  emulation={"trainer_hw_class": "H20", "weight_link": "none"})
     result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
-    assert "emulated: Qwen3-8B on 1×H20, trainer 1×H20 (MFU 0.4), weight link 0.00 GB/s; time ×1 " \
+    assert "emulated: Qwen3-8B on 1×H20, trainer 1×H20 (MFU 0.4), weight pulls at the real plane's speed; time ×1 " \
         in capsys.readouterr().out
     for h in result.history:
         tokens = h["system/tokens_per_step"]
