@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Awaitable
 
 from rollart.actors import ActorDeadError, RemoteError
 from rollart.pipeline.run import Run, unless_failed
@@ -103,17 +102,13 @@ class InFlightStep:
 
 
 async def sync(run: Run) -> None:
-    """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits. With
-    ``release_kv_while_training`` the engines free their KV caches while the trainer steps."""
+    """Sync+: collect a batch (trajectory-level envs and rewards), train, update; rollout waits (with
+    ``release_kv_while_training`` the engines free their KV caches while the trainer steps: ``TrainSteps.train``)."""
     p, steps = run.parts, run.steps
     while not run.done():
         t0 = time.perf_counter()
         batch = flatten(await p.scheduler.collect_batch(run.cfg.batch_groups))
-        extra = {"system/rollout_s": time.perf_counter() - t0}
-        train = steps.train(batch, extra)
-        if run.cfg.release_kv_while_training:
-            train = kv_released(run, train, extra)
-        await steps.trained(finished(steps, train))
+        await steps.trained(steps.train_and_finish(batch, {"system/rollout_s": time.perf_counter() - t0}))
         await steps.trained(steps.update_now())
         await run.maybe_evaluate()
 
@@ -135,27 +130,6 @@ async def oneoff(run: Run) -> None:
         steps.logger.log({"system/get_batch_wait_s": time.perf_counter() - t0}, run.state.step)
         await steps.trained(steps.update_now())
         await run.maybe_evaluate()
-
-
-async def kv_released(run: Run, train: Awaitable[TrainResult], extra: dict) -> TrainResult:
-    """``train`` while every engine's KV cache is freed (one GPU: the trainer's gradients and activations take its
-    place); the caches are allocated again, empty, whatever the step's outcome."""
-    proxy = run.parts.actors.proxy
-    t0 = time.perf_counter()
-    extra["system/kv_released_bytes"] = float(await proxy.release_kv())
-    extra["system/kv_release_s"] = time.perf_counter() - t0
-    try:
-        result = await train
-    finally:
-        t0 = time.perf_counter()
-        await proxy.reclaim_kv()
-    result.metrics["system/kv_reclaim_s"] = time.perf_counter() - t0
-    return result
-
-
-async def finished(steps, train: Awaitable[TrainResult]) -> None:
-    """Account the step ``train`` ends with (``TrainSteps.finish``)."""
-    await steps.finish(await train)
 
 
 LOOPS = {"async": overlapped, "areal": overlapped, "sync": sync, "oneoff": oneoff}

@@ -48,16 +48,35 @@ class TrainSteps:
         kept = [b for b in st.uncheckpointed if b.step <= st.step] if periodic else []
         st.uncheckpointed = [*kept, TrainedBatch(st.step + 1, batch)]
         self.parts.recovery.check_trainer()  # a trainer restarted while idle holds the initial weights
+        metrics = await (self._kv_released(batch) if self.cfg.release_kv_while_training else self._step(batch))
+        return TrainResult(batch, {**(extra or {}), **metrics, "system/train_s": time.perf_counter() - t0},
+                           time.perf_counter())
+
+    async def _step(self, batch: list[Trajectory]) -> dict:
+        """The trainer's step on ``batch``; with simulate_hardware it counts done once the emulated trainer would be."""
         sent = time.perf_counter()
         metrics = await self.parts.actors.trainer.send(TrainStep(batch))
         speed = self.cfg.trainer_speed()
-        if speed is not None:  # simulate_hardware: done once the emulated trainer would be
-            delay, emulated = train_delay(speed, sum(len(t.token_ids) for t in batch),
-                                          time.perf_counter() - sent)
+        if speed is not None:
+            delay, emulated = train_delay(speed, sum(len(t.token_ids) for t in batch), time.perf_counter() - sent)
             await asyncio.sleep(delay)
             metrics = {**metrics, **emulated}
-        return TrainResult(batch, {**(extra or {}), **metrics, "system/train_s": time.perf_counter() - t0},
-                           time.perf_counter())
+        return metrics
+
+    async def _kv_released(self, batch: list[Trajectory]) -> dict:
+        """The step while every engine's KV cache is freed (mode=sync on one GPU: the trainer's gradients and
+        activations take its place); the caches are allocated again, empty, whatever the step's outcome."""
+        proxy = self.parts.actors.proxy
+        t0 = time.perf_counter()
+        freed = await proxy.release_kv()
+        released = time.perf_counter()
+        try:
+            metrics = await self._step(batch)
+        finally:
+            t1 = time.perf_counter()
+            await proxy.reclaim_kv()
+        return {**metrics, "system/kv_released_bytes": float(freed), "system/kv_release_s": released - t0,
+                "system/kv_reclaim_s": time.perf_counter() - t1}
 
     async def finish(self, result: TrainResult, extra: dict | None = None) -> None:
         """Account a finished train step: new version published to the weight store, metrics logged."""
