@@ -48,13 +48,13 @@ from typing import Any
 
 from rollart.actors import answering
 from rollart.inference.pd import generate_disaggregated
+from rollart.messages import ReclaimKV, ReleaseKV
 from rollart.rollout.admission import AdmissionGate
 from rollart.rollout.profiler import HardwareProfiler
 from rollart.rollout.proxy_config import AUTO, NoWorkerError, ProxyConfig, UnknownTaskError
 from rollart.rollout.routing import Router
 from rollart.rollout.worker_health import WorkerHealth
 from rollart.rollout.worker_slot import WorkerSlot, dead_error_types, local_error
-from rollart.messages import ReclaimKV, ReleaseKV
 from rollart.types import (AbortRequest, GenerateRequest, GenerationResult, SamplingParams, UpdateWeights,
                            WeightBucket, token_ids)
 
