@@ -83,7 +83,7 @@ stage cuda_tests "$DIR/cuda_tests.log" timeout -k 10 "${CUDA_TESTS_S:-150}" "$V"
 # 4) the GPU benchmark (its last line holds the figures; skipped=no_cuda without a GPU)
 stage bench "$DIR/bench_gpu.log" timeout -k 10 "${BENCH_S:-200}" "$V" tools/bench/gpu.py --quick --plot "$DIR/gpu.png" || FAILED=1
 
-# 5) the quickstart on CUDA (prints peak_gpu_memory_gb and final_success)
+# 5) the quickstart on CUDA (prints its memory plan, peak_gpu_memory_gb and final_success)
 if [[ $DRY == 1 ]]; then
   QS=(device=cpu total_steps=2 eval_episodes=1 "logdir=$DIR/runs")
 else
@@ -94,5 +94,5 @@ stage quickstart "$DIR/quickstart.log" timeout -k 10 "${QUICKSTART_S:-110}" "$V"
 
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"
-grep -h "final_success=\|peak_gpu_memory_gb\|skipped=no_cuda\|trainer_vs_plain_torch=" "$DIR"/bench_gpu.log "$DIR"/quickstart.log || true
+grep -h "final_success=\|peak_gpu_memory_gb\|skipped=no_cuda\|trainer_vs_plain_torch=\|^memory plan" "$DIR"/bench_gpu.log "$DIR"/quickstart.log || true
 exit $FAILED
