@@ -116,3 +116,17 @@ def test_the_activation_estimate_is_what_autograd_saves():
     per_layer = ((saved(3, 512) - saved(3, 256)) - (saved(1, 512) - saved(1, 256))) / 256 / 2
     estimate = Shape.of(ModelConfig(num_hidden_layers=1, **shape)).saved_bytes_per_token_layer(2)
     assert estimate == pytest.approx(per_layer, rel=0.15)
+
+
+def test_a_gpu_that_does_not_answer_is_one_line():
+    """The plan reads the GPU's memory in a short-lived process (so that the coordinator holds no CUDA context);
+    where that fails (here: no GPU at all) the run stops in one line saying how to check the GPU."""
+    from rollart.pipeline.memory_plan import device_memory
+    with pytest.raises(ConfigError) as e:
+        device_memory("cuda:7" if not _has_cuda() else "cuda:64")
+    assert "\n" not in str(e.value) and "could not read cuda:" in str(e.value) and "mem_get_info" in str(e.value)
+
+
+def _has_cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()

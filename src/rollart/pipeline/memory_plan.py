@@ -166,10 +166,29 @@ def shared_gpu(cfg) -> str | None:
     trainer = resolve_device(cfg.trainer.device if cfg.trainer.device != "auto" else cfg.device)
     if engine.type != "cuda" or trainer.type != "cuda":
         return None
-    import torch
-    e = engine.index if engine.index is not None else torch.cuda.current_device()
-    t = trainer.index if trainer.index is not None else torch.cuda.current_device()
+    e, t = engine.index or 0, trainer.index or 0  # 'cuda' is the first visible GPU in a new actor process
     return f"cuda:{e}" if e == t else None
+
+
+def device_memory(device: str, timeout_s: float = 120.0) -> tuple[int, int]:
+    """(free, total) bytes of ``device``, asked in a short-lived process: asking here would give this coordinator a
+    CUDA context (hundreds of MB of the GPU) for the whole run. ConfigError in one line when the GPU does not
+    answer."""
+    import subprocess
+    import sys
+    code = f"import torch; print(*torch.cuda.mem_get_info(torch.device({device!r})))"
+    check = "check that the GPU works: python -c 'import torch; print(torch.cuda.mem_get_info())'"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"the memory plan asked for {device}'s memory and got no answer in {timeout_s:.0f} s; "
+                          f"{check}") from None
+    try:
+        free, total = (int(x) for x in out.stdout.split())
+    except ValueError:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"the memory plan could not read {device}'s memory ({last}); {check}") from None
+    return free, total
 
 
 def apply_memory_plan(cfg):
@@ -182,7 +201,7 @@ def apply_memory_plan(cfg):
 
     from rollart.devices import placement
     from rollart.models.config import ModelConfig
-    free, total = torch.cuda.mem_get_info(torch.device(device))
+    free, total = device_memory(device)
     size = lambda dtype: torch.empty((), dtype=dtype).element_size()  # noqa: E731
     plan = plan_memory(Shape.of(ModelConfig.from_pretrained(cfg.model)), cfg.engine, cfg.trainer, device=device,
                        total=total, other=total - free, engines=cfg.num_inference_workers,
