@@ -122,7 +122,7 @@ def plan_memory(shape: Shape, engine, trainer, *, device: str, total: int, other
     P = shape.params
     trained = shape.lora_params(trainer.lora) if trainer.lora.enabled else P
     copies = 1 + (trainer.kl_coef > 0) + (trainer.algorithm == "ppo")
-    trainer_resident = 4 * P * copies + 4 * trained + 8 * trained + CONTEXT_BYTES
+    trainer_resident = 4 * P * copies + 8 * trained + CONTEXT_BYTES  # float32 masters, AdamW's two moments
     if trainer.lora.enabled:
         trainer_resident += 4 * trained  # the adapters' own float32 weights beside the frozen base
     t, h, i, L, V = trainer.micro_batch_tokens, shape.hidden, shape.intermediate, shape.layers, shape.vocab
