@@ -12,7 +12,7 @@ What each side holds (estimates, in bytes; the trainer's are the torch backend's
   the adapters train);
 * trainer, while it steps: float32 gradients of the trained parameters (4 each) and the activations of one
   micro-batch: ``micro_batch_tokens`` tokens through every layer (the tensors autograd saves, per token and layer
-  ``12 h + 6 i`` elements of the compute dtype and ``q + 2 kv`` float32 ones: within 5 % of what the CPU saves
+  ``12 h + 6 i`` elements of the compute dtype and ``q + 2 kv`` float32 ones: within 6 % of what the CPU saves
   under bf16 autocast for SmolLM2-135M's and Qwen3-0.6B's layer shapes, checked by a test on a small shape; with
   ``gradient_checkpointing`` one layer's plus each layer's float32 input) and the float32 logits with their
   log-softmax and gradient (12 bytes per token and vocabulary entry);
