@@ -31,9 +31,6 @@ TABLE3_RDMA = {"Qwen3-8B": (15.26, 5.466), "Qwen3-14B": (27.51, 5.817), "Qwen3-3
 FIG3_STEP_SHARES = {"generation": 0.54, "training": 0.23, "env_reset": 0.15}
 """RollArt §3.1, Fig. 3: shares of a Qwen3-8B training step on 32 H800 GPUs (SWE-bench, batch 128, successful
 iterations, 366 s on average); the rest is other overhead."""
-SEC71_DEVICES = {"train": ("H800", 32), "rollout": (("H800", 64), ("H20", 32)), "baseline_rollout": ("H800", 96)}
-"""RollArt §7.1: 32 H800 GPUs train; 64 H800 + 32 H20 roll out for ROLLART, 96 H800 for the baselines (all of
-them on 128 H800 GPUs), so ROLLART costs ~83 % of the baselines by Table 2's normalized prices."""
 TRAIN_MFU = 0.4
 """Model FLOPs utilization of a training step. The papers give none: an assumption (dense-model training on
 Megatron commonly reaches 0.35-0.45), stated where it is used."""

@@ -32,6 +32,12 @@ def kv_bytes_per_block(mc: ModelConfig, block_size: int, dtype: torch.dtype) -> 
     return mc.num_hidden_layers * 2 * block_size * mc.num_key_value_heads * mc.head_dim * dtype.itemsize
 
 
+def graph_workspace_bytes(max_num_seqs: int, vocab: int, cuda_graphs: bool) -> int:
+    """What CUDA-graph decode holds beside the KV cache: two float32 logits buffers of max_num_seqs rows and the
+    graphs' workspaces (0 without graphs)."""
+    return 2 * max_num_seqs * vocab * 4 + 256 * 2**20 if cuda_graphs else 0
+
+
 def bucket_by_length(rows: list[int], lengths: list[int], ratio: float = 1.5) -> list[list[int]]:
     """Split rows into groups of similar length so padding to the group's longest wastes little:
     sorted by length, a new group starts when a row is more than ``ratio`` x the group's shortest."""
@@ -275,7 +281,7 @@ def kv_blocks_from_gpu_memory(runner: ModelRunner, bytes_per_block: int) -> int:
     del logits
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info(dev)
-    graphs = 2 * cfg.max_num_seqs * mc.vocab_size * 4 + 256 * 2**20 if cfg.cuda_graphs else 0  # logits + workspaces
+    graphs = graph_workspace_bytes(cfg.max_num_seqs, mc.vocab_size, cfg.cuda_graphs)
     budget = total * cfg.gpu_memory_utilization - (total - free) - peak - graphs
     num = int(budget // bytes_per_block)
     if num < 1:

@@ -132,7 +132,8 @@ def plan_memory(shape: Shape, engine, trainer, *, device: str, total: int, other
     n, seqs = engine.max_num_batched_tokens, engine.max_num_seqs
     weights = P * engine_dtype_bytes * (2 if engine.lora.enabled else 1)
     step = n * (8 * h + 2 * i) * engine_dtype_bytes + 2 * seqs * V * 4
-    graphs = 2 * seqs * V * 4 + 256 * 2**20 if engine.cuda_graphs else 0
+    from rollart.engine.model_runner import graph_workspace_bytes
+    graphs = graph_workspace_bytes(seqs, V, engine.cuda_graphs)
     engine_fixed = engines * (weights + step + graphs + CONTEXT_BYTES)
     limit = int(total * engine.gpu_memory_utilization)
     per_block = shape.kv_bytes_per_block(engine.block_size, engine_dtype_bytes)
