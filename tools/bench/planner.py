@@ -34,12 +34,7 @@ import os
 import statistics
 import time
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from rollart.planner.baselines import homogeneous_plan, region_aware_homogeneous_plan, two_group_plan  # noqa: E402
+from rollart.planner.baselines import homogeneous_plan, region_aware_homogeneous_plan, two_group_plan
 from rollart.planner.ilp import ILPScheduler  # noqa: E402
 from rollart.planner.plan import PlanningError  # noqa: E402
 from rollart.planner.scenarios import SCENARIOS, scenario  # noqa: E402
@@ -118,6 +113,9 @@ def scenarios(quick: bool) -> list[dict]:
 
 
 def plot(ilp_rows: list[dict], rows: list[dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(SCENARIOS) + 1, figsize=(22, 4.2))
     for ax, name in zip(axes, SCENARIOS):
         sub = [r for r in rows if r["scenario"] == name]
