@@ -24,9 +24,10 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   78 % generating and 22 % in env steps as in the paper (54:15), while a Sync+ step trains only 11-17 % of
   its time (23 % would take ~2.5x the tokens per batch: more real engine load on the rollout core and a
   slower --quick); each run prints the breakdown to check it on the machine at hand.
-* hardware as in §7.1: the baselines roll out on H800s only (``BASELINE_WORKERS``: 3 workers); ROLLART
-  replaces a third of them with an H20 (2 H800 + 1 H20, like 64 H800 + 32 H20 against 96 H800), routing
-  the decode-heavy tasks to it (cost 84 % of the baselines', paper 83 %).
+* hardware cost-equivalent as in §7.1 (64 H800 + 24 H20 against 72 H800: 206 against 205 by Table 2's
+  normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
+  ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks to the H20s. Each run prints
+  both costs (``rollout_cost_ratio`` on the last line).
 * ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing, the configuration above.
 * ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
 * ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
@@ -54,8 +55,12 @@ Step time is measured in steady state: over the steps after the pipeline fills (
 async/areal, the first of sync/one-off), at least 10 of them in the full run (``--steps``, default
 fill + 12); ``steady_steps_min`` on the last line. Time to score (Fig. 10a) is tools/bench/time_to_score.py.
 
+Throughput (Fig. 10b): each mode's steady-state tokens per second (tokens of a training batch ÷ s/step),
+normalised to Sync+ (``tput_<mode>=``, a report: the batch is the same size in every mode, so it differs from
+the step-time ratio only by the tokens a mode's batches happen to hold).
+
 Last line: ``async_vs_syncplus= async_vs_oneoff= async_vs_areal= exposed_pull_frac= … samehw_vs_*= …`` —
-step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster).
+step-time ratios (baseline s/step ÷ rollart s/step, > 1 means rollart is faster), then ``tput_*=``.
 """
 from __future__ import annotations
 
@@ -138,11 +143,10 @@ AFFINITY = {"FrozenLake": "H800", "default": "H20"}
 BASELINE_WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
-    # RollArt §7.1: 64 H800 + 32 H20 roll out (32 H800 train): a third of the rollout GPUs are H20s,
-    # the mix costs 83 % of the baselines' all-H800 cluster (Table 2 prices; here (3×2.85+1)/(4×2.85) = 84 %
-    # counting the trainer as one H800 worker). Decode-heavy tasks go to the H20, the rest to the H800s.
-    "rollart": {"mode": "async", "alpha": 1, "num_inference_workers": 3, "hw_classes": ("H800", "H800", "H20"),
-                "proxy.hw_affinity": AFFINITY},
+    # RollArt §7.1: 64 H800 + 24 H20 against the baselines' 72 H800, cost-equivalent by Table 2 (206 vs 205);
+    # here 2 H800 + 3 H20 against 3 H800 (8.70 vs 8.55). Decode-heavy tasks go to the H20s, the rest to the H800s.
+    "rollart": {"mode": "async", "alpha": 1, "num_inference_workers": 5,
+                "hw_classes": ("H800", "H800", "H20", "H20", "H20"), "proxy.hw_affinity": AFFINITY},
     "syncplus": dict(mode="sync", **BASELINE_WORKERS),
     "oneoff": dict(mode="oneoff", **BASELINE_WORKERS),
     "areal": dict(mode="areal", alpha=1, **BASELINE_WORKERS),
@@ -150,6 +154,17 @@ MODES = {
     # (trajectory-level rollout, per-turn α bound) without hardware affinity
     "rollart_samehw": dict(mode="async", alpha=1, **BASELINE_WORKERS),
 }
+
+
+def rollout_cost(mode: dict) -> float:
+    """The rollout hardware's cost in Table 2's units (H20 = 1.00)."""
+    from rollart.hardware import HARDWARE
+    return sum(HARDWARE[c].relative_cost for c in worker_classes(mode))
+
+
+def worker_classes(mode: dict) -> list[str]:
+    """Each inference worker's class, as the pipeline assigns them (PipelineConfig.worker_hw_classes)."""
+    return apply_values(PipelineConfig(), mode).worker_hw_classes()
 
 
 def split_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -215,7 +230,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
     busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), steady_steps=len(hist) - skip,
-               step_s=per_step,
+               step_s=per_step, tokens_per_s=mean("system/tokens_per_step") / per_step if per_step else 0.0,
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
@@ -319,6 +334,9 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
     args.cross_core = cross_core_slowdown(trainer_cpus, rollout_cpus)
     print(f"machine: a matmul loop on the trainer's core runs {args.cross_core:.2f}x slower while the rollout "
           "core is busy (1.00 = independent, as separate clusters are)", flush=True)
+    print(f"rollout hardware (Table 2 cost, H20 = 1.00): rollart {'+'.join(worker_classes(MODES['rollart']))} = "
+          f"{rollout_cost(MODES['rollart']):.2f}; baselines {'+'.join(worker_classes(BASELINE_WORKERS))} = "
+          f"{rollout_cost(BASELINE_WORKERS):.2f}", flush=True)
     base = dataclasses.replace(base_config(model, tmp, args.seed, work), actor_mode=args.actor_mode,
                                rollout_cpus=rollout_cpus)
     results, sweep = {}, []
@@ -416,6 +434,9 @@ def main() -> None:
     line += f" cross_core_slowdown={args.cross_core:.2f}"
     line += " real_vs_sim_max=%.2f" % max(v for res in results.values() for v in res["real_vs_sim"].values())
     line += " steady_steps_min=%d" % min(res["steady_steps"] for res in results.values())
+    base_tput = results["syncplus"]["tokens_per_s"]
+    line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
+    line += f" rollout_cost_ratio={rollout_cost(MODES['rollart']) / rollout_cost(MODES['syncplus']):.3f}"
     if args.quick:
         line += " measure=step_time_ratio_quick"
     else:
