@@ -13,8 +13,14 @@ exactly T new tokens (temperature 1, seeded, EOS ignored), the same dtype for al
 runs before the clock starts; start-up (vLLM: ~20-60 s with its compile cache) is reported but not counted.
 ``--threads N`` gives every engine the same N OpenMP threads (on a shared, loaded machine 1 avoids the
 spin-wait thrashing that makes 2-thread runs several times slower).
+``decode_roofline_frac`` (rollart's engine, per dtype): the bytes a decode step at batch B must read (every
+weight once, the K and V of every context token) over the engine process's memory bandwidth (a streaming tensor
+copy with the same OpenMP threads, measured in the same process), divided by the measured decode step time: 1.0
+is the memory-bandwidth limit. The decode step time is (wall of T new tokens - wall of 8) / (T - 8) on the same
+prompts, so the prefill cancels out (the same for every engine; printed for vLLM too).
 Last line: ``engine_vs_vllm_cpu=`` (our tokens/s over vLLM's at fp32; < 1 means vLLM is faster; target
->= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, and each tokens/s.
+>= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, each tokens/s and
+``decode_roofline_frac=`` / ``decode_roofline_frac_bf16=``; the line before it names the CPU.
 """
 from __future__ import annotations
 
@@ -22,7 +28,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,15 +85,47 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
             n += sum(len(o.token_ids) for o in engine.step())
         return n
 
+    def timed(tag: str, n: int) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        for i, p in enumerate(prompts):
+            engine.add_request(GenerateRequest(f"{tag}{i}", p, SamplingParams(temperature=1.0, max_tokens=n,
+                                                                             ignore_eos=True, seed=i)))
+        generated = drain()
+        return time.perf_counter() - t0, generated
+
     engine.add_request(GenerateRequest("warmup", prompts[0][:16], SamplingParams(max_tokens=4, ignore_eos=True, seed=1)))
     drain()
-    t0 = time.perf_counter()
-    for i, p in enumerate(prompts):
-        engine.add_request(GenerateRequest(f"r{i}", p, SamplingParams(temperature=1.0, max_tokens=tokens, ignore_eos=True,
-                                                                     seed=i)))
-    generated = drain()
-    wall = time.perf_counter() - t0
-    return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall)
+    short, _ = timed("s", SHORT_TOKENS)
+    wall, generated = timed("r", tokens)
+    return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall,
+                decode_step_s=(wall - short) / (tokens - SHORT_TOKENS), copy_gb_s=copy_bandwidth() / 1e9)
+
+
+SHORT_TOKENS = 8
+"""A decode step's time is (wall of T new tokens - wall of this many) / (T - this): the prefill cancels out."""
+
+
+def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
+    """This process's memory bandwidth (bytes/s) with its OpenMP threads: a streaming tensor copy, best of
+    ``repeats``, counting the bytes read and written."""
+    import torch
+    src = torch.ones(nbytes // 4)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * nbytes / best
+
+
+def decode_bytes(model: str, dtype: str, batch: int, mean_context: float) -> float:
+    """Bytes one decode step must read: every weight once, the K and V of every context token."""
+    from rollart.models import ModelConfig
+    c = ModelConfig.from_pretrained(model)
+    size = 2 if dtype == "bfloat16" else 4
+    kv = batch * mean_context * c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * size
+    return c.num_params() * size + kv
 
 
 def plot(results: dict, title: str, path: Path) -> None:
@@ -148,8 +185,14 @@ def main(argv: list[str] | None = None) -> None:
             if out.returncode != 0 or not line:
                 raise SystemExit(f"{backend} {dtype} run failed:\n{out.stderr[-3000:]}")
             r = results[dtype][BACKENDS[backend]] = json.loads(line[-1][len("RESULT "):])
+            if "decode_step_s" in r:
+                context = sum(map(len, workload(batch))) / batch + (SHORT_TOKENS + tokens) / 2
+                r["decode_roofline_frac"] = (decode_bytes(model, dtype, batch, context) / (r["copy_gb_s"] * 1e9)
+                                             / r["decode_step_s"])
             print(f"{dtype:<9} {BACKENDS[backend]:<12} startup {r['startup_s']:6.1f} s   batch {batch} x {tokens} "
-                  f"tokens in {r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s", flush=True)
+                  f"tokens in {r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s"
+                  + (f"; decode step {r['decode_step_s'] * 1e3:.1f} ms, copy {r['copy_gb_s']:.1f} GB/s, "
+                     f"roofline frac {r['decode_roofline_frac']:.2f}" if "decode_step_s" in r else ""), flush=True)
     plot(results, f"{Path(model).name}, batch {batch} x {tokens} tokens",
          Path(__file__).parent / "plots" / "vllm_engine.png")
     keys = [f"model={Path(model).name}", f"batch={batch}", f"tokens={tokens}"]
@@ -160,6 +203,10 @@ def main(argv: list[str] | None = None) -> None:
             if ours and name in res:
                 keys.append(f"{key}{sfx}={ours['tok_s'] / res[name]['tok_s']:.2f}")
         keys += [f"{n.split()[0].lower().replace('-', '_')}_tok_s{sfx}={r['tok_s']:.1f}" for n, r in res.items()]
+        if ours and "decode_roofline_frac" in ours:
+            keys.append(f"decode_roofline_frac{sfx}={ours['decode_roofline_frac']:.2f}")
+    from rollart.cpu_features import cpu_features
+    print(f"cpu: {cpu_features().describe()}, {args.threads or 'default'} OpenMP threads")
     print(" ".join(keys))
 
 
