@@ -1,12 +1,15 @@
-"""Covers the App. B cost-model terms against hand calculations on one- and two-node toy clusters."""
+"""Covers the App. B cost-model terms against hand calculations on one- and two-node toy clusters, and the
+cached, plain-float estimates against a straightforward (dp, pp)-array computation."""
 import math
 
+import numpy as np
 import pytest
 
 from rollart.planner import costmodel as cm
-from rollart.planner.groupplan import plan_group
-from rollart.planner.memory import model_memory
-from rollart.planner.plan import evaluate_groups
+from rollart.planner.groupplan import parallel_configs, plan_group
+from rollart.planner.memory import kv_bytes_per_seq, model_memory, working_memory
+from rollart.planner.plan import evaluate_groups, locality_order
+from rollart.planner.scenarios import scenario
 from rollart.planner.taskcost import ParallelConfig, PlanContext, estimate_task
 from rollart.planner.topology import load
 
@@ -171,3 +174,104 @@ def test_pipelined_generation_decodes_in_micro_batches(setup):
     prefill = 16 * 2 * flops(64) / A100
     assert est.terms["hbm"] == pytest.approx(hbm, rel=1e-12)
     assert est.time == pytest.approx(prefill + hop + hbm, rel=1e-12)  # stage 0 (it has the hop) is slowest
+
+
+def _reference_estimate(task, devices, cfg, ctx, est):
+    """The straightforward (dp, pp)-array evaluation of ``est``'s own split (layers, samples, decode
+    batches): time, terms, weight-movement rings and per-GPU memory, every ring and hop from scratch."""
+    topo, c, m = ctx.topo, ctx.wf.cfg, task.model
+    tp, pp, dp, mbs, h = cfg.tp, cfg.pp, cfg.dp, c.micro_batch_size, m.hidden
+    gen, train = task.kind == "gen", task.kind == "train"
+    cells = [[[devices[cfg.position(i, j, k)] for k in range(tp)] for j in range(pp)] for i in range(dp)]
+    tflops = np.array([[min(topo.tflops[d] for d in cell) for cell in row] for row in cells])
+    hbm_bw = np.array([[min(topo.hbm[d] for d in cell) for cell in row] for row in cells])
+    classes = [[tuple(sorted(int(topo.class_of[d]) for d in cell)) for cell in row] for row in cells]
+
+    def rings(vol):
+        return np.array([[cm.ring_cost_classes(topo, cc, vol) for cc in row] for row in classes])
+
+    def hops(vol):
+        return np.array([[min(cm.link_time(topo, a, b, vol) for a in set(row[j]) for b in set(row[j + 1]))
+                          if j + 1 < pp else 0.0 for j in range(pp)] for row in classes])
+
+    seq = c.seq_in if gen else c.seq_in + c.seq_out
+    n = np.array(est.samples, dtype=float)[:, None]
+    nms = [max(1, math.ceil(s / mbs)) if s > 0 else 0 for s in est.samples]
+    nm = np.array(nms, dtype=float)[:, None]
+    nl = np.array(est.layers, dtype=float)[None, :]
+    comp = (3 if train else 1) * n * nl * cm.layer_flops(seq, h, m.intermediate) / (tflops * tp)
+    tp_mult = (6 if c.recompute else 4) if train else 2
+    tpc = tp_mult * nm * nl * rings(cm.cv_tp(mbs, seq, h, tp)) if tp > 1 else 0.0 * comp
+    ppc = (2 if train else 1) * nm * hops(cm.cv_pp(mbs, seq, h)) if pp > 1 else 0.0 * comp
+    hbm = 0.0 * comp
+    if gen:
+        b = np.array(est.dbs, dtype=float)[:, None] / pp
+        hbm = c.seq_out * n * cm.B_BF16 * nl * m.layer_params / (b * hbm_bw * tp)
+        steps = c.seq_out * n / b
+        for bi in set(est.dbs):
+            rows = np.array(est.dbs) == bi
+            if tp > 1:
+                tpc[rows] += (steps * 2 * nl * rings(cm.cv_tp(bi / pp, 1, h, tp)))[rows]
+            if pp > 1:
+                ppc[rows] += (steps * hops(cm.cv_pp(bi / pp, 1, h)))[rows]
+    stage = comp + tpc + ppc + hbm
+    stage[n[:, 0] == 0] = 0.0
+    replica, bubble = stage.max(axis=1), np.zeros(dp)
+    if train and pp > 1:
+        bubble = np.where(nm[:, 0] > 0, stage[:, 1:].sum(axis=1) / np.maximum(nm[:, 0], 1), 0.0)
+    dp_cost = 0.0
+    if train and dp > 1:
+        for j in range(pp):
+            vol = cm.cv_dp(est.layers[j], m.layer_params, dp, tp)
+            for k in range(tp):
+                dp_cost = max(dp_cost, cm.ring_cost(topo, [row[j][k] for row in cells], vol))
+    terms = {"comp": float(comp.max()), "tp": float(np.max(tpc)), "pp": float(np.max(ppc)),
+             "hbm": float(np.max(hbm)), "bubble": float(bubble.max()), "dp": dp_cost}
+    vol = cm.cv_allgather(m.layers, m.layer_params, tp * pp)
+    per_rep = [cm.ring_cost(topo, [d for cell in row for d in cell], vol) if tp * pp > 1 else 0.0
+               for row in cells]
+    weights = (max(per_rep), min(per_rep)) if (train and task.role == "actor") or gen else (0.0, 0.0)
+
+    stage_of = np.array([j for i in range(dp) for j in range(pp) for _ in range(tp)])
+    replica_of = np.array([i for i in range(dp) for _ in range(pp * tp)])
+    order = np.array([cfg.position(i, j, k) for i in range(dp) for j in range(pp) for k in range(tp)])
+    model = np.zeros(len(devices))
+    model[order] = [model_memory(task, est.layers[j], j == 0, j == pp - 1, tp, dp) for j in stage_of]
+    work = np.zeros(len(devices))
+    if gen:
+        work[order] = [est.dbs[i] * kv_bytes_per_seq(task, est.layers[j], tp, c.seq_in + c.seq_out)
+                       for i, j in zip(replica_of, stage_of)]
+    else:
+        work[order] = [working_memory(task, est.layers[j], j == pp - 1, tp, mbs, c.seq_in + c.seq_out,
+                                      max(1, min(nms[i], pp - j)), c.recompute)
+                       for i, j in zip(replica_of, stage_of)]
+    return float((replica + bubble).max()) + dp_cost, terms, weights, model, work
+
+
+@pytest.mark.parametrize("samples", [8, 16])  # 8 < 12 GPUs: some replicas get no sample
+def test_cached_estimates_equal_the_straightforward_array_computation(samples):
+    topo = scenario("multi-region-hybrid", [("A100", 4), ("L40S", 4), ("L4", 4)], gpus_per_node=4)
+    # odd sizes, so that the floating-point results depend on each formula's operation order
+    odd = '{"name": "odd", "layers": 6, "hidden": 384, "intermediate": 1000, "vocab": 1000}'
+    wf = tiny_workflow(model=odd, prompts_per_step=samples // 2, seq_in=100, seq_out=60, micro_batch_size=3,
+                       max_decode_batch=5)
+    ctx = PlanContext(topo, wf)  # one context: later estimates reuse what earlier ones cached
+    groups = [locality_order(topo, range(12)), locality_order(topo, [0, 1, 4, 5, 6, 8, 9, 10]), (4, 0, 8, 1)]
+    checked = 0
+    for devices in groups:
+        for task in wf.tasks:
+            for cfg in parallel_configs(len(devices), task.model.layers):
+                for resident in (None, np.full(len(devices), 30e9)):
+                    est = estimate_task(task, devices, cfg, ctx, resident)
+                    if not est.feasible:
+                        continue
+                    time, terms, (slowest, fastest), model, work = _reference_estimate(task, devices, cfg, ctx,
+                                                                                        est)
+                    assert (est.time, est.terms) == (time, terms), (task.name, devices, cfg)
+                    if task.kind == "gen":
+                        assert est.broadcast_max == slowest
+                    else:
+                        assert (est.reshard, est.allgather_min) == (slowest, fastest)
+                    assert np.array_equal(est.model_mem, model) and np.array_equal(est.working_mem, work)
+                    checked += 1
+    assert checked > 100

@@ -8,6 +8,7 @@ SHA-EA search and the ILP see exactly the same group costs.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -15,7 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from . import costmodel as cm
-from .taskcost import ParallelConfig, PlanContext, TaskEstimate, estimate_task, signature
+from .geometry import signature
+from .taskcost import ParallelConfig, PlanContext, TaskEstimate, estimate_task
 
 MAX_PP = 8
 TP_DEGREES = (1, 2, 4, 8)
@@ -28,6 +30,13 @@ def parallel_configs(n: int, layers: int, both_layouts: bool = True) -> list[Par
 
     The ``stage`` layout (DP peers adjacent) only changes a cost when there is DP traffic, i.e. for
     training; other tasks get the ``replica`` layout alone."""
+    return list(_parallel_configs(n, layers, both_layouts))
+
+
+@functools.cache
+def _parallel_configs(n: int, layers: int, both_layouts: bool) -> tuple[ParallelConfig, ...]:
+    """Built once: the same config objects every time, so cached estimates share them and cache keys
+    holding them compare by identity."""
     out = []
     for tp in TP_DEGREES:
         if n % tp:
@@ -40,7 +49,7 @@ def parallel_configs(n: int, layers: int, both_layouts: bool = True) -> list[Par
             out.append(ParallelConfig(tp, pp, dp, "replica"))
             if both_layouts and pp > 1 and dp > 1:
                 out.append(ParallelConfig(tp, pp, dp, "stage"))
-    return out
+    return tuple(out)
 
 
 @dataclass
@@ -67,7 +76,7 @@ def _cached_estimate(name: str, devices: tuple[int, ...], cfg: ParallelConfig, c
                      resident: np.ndarray | None = None, sig: tuple[int, ...] | None = None) -> TaskEstimate:
     sig = sig or signature(devices, ctx)
     rkey = None if resident is None else np.round(resident / 1e6).astype(np.int64).tobytes()
-    key = ("task", name, sig, cfg, rkey, ctx.load_balance)
+    key = ("task", name, sig, cfg.key, rkey, ctx.load_balance)
     est = ctx.cache.get(key)
     if est is None:
         est = ctx.cache[key] = estimate_task(ctx.wf.by_name[name], devices, cfg, ctx, resident, sig)
@@ -84,10 +93,12 @@ def _task_options(name: str, devices: tuple[int, ...], ctx: PlanContext,
     out = [e for e in (_cached_estimate(name, devices, c, ctx, None, sig) for c in cfgs) if e.feasible]
     out.sort(key=lambda e: (e.time, e.cfg.tp, e.cfg.pp))
     kept: list[TaskEstimate] = []
+    kept_peaks: list[float] = []
     for o in out:
         peak = float(o.model_mem.max())
-        if all(float(k.model_mem.max()) > peak for k in kept):
+        if all(k > peak for k in kept_peaks):
             kept.append(o)
+            kept_peaks.append(peak)
     return kept
 
 

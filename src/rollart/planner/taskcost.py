@@ -6,10 +6,15 @@ which the caller orders by region, zone and node: ``replica`` layout keeps each 
 consecutive GPUs (TP and PP local, DP spans), ``stage`` layout keeps each stage's DP peers together
 (DP local, PP spans — better when gradients are bigger than activations). Load balancing (§4.2)
 splits the batch across replicas by replica speed and the layers across stages by stage speed.
+
+The SHA-EA search calls :func:`estimate_task` tens of thousands of times, so each piece is computed
+once for what it depends on (in :attr:`PlanContext.cache`): where the tasklets sit and per-replica link
+costs in :mod:`rollart.planner.geometry`; here, per task, config and layer split, its :class:`Staged` memory
+and replica cost table. Replica costs are plain-float formulas (cheaper than numpy on a few stages) in a
+fixed operation order, so no estimate depends, to the last bit, on what was cached before it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -17,6 +22,7 @@ import numpy as np
 
 from . import costmodel as cm
 from .memory import kv_bytes_per_seq, model_memory, working_memory
+from .geometry import Batches, Geometry, batches, frozen, geometry, layout, memo, replicas
 from .topology import Topology
 from .workflow import TaskSpec, Workflow
 
@@ -37,6 +43,11 @@ class ParallelConfig:
     @property
     def size(self) -> int:
         return self.tp * self.pp * self.dp
+
+    @property
+    def key(self) -> tuple[int, int, int, str]:
+        """The config as a plain tuple: in a cache key, one the garbage collector need not keep tracking."""
+        return (self.tp, self.pp, self.dp, self.layout)
 
 
 class PlanContext:
@@ -76,14 +87,16 @@ class TaskEstimate:
 
 def split_layers(nl: int, speeds: Sequence[float], balance: bool) -> list[int]:
     """Layers per stage: even, or greedily minimising max(layers_j / speed_j) with >= 1 per stage."""
-    pp = len(speeds)
-    key = (nl, tuple(speeds), balance)
+    return list(_layer_split(nl, tuple(speeds), balance))
+
+
+def _layer_split(nl: int, speeds: tuple[float, ...], balance: bool) -> tuple[int, ...]:
+    """:func:`split_layers`, cached."""
+    key = (nl, speeds, balance)
     hit = _SPLIT_CACHE.get(key)
-    if hit is not None:
-        return list(hit)
-    out = _split_layers(nl, speeds, balance)
-    _SPLIT_CACHE[key] = tuple(out)
-    return out
+    if hit is None:
+        hit = _SPLIT_CACHE[key] = tuple(_split_layers(nl, speeds, balance))
+    return hit
 
 
 _SPLIT_CACHE: dict = {}
@@ -107,86 +120,16 @@ def split_samples(total: int, rates: Sequence[float]) -> list[int]:
     raw = [total * r / s for r in rates]
     out = [max(1 if total >= dp else 0, int(x)) for x in raw]
     rest = total - sum(out)
-    order = sorted(range(dp), key=lambda i: raw[i] - int(raw[i]), reverse=True)
-    i = 0
-    while rest > 0:
-        out[order[i % dp]] += 1
-        rest -= 1
-        i += 1
+    if rest > 0:  # stable sort, so ties go to the lower replica index
+        frac = [x - int(x) for x in raw]
+        order = sorted(range(dp), key=frac.__getitem__, reverse=True)
+        for i in range(rest):
+            out[order[i % dp]] += 1
     while rest < 0:  # the max(1, ...) floor overshot: take from the largest shares
-        j = max(range(dp), key=lambda x: out[x])
+        j = max(range(dp), key=out.__getitem__)
         out[j] -= 1
         rest += 1
     return out
-
-
-class Geometry:
-    """Where each tasklet of a (tp, pp, dp, layout) config sits in an ordered device list.
-
-    Shared by every task evaluated on the same GPUs and config: per (replica, stage) cell its
-    slowest GPU and the device classes its TP ring and PP hop use.
-    """
-
-    def __init__(self, devices: Sequence[int], cfg: ParallelConfig, ctx: PlanContext):
-        topo = ctx.topo
-        cls = topo.class_of
-        tp, pp, dp = cfg.tp, cfg.pp, cfg.dp
-        self.cells = [[[cfg.position(i, j, k) for k in range(tp)] for j in range(pp)] for i in range(dp)]
-        self.stage_of = np.zeros(len(devices), dtype=int)
-        self.replica_of = np.zeros(len(devices), dtype=int)
-        for i in range(dp):
-            for j in range(pp):
-                for p in self.cells[i][j]:
-                    self.stage_of[p], self.replica_of[p] = j, i
-        dev = list(devices)
-        self.tflops = [[min(ctx.tflops[dev[p]] for p in self.cells[i][j]) for j in range(pp)] for i in range(dp)]
-        self.hbm = [[min(ctx.hbm[dev[p]] for p in self.cells[i][j]) for j in range(pp)] for i in range(dp)]
-        self.cell_classes = [[tuple(sorted(int(cls[dev[p]]) for p in self.cells[i][j])) for j in range(pp)]
-                             for i in range(dp)]
-        self.dp_classes = [[tuple(sorted(int(cls[dev[self.cells[i][j][k]]]) for i in range(dp)))
-                            for k in range(tp)] for j in range(pp)]
-        self.replica_classes = [tuple(sorted(c for row in self.cell_classes[i] for c in row)) for i in range(dp)]
-        self.replica_key = [tuple(self.cell_classes[i]) for i in range(dp)]
-        self.usable = np.array([ctx.usable[d] for d in dev])
-        self.stage_tflops = [min(self.tflops[i][j] for i in range(dp)) for j in range(pp)]
-        self.stage_hbm = [min(self.hbm[i][j] for i in range(dp)) for j in range(pp)]
-        self.tflops_arr = np.array(self.tflops)  # (dp, pp)
-        self.hbm_arr = np.array(self.hbm)  # (dp, pp)
-        self.topo = topo
-        self._rings: dict[float, np.ndarray] = {}
-        self._hops: dict[float, np.ndarray] = {}
-
-    def tp_rings(self, volume: float) -> np.ndarray:
-        """(dp, pp): each cell's TP ring cost for ``volume`` bytes per neighbour."""
-        r = self._rings.get(volume)
-        if r is None:
-            r = self._rings[volume] = np.array([[ring_of(self.topo, c, volume) for c in row]
-                                                for row in self.cell_classes])
-        return r
-
-    def pp_hops(self, volume: float) -> np.ndarray:
-        """(dp, pp): hop cost from each stage to the next (0 for the last stage)."""
-        h = self._hops.get(volume)
-        if h is None:
-            h = self._hops[volume] = np.array(
-                [[hop_of(self.topo, row[j], row[j + 1], volume) if j + 1 < len(row) else 0.0
-                  for j in range(len(row))] for row in self.cell_classes])
-        return h
-
-
-def signature(devices: Sequence[int], ctx: PlanContext) -> tuple[int, ...]:
-    """The devices' classes in order: estimates depend on nothing else."""
-    cls = ctx.class_of
-    return tuple(cls[d] for d in devices)
-
-
-def geometry(devices: tuple[int, ...], cfg: ParallelConfig, ctx: PlanContext,
-             sig: tuple[int, ...] | None = None) -> Geometry:
-    key = ("geom", sig or signature(devices, ctx), cfg)
-    g = ctx.cache.get(key)
-    if g is None:
-        g = ctx.cache[key] = Geometry(devices, cfg, ctx)
-    return g
 
 
 def estimate_task(task: TaskSpec, devices: Sequence[int], cfg: ParallelConfig, ctx: PlanContext,
@@ -197,139 +140,198 @@ def estimate_task(task: TaskSpec, devices: Sequence[int], cfg: ParallelConfig, c
         raise ValueError(f"{task.name}: tp*pp*dp={cfg.size} but {len(devices)} devices")
     wf = ctx.wf
     geo = geometry(devices, cfg, ctx, sig)
-    res = np.zeros(len(devices)) if resident is None else resident
     speeds = geo.stage_hbm if task.kind == "gen" else geo.stage_tflops
-    layers = split_layers(task.model.layers, speeds, ctx.load_balance)
-    even = split_samples(wf.samples, [1.0] * cfg.dp)
-    est = _evaluate(task, geo, cfg, layers, even, ctx, res)
-    times = est.terms.pop("_replica_times", None)
+    layers = _layer_split(task.model.layers, speeds, ctx.load_balance)
+    st = memo(ctx, ("staged", task, cfg.key, layers), lambda: Staged(task, cfg, layers, ctx))
+    even = memo(ctx, ("even", wf.samples, cfg.dp),
+                 lambda: batches(split_samples(wf.samples, [1.0] * cfg.dp), ctx))
+    est, times = _evaluate(st, geo, even, ctx, resident)
     if ctx.load_balance and cfg.dp > 1 and est.feasible and len(set(times)) > 1:
-        rates = [n / t if t > 0 else 1.0 for n, t in zip(even, times)]
-        balanced = split_samples(wf.samples, rates)
-        if balanced != even:
-            est2 = _evaluate(task, geo, cfg, layers, balanced, ctx, res)
-            est2.terms.pop("_replica_times", None)
+        balanced = _balanced(even, times, ctx)
+        if balanced is not even:
+            est2, _ = _evaluate(st, geo, balanced, ctx, resident)
             if est2.feasible and est2.time <= est.time:
                 est = est2
-    est.devices = devices
+    est.devices, est.cfg = devices, cfg  # the caller's objects (st may hold an equal config)
     return est
 
 
-def _evaluate(task: TaskSpec, geo: Geometry, cfg: ParallelConfig, layers: list[int], samples: list[int],
-              ctx: PlanContext, resident: np.ndarray) -> TaskEstimate:
-    topo, c = ctx.topo, ctx.wf.cfg
-    m = task.model
+class Staged:
+    """A task under one config and layer split, whatever its GPUs: its bytes per position and its
+    replicas' cost table. Built once per (task, config, layer split) in a planning run."""
+
+    def __init__(self, task: TaskSpec, cfg: ParallelConfig, layers: tuple[int, ...], ctx: PlanContext):
+        c, m, pp = ctx.wf.cfg, task.model, cfg.pp
+        self.task, self.cfg, self.layers = task, cfg, layers
+        self._layout = layout(cfg)
+        stage_of = self._layout.stage_of
+        mm = [model_memory(task, layers[j], j == 0, j == pp - 1, cfg.tp, cfg.dp) for j in range(pp)]
+        self.model_pos = frozen(np.array(mm)[stage_of])
+        """Resident bytes per position (shared by the estimates: read-only)."""
+        self.kv_pos = None
+        """Generation: KV-cache bytes of one sequence per position."""
+        if task.kind == "gen":
+            kv = [kv_bytes_per_seq(task, layers[j], cfg.tp, c.seq_in + c.seq_out) for j in range(pp)]
+            self.kv_pos = frozen(np.array(kv)[stage_of])
+        self._work_pos: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.costs = memo(ctx, ("replica_costs", task.kind, m, cfg.tp, cfg.pp, layers),
+                           lambda: _ReplicaCosts(task, cfg, layers, ctx))
+        """Shared by the tasks that run the same model the same way (the costs ignore a task's role)."""
+        self.dp_volumes = tuple(cm.cv_dp(layers[j], m.layer_params, cfg.dp, cfg.tp) for j in range(pp))
+        self.allgather_volume = cm.cv_allgather(m.layers, m.layer_params, cfg.tp * cfg.pp)
+
+    def work_pos(self, split: Batches, ctx: PlanContext) -> tuple[np.ndarray, np.ndarray]:
+        """Inference/training: working bytes per position, and model + working bytes (read-only)."""
+        in_flight = split.in_flight(self.cfg.pp)
+        w = self._work_pos.get(in_flight)
+        if w is None:
+            c, task, layers = ctx.wf.cfg, self.task, self.layers
+            tp, pp, dp = self.cfg.tp, self.cfg.pp, self.cfg.dp
+            wm = np.array([[working_memory(task, layers[j], j == pp - 1, tp, c.micro_batch_size,
+                                           c.seq_in + c.seq_out, max(1, min(in_flight[i], pp - j)), c.recompute)
+                            for j in range(pp)] for i in range(dp)])
+            work = frozen(wm[self._layout.replica_of, self._layout.stage_of])
+            w = self._work_pos[in_flight] = (work, frozen(self.model_pos + work))
+        return w
+
+
+def _balanced(even: Batches, times: tuple[float, ...], ctx: PlanContext) -> Batches:
+    """The samples split by replica speed, as measured on the even split (its replica ``times``)."""
+    def make() -> Batches:
+        rates = [n / t if t > 0 else 1.0 for n, t in zip(even.samples, times)]
+        return batches(split_samples(ctx.wf.samples, rates), ctx)
+    return memo(ctx, ("balanced", times), make)
+
+
+def _evaluate(st: Staged, geo: Geometry, split: Batches, ctx: PlanContext,
+              resident: np.ndarray | None) -> tuple[TaskEstimate, tuple[float, ...]]:
+    """The estimate for one batch split, and each replica's time (empty when it does not fit).
+
+    ``resident`` None: no other model's bytes, so nothing is added (x + 0.0 is x, bit for bit)."""
+    task, cfg, c = st.task, st.cfg, ctx.wf.cfg
     gen, train = task.kind == "gen", task.kind == "train"
-    tp, pp, dp = cfg.tp, cfg.pp, cfg.dp
-    mbs = c.micro_batch_size
-    seq = c.seq_in if gen else c.seq_in + c.seq_out  # generation: prefill only (seq_out = 0), B.2
-    full_seq = c.seq_in + c.seq_out
-    lf = cm.layer_flops(seq, m.hidden, m.intermediate)
-    comp_mult = 3 if train else 1
-    tp_mult = (6 if c.recompute else 4) if train else 2
-    pp_mult = 2 if train else 1
-    est = TaskEstimate(task.name, cfg, (), 0.0, True, layers=layers, samples=samples)
-    nms = [max(1, math.ceil(n / mbs)) if n > 0 else 0 for n in samples]
+    samples = split.samples
+    layers, samples_list = list(st.layers), list(samples)
 
     # 1) memory: resident model per stage, working set per cell; generation's decode batch from what is left
-    mm = np.array([model_memory(task, layers[j], j == 0, j == pp - 1, tp, dp) for j in range(pp)])
-    model_pos = mm[geo.stage_of]
+    model_pos, reason = st.model_pos, ""
     if gen:
-        kv = np.array([kv_bytes_per_seq(task, layers[j], tp, full_seq) for j in range(pp)])
-        kv_pos = kv[geo.stage_of]
-        free = geo.usable - resident - model_pos
+        kv_pos = st.kv_pos
+        free = (geo.usable if resident is None else geo.usable - resident) - model_pos
         cap_pos = np.floor(np.maximum(free, 0.0) / kv_pos)
-        cap = np.full(dp, float(c.max_decode_batch))
-        np.minimum.at(cap, geo.replica_of, cap_pos)
-        dbs = [int(min(cap[i], samples[i])) if samples[i] > 0 else 1 for i in range(dp)]
-        est.dbs = dbs
-        work_pos = np.array(dbs, dtype=float)[geo.replica_of] * kv_pos
+        cap = np.minimum(geo.layout.replica_rows(cap_pos).min(axis=1), float(c.max_decode_batch))
+        db = np.minimum(cap, split.array)  # whole numbers, as floats
+        if split.empty:  # a replica without samples still reserves one sequence
+            db = np.where(split.array > 0, db, 1.0)
+        dbs = db.astype(int).tolist()
+        work_pos = db[geo.layout.replica_of] * kv_pos
         if min(dbs) < 1:
-            est.feasible, est.reason = False, f"{task.name}: no room for KV cache"
+            reason = f"{task.name}: no room for KV cache"
     else:
-        wm = np.array([[working_memory(task, layers[j], j == pp - 1, tp, mbs, full_seq,
-                                       max(1, min(nms[i], pp - j)), c.recompute) for j in range(pp)]
-                       for i in range(dp)])
-        work_pos = wm[geo.replica_of, geo.stage_of]
-        over = model_pos + work_pos + resident - geo.usable
-        if (over > 0).any():
-            est.feasible = False
-            est.reason = f"{task.name} overflows a GPU by {over.max() / 1e9:.1f} GB"
-    est.model_mem, est.working_mem = model_pos, work_pos
-    if not est.feasible:
-        est.time = cm.INF
-        return est
+        dbs = []
+        work_pos, need = st.work_pos(split, ctx)
+        if resident is not None:
+            need = need + resident
+        if np.count_nonzero(need > geo.usable):  # need - usable > 0 somewhere (count_nonzero: faster than any)
+            reason = f"{task.name} overflows a GPU by {(need - geo.usable).max() / 1e9:.1f} GB"
+    if reason:
+        return TaskEstimate(task.name, cfg, (), cm.INF, False, reason, {}, layers, samples_list, dbs, model_pos,
+                            work_pos), ()
 
-    # 2) per (replica, stage) cell, as (dp, pp) arrays: computation, TP ring, PP hop, HBM-bound decoding
-    n = np.array(samples, dtype=float)[:, None]  # (dp, 1)
-    nm = np.array(nms, dtype=float)[:, None]  # (dp, 1)
-    nl = np.array(layers, dtype=float)[None, :]  # (1, pp)
-    comp = comp_mult * n * nl * lf / (geo.tflops_arr * tp)
-    tpc = tp_mult * nm * nl * geo.tp_rings(cm.cv_tp(mbs, seq, m.hidden, tp)) if tp > 1 else 0.0 * comp
-    ppc = pp_mult * nm * geo.pp_hops(cm.cv_pp(mbs, seq, m.hidden)) if pp > 1 else 0.0 * comp
-    hbm = 0.0 * comp
-    if gen:
-        # A replica holds dbs sequences; with pp stages they decode as pp micro-batches of dbs/pp, so
-        # each stage reads its weights once per dbs/pp tokens (dbs_d of B.2 is this per-stage batch).
-        b = np.array(dbs, dtype=float)[:, None] / pp  # (dp, 1)
-        hbm = c.seq_out * n * cm.B_BF16 * nl * m.layer_params / (b * geo.hbm_arr * tp)
-        steps = c.seq_out * n / b  # decode micro-batch passes: each pays TP all-reduces and a PP hop
-        for bi in sorted(set(dbs)):  # communication volume depends on the decode batch
-            rows = np.array(dbs) == bi
-            if tp > 1:
-                tpc[rows] += (steps * 2 * nl * geo.tp_rings(cm.cv_tp(bi / pp, 1, m.hidden, tp)))[rows]
-            if pp > 1:
-                ppc[rows] += (steps * geo.pp_hops(cm.cv_pp(bi / pp, 1, m.hidden)))[rows]
-    stage_cost = comp + tpc + ppc + hbm
-    stage_cost[n[:, 0] == 0] = 0.0
-    replica = stage_cost.max(axis=1)
+    # 2) per (replica, stage) cell: computation, TP ring, PP hop, HBM-bound decoding — looked up per
+    #    replica as (per-stage cost, replica time, largest comp/tp/pp/hbm entry)
+    table, known = st.costs, st.costs.rows
+    keys = zip(geo.replica_ids, samples, split.micro_batches, dbs or split.zeros)
+    costs = [known.get(k) or table.row(k) for k in keys]
+    replica_times = tuple([rc[1] for rc in costs])
     bub_max = 0.0
-    if train and pp > 1:
-        bubble = np.where(nm[:, 0] > 0, stage_cost[:, 1:].sum(axis=1) / np.maximum(nm[:, 0], 1), 0.0)
-        bub_max = float(bubble.max())
-        replica = replica + bubble
-    replica_times = replica.tolist()
-    comp_max, tp_max = float(comp.max()), float(np.max(tpc))
-    pp_max, hbm_max = float(np.max(ppc)), float(np.max(hbm))
+    if train and cfg.pp > 1:
+        # numpy's row sum: its summation order, not Python's, defines these bits
+        sums = np.array([rc[0] for rc in costs])[:, 1:].sum(axis=1).tolist()
+        bubble = [s / max(nm, 1) if nm > 0 else 0.0 for s, nm in zip(sums, split.micro_batches)]
+        bub_max = max(bubble)
+        replica_times = tuple([r + b for r, b in zip(replica_times, bubble)])
 
     # 3) training: gradient all-reduce over each (stage, shard)'s DP ring
-    dp_cost = 0.0
-    if train and dp > 1:
-        for j in range(pp):
-            vol = cm.cv_dp(layers[j], m.layer_params, dp, tp)
-            for k in range(tp):
-                dp_cost = max(dp_cost, ring_of(topo, geo.dp_classes[j][k], vol))
-    est.time = max(replica_times) + dp_cost
-    est.terms = {"comp": comp_max, "tp": tp_max, "pp": pp_max, "hbm": hbm_max, "bubble": bub_max,
-                 "dp": dp_cost, "_replica_times": replica_times}
+    dp_cost = geo.dp_cost(st.dp_volumes) if train and cfg.dp > 1 else 0.0
+    by_term = zip(*[rc[2] for rc in costs])
+    # a replica without samples can hold NaN (see _ReplicaCosts): numpy's max propagates it
+    comp_max, tp_max, pp_max, hbm_max = [float(np.max(t)) for t in by_term] if split.empty else map(max, by_term)
+    terms = {"comp": comp_max, "tp": tp_max, "pp": pp_max, "hbm": hbm_max, "bubble": bub_max, "dp": dp_cost}
 
     # 4) weight movement: all-gather within each actor-training replica (resharding / sync), and the
     #    broadcast within each generation replica
-    if (train and task.role == "actor") or gen:
-        vol = cm.cv_allgather(m.layers, m.layer_params, tp * pp)
-        per_rep = [ring_of(topo, geo.replica_classes[i], vol) if tp * pp > 1 else 0.0 for i in range(dp)]
-        if train:
-            est.reshard, est.allgather_min = max(per_rep), min(per_rep)
-        else:
-            est.broadcast_max = max(per_rep)
-    return est
+    slowest = fastest = 0.0
+    if ((train and task.role == "actor") or gen) and cfg.tp * cfg.pp > 1:
+        slowest, fastest = geo.weight_rings(st.allgather_volume)
+    est = TaskEstimate(task.name, cfg, (), max(replica_times) + dp_cost, True, "", terms, layers, samples_list,
+                       dbs, model_pos, work_pos)
+    if train and task.role == "actor":
+        est.reshard, est.allgather_min = slowest, fastest
+    elif gen:
+        est.broadcast_max = slowest
+    return est, replica_times
 
 
-def ring_of(topo: Topology, classes: tuple[int, ...], volume: float) -> float:
-    """ring_cost on a sorted tuple of device classes (one entry per GPU), cached."""
-    cache = topo.__dict__.setdefault("_ring_cls_cache", {})
-    key = (classes, volume)
-    v = cache.get(key)
-    if v is None:
-        v = cache[key] = cm.ring_cost_classes(topo, classes, volume)
-    return v
+class _ReplicaCosts:
+    """Replica costs of one task kind and model under (tp, pp) with one layer split, computed on first
+    lookup: ``rows`` maps (replica number, samples, micro-batches, decode batch) to (per-stage cost,
+    replica time, largest comp/tp/pp/hbm entry).
 
+    Plain floats: for a few stages Python is faster than numpy. Keep each formula's operation order,
+    which fixes its floating-point result (the search compares these times exactly). ``rows`` is a
+    plain dict of plain tuples of numbers, which the garbage collector stops tracking: it would otherwise
+    traverse these ~100k entries on every full collection."""
 
-def hop_of(topo: Topology, a: tuple[int, ...], b: tuple[int, ...], volume: float) -> float:
-    """Cheapest single GPU-to-GPU transfer between two cells, cached."""
-    cache = topo.__dict__.setdefault("_hop_cache", {})
-    key = (a, b, volume)
-    v = cache.get(key)
-    if v is None:
-        v = cache[key] = min(cm.link_time(topo, x, y, volume) for x in set(a) for y in set(b))
-    return v
+    def __init__(self, task: TaskSpec, cfg: ParallelConfig, layers: Sequence[int], ctx: PlanContext):
+        self.rows: dict[tuple[int, int, int, int], tuple] = {}
+        c, m = ctx.wf.cfg, task.model
+        self.replicas = replicas(ctx, cfg.tp, cfg.pp).items
+        self.gen, train = task.kind == "gen", task.kind == "train"
+        self.tp, self.pp = cfg.tp, cfg.pp
+        seq = c.seq_in if self.gen else c.seq_in + c.seq_out  # generation: prefill only (seq_out = 0), B.2
+        self.lf = cm.layer_flops(seq, m.hidden, m.intermediate)
+        self.comp_mult = 3 if train else 1
+        self.tp_mult = (6 if c.recompute else 4) if train else 2
+        self.pp_mult = 2 if train else 1
+        self.tp_volume = cm.cv_tp(c.micro_batch_size, seq, m.hidden, cfg.tp)
+        self.pp_volume = cm.cv_pp(c.micro_batch_size, seq, m.hidden)
+        self.nl = [float(x) for x in layers]
+        self.zeros = (0.0,) * cfg.pp
+        self.seq_out, self.hidden, self.layer_params = c.seq_out, m.hidden, m.layer_params
+
+    def row(self, key: tuple[int, int, int, int]) -> tuple:
+        """Compute and store ``rows[key]``."""
+        number, n, nm, db = key
+        rep = self.replicas[number]
+        tp, pp, nl, zeros = self.tp, self.pp, self.nl, self.zeros
+        n, nm = float(n), float(nm)
+        lf, cn = self.lf, self.comp_mult * n
+        comp = [cn * x * lf / f for x, f in zip(nl, rep.tflops_tp)]
+        tpc = ppc = hbm = zeros
+        if tp > 1:
+            tn = self.tp_mult * nm
+            tpc = [tn * x * r for x, r in zip(nl, rep.tp_rings(self.tp_volume))]
+        if pp > 1:
+            pn = self.pp_mult * nm
+            ppc = [pn * h for h in rep.pp_hops(self.pp_volume)]
+        if self.gen:
+            # A replica holds db sequences; with pp stages they decode as pp micro-batches of db/pp, so
+            # each stage reads its weights once per db/pp tokens (dbs_d of B.2 is this per-stage batch).
+            b, lp = db / pp, self.layer_params
+            sn = self.seq_out * n * cm.B_BF16
+            hbm = [sn * x * lp / (b * h * tp) for x, h in zip(nl, rep.hbm)]
+            steps = self.seq_out * n / b  # decode micro-batch passes: each pays TP all-reduces and a PP hop
+            # communication volume depends on the decode batch
+            if tp > 1:
+                s2, rings = steps * 2, rep.tp_rings(cm.cv_tp(b, 1, self.hidden, tp))
+                tpc = [v + s2 * x * r for v, x, r in zip(tpc, nl, rings)]
+            if pp > 1:
+                ppc = [v + steps * h for v, h in zip(ppc, rep.pp_hops(cm.cv_pp(b, 1, self.hidden)))]
+        if n > 0:
+            stage = tuple([a + t + p + h for a, t, p, h in zip(comp, tpc, ppc, hbm)])
+            top = (max(comp), max(tpc), max(ppc), max(hbm))
+        else:  # 0 · an unreachable ring is NaN here, and numpy's max propagates it (Python's may not)
+            stage, top = zeros, tuple(float(np.max(x)) for x in (comp, tpc, ppc, hbm))
+        rc = self.rows[key] = (stage, max(stage), top)
+        return rc
