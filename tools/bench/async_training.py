@@ -24,8 +24,8 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   78 % generating and 22 % in env steps as in the paper (54:15), while a Sync+ step trains only 11-17 % of
   its time (23 % would take ~2.5x the tokens per batch: more real engine load on the rollout core and a
   slower --quick); each run prints the breakdown to check it on the machine at hand.
-* hardware cost-equivalent as in §7.1 (64 H800 + 24 H20 against 72 H800: 206 against 205 by Table 2's
-  normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
+* hardware cost-equivalent, as RollArt's affinity ablation compares it (§7.3 R1: 64 H800 + 24 H20 against 72
+  H800, 206 against 205 by Table 2's normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
   ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks to the H20s. Each run prints
   both costs (``rollout_cost_ratio`` on the last line).
 * ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing, the configuration above.
@@ -143,7 +143,7 @@ AFFINITY = {"FrozenLake": "H800", "default": "H20"}
 BASELINE_WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
-    # RollArt §7.1: 64 H800 + 24 H20 against the baselines' 72 H800, cost-equivalent by Table 2 (206 vs 205);
+    # RollArt §7.3 R1: 64 H800 + 24 H20 against 72 H800, cost-equivalent by Table 2 (206 vs 205);
     # here 2 H800 + 3 H20 against 3 H800 (8.70 vs 8.55). Decode-heavy tasks go to the H20s, the rest to the H800s.
     "rollart": {"mode": "async", "alpha": 1, "num_inference_workers": 5,
                 "hw_classes": ("H800", "H800", "H20", "H20", "H20"), "proxy.hw_affinity": AFFINITY},
