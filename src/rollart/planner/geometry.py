@@ -8,6 +8,7 @@ and PP hop costs), interned and numbered in :class:`Replicas`; per split of the 
 """
 from __future__ import annotations
 
+import functools
 import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Sequence
@@ -19,6 +20,7 @@ from .topology import Topology
 
 if TYPE_CHECKING:
     from .taskcost import ParallelConfig, PlanContext
+
 
 class Batches:
     """One split of the step's samples over the replicas, interned per planning run (:func:`batches`):
@@ -95,14 +97,9 @@ class Layout:
         return tuple([get(seq) for get in self._getters])
 
 
-_LAYOUTS: dict[ParallelConfig, Layout] = {}
-
-
+@functools.cache
 def layout(cfg: ParallelConfig) -> Layout:
-    lay = _LAYOUTS.get(cfg)
-    if lay is None:
-        lay = _LAYOUTS[cfg] = Layout(cfg)
-    return lay
+    return Layout(cfg)
 
 
 class Replica:
