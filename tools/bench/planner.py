@@ -35,12 +35,12 @@ import statistics
 import time
 
 from rollart.planner.baselines import homogeneous_plan, region_aware_homogeneous_plan, two_group_plan
-from rollart.planner.ilp import ILPScheduler  # noqa: E402
-from rollart.planner.plan import PlanningError  # noqa: E402
-from rollart.planner.scenarios import SCENARIOS, scenario  # noqa: E402
-from rollart.planner.search import SHAEA, SearchConfig  # noqa: E402
-from rollart.planner.taskcost import PlanContext  # noqa: E402
-from rollart.planner.workflow import Workflow, WorkflowConfig  # noqa: E402
+from rollart.planner.ilp import ILPScheduler
+from rollart.planner.plan import PlanningError
+from rollart.planner.scenarios import SCENARIOS, scenario
+from rollart.planner.search import SHAEA, SearchConfig
+from rollart.planner.taskcost import PlanContext
+from rollart.planner.workflow import Workflow, WorkflowConfig
 
 WORKLOADS = [("ppo", "sync"), ("ppo", "async"), ("grpo", "sync"), ("grpo", "async")]
 
