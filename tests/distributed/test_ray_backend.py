@@ -323,6 +323,7 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
     restart there (the store on a new address the coordinator learns and workers follow), the trainer reloads
     the newest checkpoint from the run's folder (one filesystem for every node here), and the run reaches its
     last step without losing an accepted sample."""
+    STEPS = 10  # room after step 2: under load the first wait returned at step 5 of a 5-step run (2026-11-28)
     cluster = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0})  # nothing runs on the head
     try:
         h800 = cluster.add_node(num_cpus=1, resources={"H800": 1})
@@ -330,7 +331,7 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
         ip = ray.util.get_node_ip_address()
         bind_host = "" if is_loopback(f"tcp://{ip}:0") else ip  # beyond loopback the store's address is its own
         cfg = PipelineConfig(
-            model=tiny_model, total_steps=5, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
+            model=tiny_model, total_steps=STEPS, batch_groups=1, rollout=SchedulerConfig(group_size=2, max_concurrency=4),
             trainer=TrainerConfig(num_threads=1), eval_every=0, eval_at_end=False, checkpoint_every=1,
             logdir=str(tmp_path), run_name="svc", quiet=True, num_inference_workers=1, hw_classes=("H800",),
             heartbeat_timeout_s=60, cluster=ClusterConfig(backend="ray", address=cluster.address, bind_host=bind_host))
@@ -340,6 +341,8 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
             waits = Waits(lambda: run_status(co))
             run = await started_until_step(co, 2, waits)
             try:
+                # the removal must land mid-run: a loaded machine can let the run pass step 2 before the wait sees it
+                assert co.step < STEPS, f"the run reached its last step ({co.step}) before the node was removed"
                 spare = cluster.add_node(num_cpus=2)
                 before = co.parts.weights.store_address
                 _say("removing the node of the trainer and the weight store at step %d", co.step)
@@ -358,9 +361,9 @@ def test_a_run_survives_losing_the_node_of_its_trainer_and_weight_store(tmp_path
         assert "is back from step_" in caplog.text, caplog.text  # resumed from a checkpoint, not the initial weights
         if bind_host:  # the coordinator learned where the restarted store serves
             assert co.parts.weights.store_address != store_before and "serves weights at" in caplog.text
-        assert result.version == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+        assert result.version == STEPS and [h["step"] for h in result.history] == list(range(1, STEPS + 1))
         stats = result.buffer
-        assert stats["trained"] == 5 * cfg.batch_size
+        assert stats["trained"] == STEPS * cfg.batch_size
         assert stats["accepted"] == stats["trained"] + stats["evicted"] + stats["buffered"]
     finally:
         if ray.is_initialized():
