@@ -11,8 +11,12 @@ mutation that moves faster GPUs into training groups and a swap-based local sear
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import random
 import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Iterator, Sequence
@@ -45,10 +49,16 @@ class SearchConfig:
     p_upgrade: float = 0.5
     """Probability that a mutation moves a faster GPU into a training group."""
     seed: int = 0
+    workers: int = 0
+    """Processes that evolve the task groupings of a round side by side; 0 = one per CPU this process may
+    use, 1 = all in this process. Each arm draws from its own random stream, so a search that the budget
+    (not the time cap) ends returns the same plan whatever the number of workers."""
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.population < 2 or self.time_limit_s <= 0:
             raise ConfigError("budget >= 1, population >= 2 and time_limit_s > 0 are required")
+        if self.workers < 0:
+            raise ConfigError(f"workers={self.workers}: give 0 (one per CPU) or a positive number of processes")
         if not 0 <= self.p_upgrade <= 1:
             raise ConfigError("p_upgrade must be in [0, 1]")
 
@@ -101,10 +111,12 @@ def level2_arms(n: int, tg: tuple, granularity: int) -> list[tuple[int, ...]]:
 
 # --- level 3: the evolutionary algorithm ------------------------------------------------------------
 class Arm:
-    """EA state for one (task grouping, GPU grouping) pair."""
+    """EA state for one (task grouping, GPU grouping) pair, with its own random stream (seeded by the search's
+    seed and the arm itself), so that its evolution does not depend on which process runs it or when."""
 
-    def __init__(self, tg: tuple, sizes: tuple[int, ...]):
+    def __init__(self, tg: tuple, sizes: tuple[int, ...], seed: int):
         self.tg, self.sizes = tg, sizes
+        self.rng = random.Random(zlib.crc32(repr((seed, tg, sizes)).encode()))
         self.population: list[tuple[float, np.ndarray]] = []
         self.best_cost = INF
         self.best_counts: np.ndarray | None = None
@@ -137,6 +149,8 @@ class SHAEA:
         self.best_found_s = 0.0
         """Seconds from the start of :meth:`run` to the first evaluation reaching the lowest cost so far."""
         self.cap_hit = False
+        self.workers = 1
+        """Processes the running search spreads its task groupings over (set by :meth:`run`)."""
 
     # cost of one individual
     def cost(self, arm: Arm, counts: np.ndarray) -> float:
@@ -156,7 +170,7 @@ class SHAEA:
             order.sort(key=lambda c: -self.tflops[c])
             groups = sorted(range(len(arm.tg)), key=lambda g: not (set(arm.tg[g]) & self.train_names))
         else:
-            self.rng.shuffle(order)
+            arm.rng.shuffle(order)
             groups = list(range(len(arm.tg)))
         counts = np.zeros((len(arm.tg), len(self.capacity)), dtype=int)
         pos = 0
@@ -172,23 +186,23 @@ class SHAEA:
         if n_groups < 2:
             return x
         train_groups = [g for g in range(n_groups) if set(arm.tg[g]) & self.train_names]
-        if train_groups and self.rng.random() < self.cfg.p_upgrade:
-            gt = self.rng.choice(train_groups)
+        if train_groups and arm.rng.random() < self.cfg.p_upgrade:
+            gt = arm.rng.choice(train_groups)
             slow = [a for a in range(x.shape[1]) if x[gt, a] > 0]
-            a = self.rng.choice(slow)
+            a = arm.rng.choice(slow)
             faster = [(g, b) for g in range(n_groups) if g not in train_groups
                       for b in range(x.shape[1]) if x[g, b] > 0 and self.tflops[b] > self.tflops[a]]
             if faster:
-                g, b = self.rng.choice(faster)
+                g, b = arm.rng.choice(faster)
                 x[gt, a] -= 1; x[gt, b] += 1; x[g, b] -= 1; x[g, a] += 1
                 return x
-        for _ in range(self.rng.randint(1, 3)):
-            g1, g2 = self.rng.sample(range(n_groups), 2)
+        for _ in range(arm.rng.randint(1, 3)):
+            g1, g2 = arm.rng.sample(range(n_groups), 2)
             a_opts = [a for a in range(x.shape[1]) if x[g1, a] > 0]
             b_opts = [b for b in range(x.shape[1]) if x[g2, b] > 0]
-            a, b = self.rng.choice(a_opts), self.rng.choice(b_opts)
+            a, b = arm.rng.choice(a_opts), arm.rng.choice(b_opts)
             if a != b:  # swap one GPU, or (half the time) a block of them, e.g. a whole node
-                k = 1 if self.rng.random() < 0.5 else self.rng.randint(1, min(x[g1, a], x[g2, b]))
+                k = 1 if arm.rng.random() < 0.5 else arm.rng.randint(1, min(x[g1, a], x[g2, b]))
                 x[g1, a] -= k; x[g1, b] += k; x[g2, b] -= k; x[g2, a] += k
         return x
 
@@ -220,7 +234,7 @@ class SHAEA:
             if len(arm.population) < self.cfg.population:
                 o = self.random_individual(arm, seeded=not arm.population)
             else:
-                a, b = self.rng.sample(arm.population, 2)
+                a, b = arm.rng.sample(arm.population, 2)
                 o = self.mutate(arm, min(a, b, key=lambda p: p[0])[1])
             # swap-based local search for locality; it is kept only if it lowers the cost (locality is a
             # proxy: memory can make a spread-out group the better one). The genotype o keeps the
@@ -236,6 +250,30 @@ class SHAEA:
                 if c < arm.population[worst][0]:
                     arm.population[worst] = (c, o)
 
+    def first_evaluations(self, n_arms: int) -> int:
+        """How much of an arm's initial population to evaluate before judging it: as far as the budget —
+        and, once this process's evaluation rate is known, the time limit over every worker — allows (half of
+        it at most)."""
+        affordable = float(self.cfg.budget)
+        elapsed = time.monotonic() - self.t0
+        if self.evaluated >= 20 and elapsed > 0:
+            affordable = min(affordable, self.evaluated / elapsed * self.cfg.time_limit_s * self.workers)
+        elif self.cfg.time_limit_s < 30:
+            return 1
+        return max(1, min(self.cfg.population, int(affordable // (2 * n_arms))))
+
+    def grouping_rounds(self, arms: list[Arm], b_m: int, n_arms: int) -> list[Arm]:
+        """Level 2 for one task grouping: successive halving over its GPU groupings with budget ``b_m``; the
+        better half of its arms goes on."""
+        live = arms
+        rounds2 = max(1, math.ceil(math.log2(max(2, len(live)))))
+        for _ in range(rounds2):
+            b_mn = max(1, b_m // (len(live) * rounds2))
+            for arm in live:
+                self.ea_steps(arm, max(b_mn, self.first_evaluations(n_arms) - len(arm.population)))
+            live = _best_half(live)
+        return _best_half(arms)
+
     # Algorithm 1
     def run(self, task_grouping_filter=None) -> Plan:
         t0 = self.t0 = time.monotonic()
@@ -249,41 +287,24 @@ class SHAEA:
         g = self.cfg.granularity or choose_granularity(n, tgs, min(self.cfg.max_arms, max(1, self.cfg.budget // 4)))
         if n % g:
             raise ConfigError(f"granularity {g} does not divide the {n} GPUs")
-        arms = {tg: [Arm(tg, s) for s in level2_arms(n, tg, g)] for tg in tgs}
+        arms = {tg: [Arm(tg, s, self.cfg.seed) for s in level2_arms(n, tg, g)] for tg in tgs}
         arms = {tg: a for tg, a in arms.items() if a}
         B = self.cfg.budget
         live_tgs = list(arms)
         n_arms = sum(len(a) for a in arms.values())
-
-        def first() -> int:
-            """Evaluate (part of) each arm's initial population before judging it, as far as the budget —
-            and, once the evaluation rate is known, the time limit — allows (half of it at most)."""
-            affordable = float(B)
-            elapsed = time.monotonic() - t0
-            if self.evaluated >= 20 and elapsed > 0:
-                affordable = min(affordable, self.evaluated / elapsed * self.cfg.time_limit_s)
-            elif self.cfg.time_limit_s < 30:
-                return 1
-            return max(1, min(self.cfg.population, int(affordable // (2 * n_arms))))
-
+        self.workers = min(self.cfg.workers or len(os.sched_getaffinity(0)), len(live_tgs))
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
-        for r1 in range(rounds1):
-            b_m = B // (len(live_tgs) * rounds1)
-            # random order: if the time limit cuts a round short, the arms it reached are a fair sample
-            for tg in self.rng.sample(live_tgs, len(live_tgs)):
-                live = arms[tg]
-                rounds2 = max(1, math.ceil(math.log2(max(2, len(live)))))
-                for _ in range(rounds2):
-                    b_mn = max(1, b_m // (len(live) * rounds2))
-                    for arm in live:
-                        self.ea_steps(arm, max(b_mn, first() - len(arm.population)))
-                    live = _best_half(live)
-                arms[tg] = _best_half(arms[tg])
-            live_tgs = sorted(live_tgs, key=lambda t: min(a.best_cost for a in arms[t]))
-            live_tgs = live_tgs[:max(1, math.ceil(len(live_tgs) / 2))]
-            if time.monotonic() > self.deadline:
-                self.cap_hit = self.cap_hit or r1 < rounds1 - 1  # rounds were left undone
-                break
+        with _Workers(self) as workers:
+            for r1 in range(rounds1):
+                b_m = B // (len(live_tgs) * rounds1)
+                # random order: if the time limit cuts a round short, the arms it reached are a fair sample
+                order = self.rng.sample(live_tgs, len(live_tgs))
+                arms.update(workers.grouping_rounds([(tg, arms[tg]) for tg in order], b_m, n_arms))
+                live_tgs = sorted(live_tgs, key=lambda t: min(a.best_cost for a in arms[t]))
+                live_tgs = live_tgs[:max(1, math.ceil(len(live_tgs) / 2))]
+                if time.monotonic() > self.deadline:
+                    self.cap_hit = self.cap_hit or r1 < rounds1 - 1  # rounds were left undone
+                    break
         best_arm = min((a for t in arms for a in arms[t]), key=lambda a: a.best_cost)
         if best_arm.best_counts is None:
             raise PlanningError(infeasible_reason(self.ctx))
@@ -291,6 +312,62 @@ class SHAEA:
         plan.planner, plan.search_s, plan.evaluated = "sha-ea", time.monotonic() - t0, self.evaluated
         plan.best_found_s, plan.cap_hit = self.best_found_s, self.cap_hit
         return plan
+
+
+class _Workers:
+    """Runs a round's task groupings in this process or, with more than one worker, in forked processes that
+    inherit the search (its context, caches and deadline) and send back the arms they kept with what they
+    counted; the search's own totals (evaluations, the best cost and when it was first reached, a cap hit)
+    are merged here."""
+
+    def __init__(self, search: SHAEA):
+        self.search = search
+        self.pool: ProcessPoolExecutor | None = None
+        if search.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self.pool = ProcessPoolExecutor(search.workers, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_adopt, initargs=(search,))
+        else:
+            search.workers = 1
+
+    def __enter__(self) -> "_Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def grouping_rounds(self, jobs: list[tuple[tuple, list[Arm]]], b_m: int, n_arms: int) -> dict:
+        s = self.search
+        if self.pool is None:
+            return {tg: s.grouping_rounds(arms, b_m, n_arms) for tg, arms in jobs}
+        futures = [(tg, self.pool.submit(_grouping_rounds, arms, b_m, n_arms)) for tg, arms in jobs]
+        kept = {}
+        for tg, future in futures:
+            # every worker stops evolving at the deadline; the slack covers one last evaluation and the reply
+            left = max(0.0, s.deadline - time.monotonic())
+            kept[tg], evaluated, best_cost, best_found_s, cap_hit = future.result(timeout=left + 60.0)
+            s.evaluated += evaluated
+            s.cap_hit = s.cap_hit or cap_hit
+            if best_cost < s.best_cost or (best_cost == s.best_cost and best_found_s < s.best_found_s):
+                s.best_cost, s.best_found_s = best_cost, best_found_s
+        return kept
+
+
+_SEARCH: SHAEA | None = None  # a worker process's inherited copy of the search
+
+
+def _adopt(search: SHAEA) -> None:
+    global _SEARCH
+    _SEARCH = search
+
+
+def _grouping_rounds(arms: list[Arm], b_m: int, n_arms: int):
+    """In a worker: one task grouping's level-2 rounds, with the evaluations this call made and the worker's
+    best cost so far and when it first reached it (in seconds from the search's start)."""
+    s = _SEARCH
+    before = s.evaluated
+    kept = s.grouping_rounds(arms, b_m, n_arms)
+    return kept, s.evaluated - before, s.best_cost, s.best_found_s, s.cap_hit
 
 
 def _best_half(arms: list[Arm]) -> list[Arm]:
