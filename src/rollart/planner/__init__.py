@@ -40,13 +40,14 @@ def load_topology(source: str | Topology, gpus: str | None = None) -> Topology:
 
 def make_plan(topology: str | Topology, workflow: str | Workflow = "ppo", overrides: Sequence[str] = (),
               planner: str = "sha-ea", gpus: str | None = None, budget: int = 4000,
-              time_limit_s: float = 55.0, seed: int = 0) -> Plan:
+              time_limit_s: float = 55.0, seed: int = 0, workers: int = 0) -> Plan:
     """Plan ``workflow`` on ``topology`` with one of: sha-ea, ilp, homogeneous, two-group."""
     topo = load_topology(topology, gpus)
     wf = workflow if isinstance(workflow, Workflow) else load_workflow(workflow, list(overrides))
     ctx = PlanContext(topo, wf)
     if planner == "sha-ea":
-        return SHAEA(ctx, SearchConfig(budget=budget, time_limit_s=time_limit_s, seed=seed)).run()
+        return SHAEA(ctx, SearchConfig(budget=budget, time_limit_s=time_limit_s, seed=seed,
+                                          workers=workers)).run()
     if planner == "ilp":
         from .ilp import ILPScheduler
         return ILPScheduler(ctx, time_limit_s=max(time_limit_s, 180.0)).solve().plan

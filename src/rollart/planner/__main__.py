@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=4000, help="SHA-EA budget in plan evaluations")
     ap.add_argument("--time-limit", type=float, default=55.0, help="search wall-clock cap, seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=0,
+                    help="SHA-EA search processes (0 = one per CPU this process may use, 1 = no extra process)")
     ap.add_argument("--out", "--json", dest="json", default=None,
                     help="write the plan JSON here instead of stdout (a run takes it as placement=FILE)")
     ap.add_argument("--help-workflow", action="store_true", help="list workflow fields and exit")
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unrecognised arguments {bad}; workflow overrides are written key=value")
     with exit_on_config_error(TopologyError, PlanningError):
         plan = make_plan(args.topology, args.workflow, overrides=overrides, planner=args.planner,
-                         gpus=args.gpus, budget=args.budget, time_limit_s=args.time_limit, seed=args.seed)
+                         gpus=args.gpus, budget=args.budget, time_limit_s=args.time_limit, seed=args.seed,
+                         workers=args.workers)
     print(plan.table())
     out = json.dumps(plan.to_json(), indent=2)
     if args.json:
