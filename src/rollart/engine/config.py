@@ -60,7 +60,8 @@ class EngineConfig:
     max_num_seqs: int = 64
     """Most sequences in one running batch."""
     max_num_batched_tokens: int = 2048
-    """Most tokens (prefill chunks + decodes) computed in one step; longer prompts are prefilled in chunks."""
+    """Most tokens (prefill chunks + decodes) computed in one step; longer prompts are prefilled in chunks.
+    The vllm backend on the CPU prefills whole prompts and raises it to the model's context (it says so)."""
     max_model_len: int | None = None
     """Longest prompt + output; None means min(model max positions, KV cache capacity)."""
     enable_prefix_caching: bool = True

