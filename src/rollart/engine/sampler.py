@@ -24,8 +24,18 @@ def _sample_one(logits: Tensor, sp: SamplingParams, generator: torch.Generator) 
         # drop a token when the mass strictly before it already reaches top_p (keeps at least one)
         drop = (probs.cumsum(-1) - probs) >= sp.top_p
         logits = logits.index_fill(0, order[drop], float("-inf"))
-    probs = logits.softmax(-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return _draw(logits.softmax(-1), generator)
+
+
+def _draw(probs: Tensor, generator: torch.Generator) -> int:
+    """One index of ``probs`` (V,), drawn by inverting its CDF at one uniform number from ``generator``. On the
+    CPU ``torch.multinomial`` draws V exponentials instead (~0.9 ms a row at V = 49k, 15 % of a decode step of
+    SmolLM2-135M at batch 16); this is ~0.1 ms. A token of probability 0 is never drawn: the CDF does not rise
+    at it."""
+    cdf = probs.double().cumsum(0)
+    x = torch.rand((), dtype=torch.float64, generator=generator) * cdf[-1]
+    i = int(torch.searchsorted(cdf, x, right=True))
+    return i if i < probs.shape[0] else int(probs.nonzero().max())  # x rounded up to the total
 
 
 def sample(logits: Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> tuple[list[int], list[float]]:
