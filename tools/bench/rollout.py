@@ -2,7 +2,7 @@
 distance to the ideal critical path, and redundant env rollouts (§7.4, Fig. 14b).
 
     python tools/bench/rollout.py --quick    # < 60 s on 2 cores
-    python tools/bench/rollout.py            # 256 envs, 5 sigmas, more repeats and seeds (~6 min)
+    python tools/bench/rollout.py            # 256 envs, 5 sigmas, more repeats and seeds (~15 min)
 
 Everything runs the real rollout code — EnvHost (env calls on threads under timeouts), EnvManager
 (one coroutine per trajectory, token-in/token-out chat), RolloutScheduler, SampleBuffer — on real
