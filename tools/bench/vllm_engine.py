@@ -9,7 +9,10 @@ Each engine runs in its own fresh process of ``.venv-vllm/bin/python`` (our engi
 one after the other: rollart and vLLM through rollart's engine interface (``create_engine("torch" | "vllm",
 EngineConfig(...))``, ``add_request`` / ``step``), HF through ``model.generate`` on the left-padded batch.
 Workload: a batch of B requests added at once (prompts of mixed lengths, 24-220 tokens), each sampling
-exactly T new tokens (temperature 1, seeded, EOS ignored), the same dtype for all three. One warm-up request
+exactly T new tokens (temperature 1, seeded, EOS ignored), the same dtype for all three. Every timed run has
+prompts of its own (the same lengths, other tokens): until 2026-11-28 the T-token run repeated the prompts of the
+8-token run before it, so both engines served its prefill from their prefix caches (HF has none) and the decode
+step time below came out far too short. One warm-up request
 runs before the clock starts; start-up (vLLM: ~20-60 s with its compile cache) is reported but not counted.
 ``--threads N`` gives every engine the same N OpenMP threads (on a shared, loaded machine 1 avoids the
 spin-wait thrashing that makes 2-thread runs several times slower).
@@ -36,9 +39,18 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 
-def workload(batch: int) -> list[list[int]]:
+SHORT_TOKENS = 8
+"""A decode step's time is (wall of T new tokens - wall of this many) / (T - this): the prefill cancels out (both
+runs prefill prompts of the same lengths, neither found in the prefix cache)."""
+TIMED_SEED, SHORT_SEED = 2, 1
+"""Prompt tokens of the run of T tokens (and of HF's) and of the run of SHORT_TOKENS."""
+
+
+def workload(batch: int, seed: int = TIMED_SEED) -> list[list[int]]:
+    """B prompts of 24-220 tokens (the same lengths for every seed); each timed run draws its own tokens, so no
+    run finds another's prompts in a prefix cache."""
     import random
-    rng = random.Random(0)
+    rng = random.Random(seed)
     return [[rng.randrange(3, 500) for _ in range(24 + (i * 53) % 197)] for i in range(batch)]
 
 
@@ -77,15 +89,13 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
     engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype=dtype,
                                                  max_num_seqs=max(batch, 1), kv_cache_memory_gb=1.0))
     startup = time.perf_counter() - t0
-    prompts = workload(batch)
-
     def drain():
         n = 0
         while engine.has_unfinished_requests():
             n += sum(len(o.token_ids) for o in engine.step())
         return n
 
-    def timed(tag: str, n: int) -> tuple[float, int]:
+    def timed(tag: str, n: int, prompts: list[list[int]]) -> tuple[float, int]:
         t0 = time.perf_counter()
         for i, p in enumerate(prompts):
             engine.add_request(GenerateRequest(f"{tag}{i}", p, SamplingParams(temperature=1.0, max_tokens=n,
@@ -93,16 +103,15 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
         generated = drain()
         return time.perf_counter() - t0, generated
 
-    engine.add_request(GenerateRequest("warmup", prompts[0][:16], SamplingParams(max_tokens=4, ignore_eos=True, seed=1)))
+    engine.add_request(GenerateRequest("warmup", workload(1, seed=0)[0][:16],
+                                       SamplingParams(max_tokens=4, ignore_eos=True, seed=1)))
     drain()
-    short, _ = timed("s", SHORT_TOKENS)
-    wall, generated = timed("r", tokens)
+    short, _ = timed("s", SHORT_TOKENS, workload(batch, seed=SHORT_SEED))
+    wall, generated = timed("r", tokens, workload(batch))
     return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall,
                 decode_step_s=(wall - short) / (tokens - SHORT_TOKENS), copy_gb_s=copy_bandwidth() / 1e9)
 
 
-SHORT_TOKENS = 8
-"""A decode step's time is (wall of T new tokens - wall of this many) / (T - this): the prefill cancels out."""
 
 
 def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
