@@ -11,12 +11,10 @@ mutation that moves faster GPUs into training groups and a swap-based local sear
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import random
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Iterator, Sequence
@@ -27,6 +25,7 @@ from rollart.config import ConfigError
 
 from .costmodel import INF
 from .plan import Plan, PlanningError, devices_from_counts, evaluate_groups
+from .search_pool import GroupingPool
 from .taskcost import PlanContext
 
 
@@ -294,7 +293,7 @@ class SHAEA:
         n_arms = sum(len(a) for a in arms.values())
         self.workers = min(self.cfg.workers or len(os.sched_getaffinity(0)), len(live_tgs))
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
-        with _Workers(self) as workers:
+        with GroupingPool(self) as workers:
             for r1 in range(rounds1):
                 b_m = B // (len(live_tgs) * rounds1)
                 # random order: if the time limit cuts a round short, the arms it reached are a fair sample
@@ -312,62 +311,6 @@ class SHAEA:
         plan.planner, plan.search_s, plan.evaluated = "sha-ea", time.monotonic() - t0, self.evaluated
         plan.best_found_s, plan.cap_hit = self.best_found_s, self.cap_hit
         return plan
-
-
-class _Workers:
-    """Runs a round's task groupings in this process or, with more than one worker, in forked processes that
-    inherit the search (its context, caches and deadline) and send back the arms they kept with what they
-    counted; the search's own totals (evaluations, the best cost and when it was first reached, a cap hit)
-    are merged here."""
-
-    def __init__(self, search: SHAEA):
-        self.search = search
-        self.pool: ProcessPoolExecutor | None = None
-        if search.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            self.pool = ProcessPoolExecutor(search.workers, mp_context=multiprocessing.get_context("fork"),
-                                            initializer=_adopt, initargs=(search,))
-        else:
-            search.workers = 1
-
-    def __enter__(self) -> "_Workers":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-    def grouping_rounds(self, jobs: list[tuple[tuple, list[Arm]]], b_m: int, n_arms: int) -> dict:
-        s = self.search
-        if self.pool is None:
-            return {tg: s.grouping_rounds(arms, b_m, n_arms) for tg, arms in jobs}
-        futures = [(tg, self.pool.submit(_grouping_rounds, arms, b_m, n_arms)) for tg, arms in jobs]
-        kept = {}
-        for tg, future in futures:
-            # every worker stops evolving at the deadline; the slack covers one last evaluation and the reply
-            left = max(0.0, s.deadline - time.monotonic())
-            kept[tg], evaluated, best_cost, best_found_s, cap_hit = future.result(timeout=left + 60.0)
-            s.evaluated += evaluated
-            s.cap_hit = s.cap_hit or cap_hit
-            if best_cost < s.best_cost or (best_cost == s.best_cost and best_found_s < s.best_found_s):
-                s.best_cost, s.best_found_s = best_cost, best_found_s
-        return kept
-
-
-_SEARCH: SHAEA | None = None  # a worker process's inherited copy of the search
-
-
-def _adopt(search: SHAEA) -> None:
-    global _SEARCH
-    _SEARCH = search
-
-
-def _grouping_rounds(arms: list[Arm], b_m: int, n_arms: int):
-    """In a worker: one task grouping's level-2 rounds, with the evaluations this call made and the worker's
-    best cost so far and when it first reached it (in seconds from the search's start)."""
-    s = _SEARCH
-    before = s.evaluated
-    kept = s.grouping_rounds(arms, b_m, n_arms)
-    return kept, s.evaluated - before, s.best_cost, s.best_found_s, s.cap_hit
 
 
 def _best_half(arms: list[Arm]) -> list[Arm]:
