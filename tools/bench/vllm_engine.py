@@ -89,6 +89,7 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
     engine = create_engine(backend, EngineConfig(model=model, backend=backend, dtype=dtype,
                                                  max_num_seqs=max(batch, 1), kv_cache_memory_gb=1.0))
     startup = time.perf_counter() - t0
+
     def drain():
         n = 0
         while engine.has_unfinished_requests():
@@ -110,8 +111,6 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
     wall, generated = timed("r", tokens, workload(batch))
     return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall,
                 decode_step_s=(wall - short) / (tokens - SHORT_TOKENS), copy_gb_s=copy_bandwidth() / 1e9)
-
-
 
 
 def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:

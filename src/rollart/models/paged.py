@@ -87,6 +87,10 @@ def build_group(offsets: Tensor, q_lens: Tensor, context_lens: Tensor, block_tab
                           block_tables=block_tables, mask=mask[:, None])
 
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+"""Dtypes whose decode attention on the CPU takes :func:`decode_attention_grouped` rather than torch's kernel."""
+
+
 def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, groups: list[AttentionGroup]) -> Tensor:
     """q (N, H, D); k_cache/v_cache (blocks, block_size, Hkv, D) already holding this step's keys -> (N, H, D).
 
@@ -108,9 +112,6 @@ def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, groups: list[At
         else:
             out[g.q_index[g.q_valid]] = o[g.q_valid]
     return out
-
-
-LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 def decode_attention_grouped(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:

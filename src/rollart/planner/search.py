@@ -11,7 +11,6 @@ mutation that moves faster GPUs into training groups and a swap-based local sear
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 import zlib
@@ -291,9 +290,8 @@ class SHAEA:
         B = self.cfg.budget
         live_tgs = list(arms)
         n_arms = sum(len(a) for a in arms.values())
-        self.workers = min(self.cfg.workers or len(os.sched_getaffinity(0)), len(live_tgs))
         rounds1 = max(1, math.ceil(math.log2(max(2, len(live_tgs)))))
-        with GroupingPool(self) as workers:
+        with GroupingPool(self, self.cfg.workers, len(live_tgs)) as workers:
             for r1 in range(rounds1):
                 b_m = B // (len(live_tgs) * rounds1)
                 # random order: if the time limit cuts a round short, the arms it reached are a fair sample

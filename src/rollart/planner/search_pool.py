@@ -7,17 +7,21 @@ with ``workers``, ``deadline``, ``evaluated``, ``best_cost``, ``best_found_s``, 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 
 class GroupingPool:
-    """One search's workers for the length of its run (a context manager): ``grouping_rounds`` runs a round."""
+    """One search's workers for the length of its run (a context manager): ``grouping_rounds`` runs a round.
+    ``workers`` processes (0: one per CPU this process may use), no more than the ``groupings`` of the first
+    round; the number it runs is set as ``search.workers``."""
 
-    def __init__(self, search: Any):
+    def __init__(self, search: Any, workers: int, groupings: int):
         self.search = search
         self.pool: ProcessPoolExecutor | None = None
+        search.workers = min(workers or len(os.sched_getaffinity(0)), groupings)
         if search.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
             self.pool = ProcessPoolExecutor(search.workers, mp_context=multiprocessing.get_context("fork"),
                                             initializer=_adopt, initargs=(search,))
