@@ -78,3 +78,16 @@ def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_gener
     pull_s = 10**6 / cal.link_bytes_per_s
     assert pull_s == pytest.approx(5.4 * 6.2 / (0.54 * 366.0))  # Table 4's pull against Fig. 3's generation
     assert "trainer 10 x H800" in cal.line and "SIMULATED" in cal.line
+
+
+def test_the_paper_profile_grows_the_time_scale_until_engine_and_trainer_fit_their_emulated_times():
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    try:
+        import tts_paper
+    finally:
+        sys.path.pop(0)
+    assert tts_paper.growth(engine_ratio=0.2, real_train_s=0.1, generation_s=2.7) == 1.0  # both fit already
+    assert tts_paper.growth(engine_ratio=1.0, real_train_s=0.1, generation_s=2.7) == pytest.approx(2.0)  # engine
+    # a 1 s real train step against 23/54 of 1 s of generation, within 0.8 of it: the trainer sets the scale
+    assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0) == pytest.approx(54 / 23 / 0.8)
+    assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0, fit_trainer=False) == 1.0

@@ -13,15 +13,18 @@ workload's own generation (SIMULATED timing, every figure so labelled):
   trajectory's env time 15/54 of its generation time (Fig. 3: environment 15 %);
 * weight pulls: Table 4's accumulated pull for Qwen3-8B (6.2 s) over Fig. 3's generation time (0.54 x 366 s) of
   ``G``: the real model's bytes through the real weight plane at the rate that takes that long;
-* the time scale: large enough that the tiny model's real engine compute stays under half the emulated time
-  (else the CPU, not the emulated GPU, sets the rollout's pace).
+* the time scale: large enough that the tiny model's real engine compute stays under half the emulated time and its
+  real train step under 0.8 of the emulated one (else the CPU, not the emulated GPU, sets that role's pace).
 
-Where it stands (2026-11-28): it runs end to end, but its full run has not been done and its ``--quick`` takes
-about 3 minutes on 2 busy cores (every run starts three emulated workers, and each evaluation plays at the
-emulated speed), over the 60 s a ``--quick`` may take; the tiny model's real train step (~1 s on one core) needs
-emulated steps of several seconds to stay under its emulated time (the calibration counts the steps it outran),
-so a full run of 6 modes x 3 seeds to the quickstart's target would take hours: the workload needs to be made
-smaller (or the real step faster) before the full run.
+Where it stands (2026-11-28): the full run has not been done, because the real train step sets the time scale. The
+quickstart's step (64 episodes, ~14-16k tokens) trains in 3.3-4.2 s on one core (measured alone) and 3.7 s while
+the rollout core works (the two cores slow each other about 2x on this machine); for that to fit 23/54 of a Sync+
+step's generation the time scale grows to about x32, where a Sync+ step lasts 16-19 s, and 4 modes x 3 seeds to
+the quickstart's target (35-119 steps on the CPU profile) would take several hours. ``--quick`` (44 s) runs one
+group a step (a real train step of ~1 s) and lets the engine alone set the time scale (x8): its train steps then
+outrun their emulated time, which its last line says (``train_outran``, ``timing=MIXED``), so its figures are not
+emulated timing. What would make the full run fit: a learning workload whose real train step is several times
+cheaper (a smaller model or batch that still learns), or a faster CPU trainer.
 
 Every mode rolls out on three emulated H800s (the baselines' hardware, as §7.2's scaling study runs ROLLART): a
 one-task workload exercises no hardware affinity. Limits: the workload is FrozenLake with one-token actions, so
@@ -33,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from rollart.emulation import FIG3_STEP_SHARES
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.messages import ResetTrainer
 
@@ -41,11 +44,22 @@ TABLE4_PULL_S = 6.2
 """RollArt Table 4: accumulated weight pull of Qwen3-8B (s), against Fig. 3's 366 s step."""
 FIG3_STEP_S = 366.0
 """RollArt Fig. 3: average Qwen3-8B step (successful iterations)."""
+MODEL = "Qwen3-8B"
+"""The model every role emulates (RollArt Fig. 3's step)."""
 WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
+ACTOR_MODE = "inprocess"
+"""The emulated workers run in the coordinator's process (on the rollout core, where their processes would also
+run): each run then starts in ~2 s instead of ~8 s; their real engine compute stays a measured share of the
+emulated time."""
 TIME_SCALE = 8.0
 """The first time scale the calibration tries (the tiny model's engine steps on 2 busy cores need about this)."""
 REAL_OVER_EMULATED_MAX = 0.5
 """The calibration raises the time scale until the real engine compute is at most this share of the emulated."""
+TRAINER_REAL_MAX = 0.8
+"""... and until the real train step is at most this share of its emulated time (the trainer has a core of its
+own: only the step's own length has to fit)."""
+CALIBRATION_TRAINER_DEVICES = 4096
+"""The calibration run's trainer emulates this many H800s, so that its steps last their real time."""
 
 
 @dataclasses.dataclass
@@ -57,40 +71,66 @@ class Calibration:
     generation_s: float
     """Emulated generation seconds per Sync+ step (scaled)."""
     line: str = ""
+    real_train_s: float = 0.0
+    """The longest real train step the calibration measured."""
 
 
 def emulated(cfg: PipelineConfig, time_scale: float, devices: int, link: float) -> PipelineConfig:
     from rollart.config import apply_values
     return apply_values(dataclasses.replace(
         cfg, simulate_hardware=True, sim_time_scale=time_scale, weight_link_bytes_per_s=link,
-        emulation={"model": "Qwen3-8B", "trainer_hw_class": "H800", "trainer_devices": devices,
+        emulation={"model": MODEL, "trainer_hw_class": "H800", "trainer_devices": devices,
                    "weight_link": "none" if not link else "tcp"}), WORKERS)
 
 
 async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIME_SCALE, steps: int = 3,
-                    tries: int = 4) -> Calibration:
-    """Measure a short Sync+ run's emulated generation, training and trajectory times; derive the profile. The
-    time scale doubles (up to ``tries`` runs) while the real engine compute is over REAL_OVER_EMULATED_MAX of the
-    emulated time; the last ratio is in the calibration line either way."""
+                    tries: int = 2, fit_trainer: bool = True) -> Calibration:
+    """Measure a short Sync+ run's emulated generation, its real train step and a trajectory's times; derive the
+    profile. The run's trainer emulates CALIBRATION_TRAINER_DEVICES GPUs, so its steps last their real time (what the
+    calibration must know); one H800's time for the batch's tokens is computed. The time scale then grows until the
+    real engine compute is at most REAL_OVER_EMULATED_MAX of the emulated time and the real train step at most
+    TRAINER_REAL_MAX of its emulated one (23/54 of generation): a second run at that scale measures it when ``tries``
+    allows, else the first run's emulated figures are scaled to it (the line says which). Without ``fit_trainer``
+    (``--quick``) only the engine sets the time scale: train steps may then outrun their emulated time, and the runs
+    count them (their timing is this CPU's, and the bench's last line says so)."""
     from rollart.models import ModelConfig
     for attempt in range(tries):
-        cfg = dataclasses.replace(emulated(base, time_scale, 1, 0.0), mode="sync", alpha=0, total_steps=steps,
-                                  stop_at_success=None, eval_every=0, eval_at_end=False, time_limit_s=0,
-                                  run_name="calibration")
+        cfg = dataclasses.replace(emulated(base, time_scale, CALIBRATION_TRAINER_DEVICES, 0.0), mode="sync",
+                                  alpha=0, total_steps=steps, stop_at_success=None, eval_every=0, eval_at_end=False,
+                                  time_limit_s=0, run_name="calibration")
         await trainer.send(ResetTrainer())
         result = await Coordinator(cfg, [task], trainer=trainer).run()
+        measured = result.history[1:] or result.history
         real = sum(w.get("engine_seconds", 0.0) for w in result.workers.values())
         sim = sum(w.get("simulated_scaled_seconds", 0.0) for w in result.workers.values())
-        if (sim and real / sim <= REAL_OVER_EMULATED_MAX) or attempt == tries - 1:
-            break  # the measured figures are of this time scale
-        time_scale *= 2
-    measured = result.history[1:] or result.history
+        engine_ratio = real / sim if sim else float("nan")
+        gen = statistics.mean(h["system/rollout_s"] for h in measured)
+        real_train = max(h["system/train_real_s"] for h in measured)
+        grow = growth(engine_ratio if sim else 0.0, real_train, gen, fit_trainer)
+        if grow == 1.0 or attempt == tries - 1:
+            break
+        time_scale *= grow * 1.1  # a margin: the second run's own figures are the calibration's
+    scaled = time_scale * grow
+    tokens = statistics.mean(h["system/tokens_per_step"] for h in measured)
+    one_h800 = TrainerSpeedConfig("H800", 1, MODEL, TRAIN_MFU, scaled)
     moved = ModelConfig.from_pretrained(base.model).num_params() * 4  # float32 on the CPU
-    return derive(generation_s=statistics.mean(h["system/rollout_s"] for h in measured),
-                  train_1_s=statistics.mean(h["system/train_emulated_s"] for h in measured),
-                  trajectory_generation_s=statistics.mean(t.get("generate", 0.0) for t in result.timings),
-                  turns=statistics.mean(h["rollout/turns_mean"] for h in measured), moved_bytes=moved,
-                  time_scale=time_scale, real_over_emulated=real / sim if sim else float("nan"), steps=steps)
+    cal = derive(generation_s=gen * grow, train_1_s=one_h800.step_seconds(int(tokens)),
+                 trajectory_generation_s=grow * statistics.mean(t.get("generate", 0.0) for t in result.timings),
+                 turns=statistics.mean(h["rollout/turns_mean"] for h in measured), moved_bytes=moved,
+                 time_scale=scaled, real_over_emulated=engine_ratio / grow, steps=steps)
+    cal.real_train_s = real_train
+    cal.line += f"; real train step {real_train:.2f} s" + (
+        f" (measured at x{time_scale:g}, emulated figures scaled x{grow:.2f} to x{scaled:.3g})" if grow > 1 else "")
+    return cal
+
+
+def growth(engine_ratio: float, real_train_s: float, generation_s: float, fit_trainer: bool = True) -> float:
+    """How much the time scale must grow (>= 1) for the real engine compute to stay within REAL_OVER_EMULATED_MAX of
+    its emulated time and (``fit_trainer``) the real train step within TRAINER_REAL_MAX of the emulated one, which
+    Fig. 3 makes 23/54 of a Sync+ step's generation."""
+    emulated_train = generation_s * FIG3_STEP_SHARES["training"] / FIG3_STEP_SHARES["generation"]
+    return max(1.0, engine_ratio / REAL_OVER_EMULATED_MAX,
+               real_train_s / (TRAINER_REAL_MAX * emulated_train) if fit_trainer else 1.0)
 
 
 def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float, turns: float, moved_bytes: int,
