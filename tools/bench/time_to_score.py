@@ -71,7 +71,7 @@ from rollart.pipeline import Coordinator, PipelineConfig  # noqa: E402
 from rollart.messages import ResetTrainer  # noqa: E402
 from rollart.sim.batched import BatchedInteraction  # noqa: E402
 import tts_paper  # noqa: E402
-from tts_stats import TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
+from tts_stats import Summary, TimeToTarget, format_summary, run_order, summarize, time_to_target, tts_ratio  # noqa: E402
 
 
 def _mode_of(name: str) -> dict:
@@ -276,7 +276,7 @@ def main() -> None:
                 plot(rows, modes, args, plot_path)
             print(f"[{utc()} UTC, load {load_avg()}] after seed {seed}: " + "; ".join(
                 f"{m} {format_summary(s)}" for m, s in summaries(rows, modes).items()), flush=True)
-    print(f"PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + (
+    print("PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + (
         "; every role on emulated hardware (tools/bench/tts_paper.py), the learning real; timing: the last line"
         if args.profile == "paper" else "; REAL: everything (CPU)"))
     print(final_line(rows, modes, args))
