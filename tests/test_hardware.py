@@ -79,9 +79,30 @@ def test_kv_capacity_and_delay():
     assert m.delay_seconds(work, real_seconds=10.0) == 0.0
 
 
+def test_a_token_scale_makes_a_real_step_stand_for_that_many_steps_over_longer_contexts():
+    k = 64
+    plain, scaled = SpeedModel(hw_class="H800"), SpeedModel(hw_class="H800", token_scale=k)
+    decode = StepWork(decode_seqs=16, decode_context_tokens=16 * 300)
+    long = StepWork(decode_seqs=16, decode_context_tokens=16 * 300 * k)
+    assert scaled.step_seconds(decode) == pytest.approx(k * plain.step_seconds(long))
+    prefill = StepWork(prefill_tokens=100, prefill_context=50)
+    assert scaled.step_seconds(prefill) == pytest.approx(plain.step_seconds(StepWork(prefill_tokens=100 * k,
+                                                                                     prefill_context=50 * k)))
+    # at hundreds of tokens of context a decode step barely grows with the batch; at the scaled contexts the KV
+    # reads dominate it, and an H20's bandwidth wins the whole step
+    def growth(m):
+        return (m.step_seconds(StepWork(decode_seqs=32, decode_context_tokens=32 * 300))
+                / m.step_seconds(StepWork(decode_seqs=8, decode_context_tokens=8 * 300)))
+    assert growth(plain) < 1.1 < 2 < growth(scaled)
+    h20 = SpeedModel(hw_class="H20", token_scale=k, step_overhead_s=0.0)
+    h800 = SpeedModel(hw_class="H800", token_scale=k, step_overhead_s=0.0)
+    assert h800.step_seconds(decode) / h20.step_seconds(decode) == pytest.approx(H20.hbm_gb_s / H800.hbm_gb_s, rel=0.02)
+
+
 @pytest.mark.parametrize("kw, match", [(dict(hw_class="TPU"), "speed.hw_class"),
                                        (dict(hw_class="cpu"), "speed.hw_class"), (dict(model="GPT-5"), "speed.model"),
-                                       (dict(mfu=0.0), "speed.mfu"), (dict(tp=0), "tp")])
+                                       (dict(mfu=0.0), "speed.mfu"), (dict(tp=0), "tp"),
+                                       (dict(token_scale=0.5), "speed.token_scale")])
 def test_bad_config_names_the_setting(kw, match):
     with pytest.raises(ValueError, match=match):
         SpeedModelConfig(**kw)

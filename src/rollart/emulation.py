@@ -56,6 +56,8 @@ class TrainerSpeedConfig:
     model: str = "Qwen3-8B"
     mfu: float = TRAIN_MFU
     time_scale: float = 1.0
+    token_scale: float = 1.0
+    """Emulated tokens per real token (EmulationConfig.token_scale)."""
 
     def __post_init__(self) -> None:
         gpus = sorted(n for n, h in HARDWARE.items() if h.kind == "gpu")
@@ -67,7 +69,7 @@ class TrainerSpeedConfig:
 
     def step_seconds(self, tokens: int) -> float:
         """Emulated seconds of a step over ``tokens`` tokens, already multiplied by ``time_scale``."""
-        flops = 6.0 * model_shape(self.model).n_params * tokens
+        flops = 6.0 * model_shape(self.model).n_params * tokens * self.token_scale
         return flops / (self.devices * HARDWARE[self.hw_class].tflops * 1e12 * self.mfu) * self.time_scale
 
 
@@ -82,6 +84,9 @@ class EmulationConfig:
     """How many trainer_hw_class GPUs one train step is spread over."""
     trainer_mfu: float = TRAIN_MFU
     """The trainer's model FLOPs utilization (assumed: the papers give none)."""
+    token_scale: float = 1.0
+    """Emulated tokens per real token, for every role: each real token of a prompt, an answer or a context stands
+    for this many of the emulated model's (``SpeedModelConfig.token_scale``; the trainer's step counts them too)."""
     weight_link: str = "tcp"
     """The link weight pulls emulate, at Table 3's measured rate for the model (tcp: the 200 Gb/s cross-cluster
     Ethernet; rdma: 400 Gb/s InfiniBand; none: the real weight plane's speed). An explicit
@@ -94,13 +99,16 @@ class EmulationConfig:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ConfigError(f"emulation.model={self.model!r} is unknown; use one of {sorted(MODELS)}")
+        if self.token_scale < 1:
+            raise ConfigError(f"emulation.token_scale={self.token_scale} must be >= 1 (emulated tokens per real token)")
         if self.weight_link not in ("tcp", "rdma", "none"):
             raise ConfigError(f"emulation.weight_link={self.weight_link!r}: choose tcp, rdma or none")
 
     def trainer_speed(self, time_scale: float) -> "TrainerSpeedConfig | None":
         if not self.trainer_hw_class:
             return None
-        return TrainerSpeedConfig(self.trainer_hw_class, self.trainer_devices, self.model, self.trainer_mfu, time_scale)
+        return TrainerSpeedConfig(self.trainer_hw_class, self.trainer_devices, self.model, self.trainer_mfu, time_scale,
+                                  self.token_scale)
 
 
 def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[float, dict[str, float]]:
@@ -113,7 +121,7 @@ def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[
 
 
 def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,
-             time_scale: float) -> str:
+             time_scale: float, token_scale: float = 1.0) -> str:
     """The one line a run with emulated hardware prints: what it emulates."""
     counts: dict[str, int] = {}
     for hw in worker_classes:
@@ -121,4 +129,5 @@ def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig 
     rollout = " + ".join(f"{n}×{hw}" for hw, n in counts.items())
     train = f"trainer {trainer.devices}×{trainer.hw_class} (MFU {trainer.mfu:g})" if trainer else "trainer real"
     pulls = f"weight link {link:.2f} GB/s" if link else "weight pulls at the real plane's speed"
-    return f"emulated: {model} on {rollout}, {train}, {pulls}; time ×{time_scale:g} [SIMULATED timing]"
+    tokens = f", {token_scale:g} tokens per real token" if token_scale != 1 else ""
+    return f"emulated: {model} on {rollout}, {train}, {pulls}{tokens}; time ×{time_scale:g} [SIMULATED timing]"

@@ -176,6 +176,11 @@ class SpeedModelConfig:
     """Fixed per-step cost (scheduling, kernel launches)."""
     time_scale: float = 1.0
     """Multiply simulated seconds by this before sleeping (e.g. 0.01 runs 100x faster than real)."""
+    token_scale: float = 1.0
+    """Emulated tokens per real token: each token the real engine prefills, generates or holds in context stands
+    for this many of the emulated model's, so a real decode step lasts ``token_scale`` emulated decode steps over
+    contexts that much longer (a CPU-scaled workload of hundreds of tokens reaches the paper's 32K-token contexts,
+    where a decode step's KV reads grow with the batch)."""
     custom: dict = field(default_factory=dict)
     """For hw_class='custom': HardwareSpec fields, {'tflops':..., 'memory_gb':..., 'hbm_gb_s':..., 'intra_gb_s':...}."""
 
@@ -193,6 +198,8 @@ class SpeedModelConfig:
                 raise ConfigError(f"speed.{name} must be in (0, 1], got {getattr(self, name)}")
         if self.tp < 1 or self.time_scale < 0 or self.step_overhead_s < 0:
             raise ConfigError("speed.tp must be >= 1; speed.time_scale and speed.step_overhead_s >= 0")
+        if self.token_scale < 1:
+            raise ConfigError(f"speed.token_scale={self.token_scale} must be >= 1 (emulated tokens per real token)")
 
 
 class SpeedModel:
@@ -213,7 +220,17 @@ class SpeedModel:
         return max(0, int(free / self.model.kv_bytes_per_token))
 
     def step_seconds(self, work: StepWork) -> float:
-        """Simulated wall time of one step (real seconds on the declared hardware)."""
+        """Simulated wall time of one real engine step (real seconds on the declared hardware): with a
+        ``token_scale`` k, its prefill over k times the tokens and contexts, then k - 1 more decode steps."""
+        k = self.cfg.token_scale
+        if k == 1:
+            return self._one_step(work)
+        scaled = StepWork(prefill_tokens=round(work.prefill_tokens * k), prefill_context=work.prefill_context * k,
+                          decode_seqs=work.decode_seqs, decode_context_tokens=round(work.decode_context_tokens * k))
+        decode_only = StepWork(decode_seqs=work.decode_seqs, decode_context_tokens=scaled.decode_context_tokens)
+        return self._one_step(scaled) + (k - 1) * self._one_step(decode_only)
+
+    def _one_step(self, work: StepWork) -> float:
         tokens = work.prefill_tokens + work.decode_seqs
         if tokens == 0:
             return 0.0

@@ -22,6 +22,8 @@ def test_a_train_step_costs_six_flops_per_parameter_and_token_on_the_emulated_gp
     expected = 6 * 8.19e9 * 10_000 / (4 * 989.5e12 * 0.4) * 0.5
     assert speed.step_seconds(10_000) == pytest.approx(expected)
     assert TrainerSpeedConfig("H20", devices=4).step_seconds(10_000) > 6 * speed.step_seconds(10_000)  # 148 TF
+    scaled = TrainerSpeedConfig("H800", devices=4, model="Qwen3-8B", mfu=0.4, time_scale=0.5, token_scale=64)
+    assert scaled.step_seconds(10_000) == pytest.approx(64 * expected)  # every real token stands for 64
 
 
 def test_the_link_is_table_3s_measured_rate():
@@ -36,6 +38,7 @@ def test_the_link_is_table_3s_measured_rate():
     (dict(emulation={"model": "Llama-9B"}), "emulation.model='Llama-9B' is unknown"),
     (dict(emulation={"trainer_hw_class": "cpu"}), "emulation.trainer_hw_class='cpu' is not a GPU"),
     (dict(emulation={"trainer_devices": 0}), "emulation.trainer_devices=0 must be >= 1"),
+    (dict(emulation={"token_scale": 0.5}), "emulation.token_scale=0.5 must be >= 1"),
 ])
 def test_bad_emulation_settings_are_one_line(tmp_path, tiny_model, fields, says):
     with pytest.raises(ConfigError, match=says):

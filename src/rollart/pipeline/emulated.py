@@ -30,7 +30,8 @@ def apply_emulation(cfg):
         cfg = dataclasses.replace(cfg, weight_link_bytes_per_s=gb_s * 1e9 * scale / cfg.sim_time_scale)
     elif cfg.weight_link_bytes_per_s:
         gb_s = cfg.weight_link_bytes_per_s / 1e9
-    line = describe(cfg.emulation.model, cfg.worker_hw_classes(), cfg.trainer_speed(), gb_s, cfg.sim_time_scale)
+    line = describe(cfg.emulation.model, cfg.worker_hw_classes(), cfg.trainer_speed(), gb_s, cfg.sim_time_scale,
+                    cfg.emulation.token_scale)
     log.info("%s", line)
     print(line, flush=True)
     return cfg
