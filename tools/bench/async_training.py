@@ -113,10 +113,15 @@ class Workload:
     """GRPO groups (of 4) per training batch."""
     concurrency: float = 2.0
     """Concurrent trajectories (envs) per trajectory of a batch (max_concurrency = this × batch size)."""
+    token_scale: float = 1.0
+    """Emulated tokens per real token (``emulation.token_scale``): contexts and answers that many times longer on
+    the emulated hardware."""
 
     def __post_init__(self) -> None:
         if self.env_scale <= 0 or self.gen_scale <= 0 or self.batch_groups < 1:
             raise SystemExit(f"--env-scale and --gen-scale must be > 0 and --batch-groups >= 1, got {self}")
+        if self.token_scale < 1:
+            raise SystemExit(f"--token-scale must be >= 1, got {self.token_scale}")
         if self.math_cot < 1 or self.game_cot < 1:
             raise SystemExit(f"--math-cot and --game-cot must be >= 1, got {self.math_cot}, {self.game_cot}")
 
@@ -191,7 +196,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups))),
         simulate_hardware=True,  # the workers' classes only: training and weight pulls stay real (see above)
-        emulation=EMULATION,
+        emulation={**EMULATION, "token_scale": work.token_scale},
         sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
@@ -383,6 +388,8 @@ def main() -> None:
     ap.add_argument("--batch-groups", type=int, default=defaults.batch_groups, help="groups of 4 per batch")
     ap.add_argument("--concurrency", type=float, default=defaults.concurrency,
                     help="concurrent trajectories per trajectory of a batch (default %(default)s)")
+    ap.add_argument("--token-scale", type=float, default=defaults.token_scale,
+                    help="emulated tokens per real token (default %(default)s)")
     ap.add_argument("--model-size", default="small", choices=sorted(MODEL_SIZES),
                     help="the trained model's shape (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
@@ -400,7 +407,7 @@ def main() -> None:
     MODES["rollart"]["rollout.extra_envs_per_group"] = args.redundant
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
     work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
-                    args.concurrency)
+                    args.concurrency, args.token_scale)
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (4 if args.quick else 14)
     with tempfile.TemporaryDirectory() as tmp:
