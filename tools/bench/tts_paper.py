@@ -71,8 +71,6 @@ class Calibration:
     generation_s: float
     """Emulated generation seconds per Sync+ step (scaled)."""
     line: str = ""
-    real_train_s: float = 0.0
-    """The longest real train step the calibration measured."""
 
 
 def emulated(cfg: PipelineConfig, time_scale: float, devices: int, link: float) -> PipelineConfig:
@@ -103,10 +101,10 @@ async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIM
         measured = result.history[1:] or result.history
         real = sum(w.get("engine_seconds", 0.0) for w in result.workers.values())
         sim = sum(w.get("simulated_scaled_seconds", 0.0) for w in result.workers.values())
-        engine_ratio = real / sim if sim else float("nan")
+        engine_ratio = real / sim if sim else 0.0
         gen = statistics.mean(h["system/rollout_s"] for h in measured)
         real_train = max(h["system/train_real_s"] for h in measured)
-        grow = growth(engine_ratio if sim else 0.0, real_train, gen, fit_trainer)
+        grow = growth(engine_ratio, real_train, gen, fit_trainer)
         if grow == 1.0 or attempt == tries - 1:
             break
         time_scale *= grow * 1.1  # a margin: the second run's own figures are the calibration's
@@ -118,7 +116,6 @@ async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIM
                  trajectory_generation_s=grow * statistics.mean(t.get("generate", 0.0) for t in result.timings),
                  turns=statistics.mean(h["rollout/turns_mean"] for h in measured), moved_bytes=moved,
                  time_scale=scaled, real_over_emulated=engine_ratio / grow, steps=steps)
-    cal.real_train_s = real_train
     cal.line += f"; real train step {real_train:.2f} s" + (
         f" (measured at x{time_scale:g}, emulated figures scaled x{grow:.2f} to x{scaled:.3g})" if grow > 1 else "")
     return cal
