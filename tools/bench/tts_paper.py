@@ -16,15 +16,13 @@ workload's own generation (SIMULATED timing, every figure so labelled):
 * the time scale: large enough that the tiny model's real engine compute stays under half the emulated time and its
   real train step under 0.8 of the emulated one (else the CPU, not the emulated GPU, sets that role's pace).
 
-Where it stands (2026-11-28): the full run has not been done, because the real train step sets the time scale. The
-quickstart's step (64 episodes, ~14-16k tokens) trains in 3.3-4.2 s on one core (measured alone) and 3.7 s while
-the rollout core works (the two cores slow each other about 2x on this machine); for that to fit 23/54 of a Sync+
-step's generation the time scale grows to about x32, where a Sync+ step lasts 16-19 s, and 4 modes x 3 seeds to
-the quickstart's target (35-119 steps on the CPU profile) would take several hours. ``--quick`` (44 s) runs one
-group a step (a real train step of ~1 s) and lets the engine alone set the time scale (x8): its train steps then
-outrun their emulated time, which its last line says (``train_outran``, ``timing=MIXED``), so its figures are not
-emulated timing. What would make the full run fit: a learning workload whose real train step is several times
-cheaper (a smaller model or batch that still learns), or a faster CPU trainer.
+Where it stands (2026-11-28): the real train step sets the time scale. At the quickstart's 4 groups a step (~14-16k
+tokens) it takes 3.7 s on the trainer's core while rollout runs (the two cores slow each other about 2x here),
+which forces about x32: a Sync+ step of 16-19 s, hours for 3 seeds. With ``--set batch_groups=1`` (a ~1 s real
+train step) the scale is about x33 at 3.3 s of emulated generation a Sync+ step, and 4 modes of one seed take
+~30 minutes (BENCHMARKS.md, time_to_score); three seeds have not been run. ``--quick`` (44 s) runs one group a step
+and lets the engine alone set the time scale (x8): its train steps then outrun their emulated time, which its
+last line says (``train_outran``, ``timing=MIXED``), so its figures are not emulated timing.
 
 Every mode rolls out on three emulated H800s (the baselines' hardware, as §7.2's scaling study runs ROLLART): a
 one-task workload exercises no hardware affinity. Limits: the workload is FrozenLake with one-token actions, so
