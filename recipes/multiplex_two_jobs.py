@@ -5,6 +5,8 @@
     python -m recipes.multiplex_two_jobs alone=true         # baseline: each job alone, private trainer and worker
     python -m recipes.multiplex_two_jobs total_steps=40 policy=fcfs offload_tier=disk
     python -m recipes.multiplex_two_jobs job_prefix_cache=false   # every inference swap empties the prefix cache
+    python -m recipes.multiplex_two_jobs pair=lake+lake share=trainer simulate_hardware=true sim_time_scale=30 \
+        trainer_gpus=8 switch_s=0.1      # two identical jobs on emulated H800s (PlexRL §6.2; SIMULATED timing)
 
 Each job keeps its own envs, weight store and coordinator. Training is shared: a single DeploymentWorker
 process time-slices the two jobs' trainers, switching the resident job's model and optimizer state out to
@@ -17,6 +19,11 @@ swaps within the engine's one KV budget. The deployment each job goes on is chos
 its reward curve summary and greedy success; the last line gives both as key=value pairs. Watch in
 tensorboard (`tensorboard --logdir runs/multiplex`): rollout/reward_mean and charts/eval_success/* per job
 run folder.
+
+With ``simulate_hardware=true`` every role runs on emulated GPUs (``rollart.emulation``; SIMULATED timing): each
+job's rollout on ``rollout_gpus`` emulated H800 workers of Qwen3-8B, its train steps on ``trainer_gpus`` emulated
+H800s; the shared trainer's emulated device is exclusive (``rollart.multiplex.emulated``: a job's step holds it, a
+context switch holds it ``switch_s``). tools/bench/multiplex.py calibrates these from PlexRL's measured 7B step.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from typing import Literal
 from rollart.config import ConfigError, exit_on_config_error, parse_overrides
 from rollart.messages import GetStats
 from rollart.multiplex.client import JobWorker, SharedTrainerClient, shared_trainer_config
+from rollart.multiplex.emulated import EmulatedJob
 from rollart.multiplex.messages import RegisterJob
 from rollart.multiplex.service import ServiceConfig, TrainingService
 from rollart.pipeline import Coordinator, PipelineConfig
@@ -79,6 +87,20 @@ class MultiplexRecipe:
     job_prefix_cache: bool = True
     """share=both: each job keeps its cached prompt prefixes across the shared worker's weight swaps (False:
     every swap empties the engine's prefix cache and the job coming in re-prefills its prompts)."""
+    pair: Literal["lake+game", "lake+lake"] = "lake+game"
+    """The two jobs: FrozenLake and GuessNumber, or two identical FrozenLake jobs (seeds seed and seed+1), as PlexRL
+    §6.2 packs two identical jobs."""
+    simulate_hardware: bool = False
+    """Every role on emulated GPUs (SIMULATED timing; share=trainer): rollout_gpus, trainer_gpus, switch_s."""
+    sim_time_scale: float = 1.0
+    """simulate_hardware: every emulated time is multiplied by this before it is waited."""
+    rollout_gpus: int = 2
+    """simulate_hardware: emulated H800 inference workers per job (PlexRL Tab. 1, 7B: 2 rollout GPUs)."""
+    trainer_gpus: int = 8
+    """simulate_hardware: emulated H800s a job's train step is spread over (PlexRL Tab. 1, 7B: 8)."""
+    switch_s: float = 0.0
+    """simulate_hardware: emulated seconds loading a job's state onto the shared trainer's GPUs lasts (PlexRL §6.2:
+    19.0 s for the 30B model's optimizer state)."""
 
     def __post_init__(self):
         if self.total_steps < 1:
@@ -91,9 +113,17 @@ class MultiplexRecipe:
             raise ConfigError(f"time_limit_s={self.time_limit_s} must be >= 0 (0: no limit)")
         for name, allowed in (("policy", ("hrrs", "fcfs")), ("offload_tier", ("host", "disk")),
                               ("actor_mode", ("inprocess", "process")), ("service_mode", ("process", "inprocess")),
-                              ("share", ("both", "trainer")), ("mode", ("async", "sync"))):
+                              ("share", ("both", "trainer")), ("mode", ("async", "sync")),
+                              ("pair", ("lake+game", "lake+lake"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: choose one of {list(allowed)}")
+        if self.simulate_hardware and self.share == "both" and not self.alone:
+            raise ConfigError("simulate_hardware=true needs share=trainer: the shared inference worker does not "
+                              "emulate GPUs (each job's private workers do)")
+        if self.sim_time_scale <= 0 or self.rollout_gpus < 1 or self.trainer_gpus < 1 or self.switch_s < 0:
+            raise ConfigError(f"need sim_time_scale > 0 (got {self.sim_time_scale}), rollout_gpus >= 1 "
+                              f"({self.rollout_gpus}), trainer_gpus >= 1 ({self.trainer_gpus}), switch_s >= 0 "
+                              f"({self.switch_s})")
 
 
 def game_reward(model_dir: str):
@@ -130,7 +160,22 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
                           rollout=SchedulerConfig(group_size=8, max_concurrency=64),
                           trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
                           run_name=f"game_{tag}", **common)
-    return {"lake": (lake, LAKE), "game": (game, GAME)}
+    jobs = {"lake": (lake, LAKE), "game": (game, GAME)}
+    if r.pair == "lake+lake":
+        jobs = {"lake": (lake, LAKE), "lake2": (dataclasses.replace(lake, run_name=f"lake2_{tag}", seed=r.seed + 1),
+                                                LAKE)}
+    return {job: (emulated(cfg, r), task) for job, (cfg, task) in jobs.items()} if r.simulate_hardware else jobs
+
+
+def emulated(cfg: PipelineConfig, r: MultiplexRecipe) -> PipelineConfig:
+    """``cfg`` on emulated GPUs: Qwen3-8B on r.rollout_gpus H800 workers, train steps on r.trainer_gpus H800s,
+    weight pulls at the real plane's speed (the step's weight sync is inside the emulated train step)."""
+    from rollart.config import apply_values
+    return apply_values(dataclasses.replace(
+        cfg, simulate_hardware=True, sim_time_scale=r.sim_time_scale, num_inference_workers=r.rollout_gpus,
+        hw_classes=("H800",), emulation={"model": "Qwen3-8B", "trainer_hw_class": "H800",
+                                         "trainer_devices": r.trainer_gpus, "weight_link": "none"}),
+        {"proxy.hw_affinity": {}})
 
 
 def _model_dir(cfg: PipelineConfig) -> str:
@@ -153,6 +198,24 @@ def summarize(name: str, result) -> dict[str, float]:
             "losses": [h.get("losses/policy", float("nan")) for h in result.history]}
 
 
+def emulation_stats(result) -> dict[str, float]:
+    """A run's emulated timing: rollout seconds a step (after the first), tokens a step, its longest real train
+    step, how many train steps outran their emulated time, and its engines' real and emulated (scaled) seconds.
+    Empty for a run not on emulated hardware."""
+    steps = [h for h in result.history if "system/train_emulated_s" in h]
+    if not steps:
+        return {}
+    later = steps[1:] or steps
+    workers = result.workers.values()
+    return {"rollout_s": sum(h.get("system/rollout_s", 0.0) for h in later) / len(later),
+            "tokens": sum(h["system/tokens_per_step"] for h in later) / len(later),
+            "train_real_max_s": max(h["system/train_real_s"] for h in steps),
+            "train_emulated_s": sum(h["system/train_emulated_s"] for h in steps) / len(steps),
+            "train_outran": sum(h["system/train_outran"] for h in steps),
+            "engine_real_s": sum(w.get("engine_seconds", 0.0) for w in workers),
+            "engine_emulated_s": sum(w.get("simulated_scaled_seconds", 0.0) for w in workers)}
+
+
 def step_seconds(result) -> float:
     """Training seconds per step after the first (the first includes filling the pipeline)."""
     t = [h["system/elapsed_s"] for h in result.history if "system/elapsed_s" in h]
@@ -172,13 +235,13 @@ def trend(values: list[float]) -> tuple[float, float]:
 
 async def run(r: MultiplexRecipe) -> dict[str, dict]:
     jobs = job_configs(r)
-    rewards = {"lake": None, "game": game_reward(_model_dir(jobs["game"][0]))}
+    rewards = {job: game_reward(_model_dir(cfg)) if task is GAME else None for job, (cfg, task) in jobs.items()}
     out: dict[str, dict] = {}
     t0 = time.perf_counter()
     if r.alone:
         for job, (cfg, task) in jobs.items():
             res = await Coordinator(cfg, [task], reward_fn=rewards[job]).run()
-            out[job] = summarize(task.name, res)
+            out[job] = {**summarize(task.name, res), **emulation_stats(res)}
             out[job]["inference_busy_s"] = sum(w.get("engine_seconds", 0.0) for w in res.workers.values())
             out[job]["prompt_tokens"] = sum(w.get("prompt_tokens", 0) for w in res.workers.values())
             out[job]["cached_tokens"] = sum(w.get("cached_tokens", 0) for w in res.workers.values())
@@ -188,7 +251,8 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
     async with TrainingService(ServiceConfig(mode=r.service_mode, policy=r.policy,
                                              offload_tier=r.offload_tier)) as service:
         for job, (cfg, task) in jobs.items():  # the service's Placer picks the deployment and micro-shift
-            d = await service.register_job(job, shared_trainer_config(cfg, [task]))
+            emu = EmulatedJob(cfg.trainer_speed(), r.switch_s * r.sim_time_scale) if r.simulate_hardware else None
+            d = await service.register_job(job, shared_trainer_config(cfg, [task]), emulated=emu)
             p = service.placed(job)
             print(f"placement: {job} -> {d} shift={p.shift} slots, reserving "
                   f"{sum(b - a for a, b in p.windows) / service.cfg.placement_horizon:.0%} of it")
@@ -201,7 +265,7 @@ async def run(r: MultiplexRecipe) -> dict[str, dict]:
                                              for job, (cfg, task) in jobs.items()))
             out["run_s"] = time.perf_counter() - t1
             for (job, (_, task)), res in zip(jobs.items(), results):
-                out[job] = summarize(task.name, res)
+                out[job] = {**summarize(task.name, res), **emulation_stats(res)}
             sched = service.scheduler.stats()
             out["trainer_busy_s"] = sum(rec.end - rec.start for log in service.router.log.values() for rec in log)
             print(f"service: switches={sched['switches']:.0f} ops={sched['ops']:.0f} "
@@ -254,7 +318,7 @@ def main() -> None:
           + " ".join(f"{j}_reward_first={out[j]['first']:.3f} {j}_reward_last={out[j]['last']:.3f} "
                      f"{j}_slope={out[j]['slope']:.4f} {j}_p={out[j]['p']:.2g} {j}_success={out[j]['success']:.2f} "
                      f"{j}_step_s={out[j]['step_s']:.2f}"
-                     for j in ("lake", "game")))
+                     for j, v in out.items() if isinstance(v, dict)))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
     (grpo_smollm2, ["task=math"], "error: task='math': expected one of ['sort', 'guess']"),
     (multiplex_two_jobs, ["policy=lifo"], "error: policy='lifo': expected one of ['hrrs', 'fcfs']"),
     (multiplex_two_jobs, ["total_steps=0"], "error: total_steps=0 must be >= 1"),
+    (multiplex_two_jobs, ["simulate_hardware=true"], "error: simulate_hardware=true needs share=trainer"),
+    (multiplex_two_jobs, ["pair=lake+lake+lake"], "error: pair='lake+lake+lake': expected one of"),
+    (multiplex_two_jobs, ["share=trainer", "switch_s=-1"], "switch_s >= 0 (-1.0)"),
 ])
 def test_mistakes_exit_with_a_message_naming_them(monkeypatch, tmp_path, module, argv, message):
     err = run_main(monkeypatch, module, f"logdir={tmp_path}", *argv)

@@ -17,17 +17,22 @@
      p99 operation wait.                                                  -> switches_ratio, p99_wait_ratio
   4. LIVE: the real TrainingService (worker process; in-process actor under --quick; tiny model) under interleaved bursts from two jobs,
      HRRS vs FCFS: context switches actually performed.                   -> live_switches_ratio
-  5. LIVE two-job recipe (recipes/multiplex_two_jobs.py: FrozenLake + GuessNumber, tiny model, same seeds),
-     run alone (each job with a private inference worker and trainer, one after the other) and with both jobs
-     sharing ONE trainer and ONE inference worker. Device time is accounted from the real runs: a private
-     set holds 2 devices (worker + trainer) for its job's run, the shared set 2 devices for the shared run;
-     busy seconds (engine steps + weight swaps; trainer operations) are measured on the devices too.
-     -> live_gpu_hours_saved_pct = 100 (1 - held shared / held private), same steps both ways
-     -> live_packed_slowdown     = a job's training seconds per step shared / alone (mean of the two jobs)
-     Both can fail: on a machine whose cores the two jobs must also share, packing costs step time.
-     The shared run keeps each job's prefix cache across the worker's weight swaps (the default); the same
+  5. LIVE on emulated GPUs (tools/bench/plexrl_live.py; SIMULATED timing): two identical FrozenLake jobs alone
+     (private trainers) and packed on ONE shared trainer, every role on emulated H800s calibrated from PlexRL's
+     7B shape (§6.3: a train step 57.5 of a 289.0 s rollout cycle, a switch 4.43 s), GPU time on Tab. 1's pools.
+     -> live_gpu_hours_saved_pct (paper 31.36 for 7B), live_packed_slowdown, live_timing
+  6. LIVE on this CPU, the two-job recipe (recipes/multiplex_two_jobs.py: FrozenLake + GuessNumber, tiny model, same
+     seeds), run alone (each job with a private inference worker and trainer, one after the other) and with both
+     jobs sharing ONE trainer and ONE inference worker, at the real speed of this machine's cores. Device time is
+     accounted from the real runs: a private set holds 2 devices (worker + trainer) for its job's run, the shared
+     set 2 devices for the shared run; busy seconds (engine steps + weight swaps; trainer operations) are measured
+     on the devices too.
+     -> cpu_live_saved_pct = 100 (1 - held shared / held private), same steps both ways
+     -> cpu_live_packed_slowdown = a job's training seconds per step shared / alone (mean of the two jobs)
+     On a machine whose cores the two jobs must also share, packing costs step time: every "device" is the same
+     cores. The shared run keeps each job's prefix cache across the worker's weight swaps (the default); the same
      shared run with every swap emptying the cache (job_prefix_cache=false) runs beside it:
-     -> live_gpu_hours_saved_pct_drop_cache, same definition.
+     -> cpu_live_saved_pct_drop_cache, same definition.
      Where the shared worker's time went is printed per run: engine steps, swaps, draining toward a swap,
      idle (held, not busy), prompt tokens prefilled vs served from the prefix cache.
 The last line holds the headline key=value pairs.
@@ -47,6 +52,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import plexrl_live  # noqa: E402
 from rollart.sim.multiplex import (PAPER_SAVED_PCT, SHAPES, gpu_hours_two_jobs, make_trace,  # noqa: E402
                                    replay, table1_pools)
 
@@ -119,8 +125,8 @@ async def live(bursts: int, mode: str) -> dict[str, float]:
     return out
 
 
-async def live_two_jobs(steps: int, batch_groups: int) -> dict:
-    """Part 5: the two-job recipe alone, then shared (both planes); device time from the real runs."""
+async def cpu_two_jobs(steps: int, batch_groups: int) -> dict:
+    """Part 6: the two-job recipe alone, then shared (both planes), on this CPU; device time from the real runs."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from recipes.multiplex_two_jobs import MultiplexRecipe, run
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,31 +152,32 @@ async def live_two_jobs(steps: int, batch_groups: int) -> dict:
            "step_s": {j: (alone[j]["step_s"], shared[j]["step_s"]) for j in jobs}}
     out["slowdown"] = statistics.mean(b / a for a, b in out["step_s"].values())
     walls = ", ".join(f"{j} {alone[j]['wall_s']:.1f} s" for j in jobs)
-    print(f"[live 5] alone (private sets): job walls {walls} "
+    print(f"[cpu 6] alone (private sets): job walls {walls} "
           f"-> held {held_private:.1f} device-s; inference busy {busy_private:.1f} s, "
           f"{prompt_private} prompt tokens, prefix-cache hits {hit_private:.0%}")
-    print(f"[live 5] alone: {prompt_private - sum(alone[j]['cached_tokens'] for j in jobs)} prompt tokens prefilled")
+    print(f"[cpu 6] alone: {prompt_private - sum(alone[j]['cached_tokens'] for j in jobs)} prompt tokens prefilled")
     for name, sh in (("shared, per-job prefix cache", shared), ("shared, cache emptied at each swap", dropped)):
-        print(f"[live 5] {name} (one worker + one trainer): run {sh['run_s']:.1f} s -> held {2 * sh['run_s']:.1f} "
+        print(f"[cpu 6] {name} (one worker + one trainer): run {sh['run_s']:.1f} s -> held {2 * sh['run_s']:.1f} "
               f"device-s; inference busy {sh['inference_busy_s']:.1f} s = engine steps {sh['inference_engine_s']:.1f} s "
               f"(of which draining toward a swap {sh['inference_drain_s']:.1f} s) + {sh['inference_switches']} weight "
               f"swaps {sh['inference_swap_s']:.2f} s; idle {sh['inference_idle_s']:.1f} s; trainer busy "
               f"{sh['trainer_busy_s']:.1f} s; {sh['prompt_tokens']} prompt tokens, "
               f"{sh['prompt_tokens'] - sh['cached_tokens']} prefilled, prefix-cache hits {sh['prefix_hit_rate']:.0%}")
     for j, (a, b) in out["step_s"].items():
-        print(f"[live 5] {j}: {a:.2f} s/step alone, {b:.2f} s/step shared -> x{b / a:.2f}")
+        print(f"[cpu 6] {j}: {a:.2f} s/step alone, {b:.2f} s/step shared -> x{b / a:.2f}")
     walls = [alone[j]["wall_s"] for j in jobs]
     out["no_slowdown_pct"] = 100 * (1 - max(walls) / sum(walls))
-    print(f"[live 5] reference: a shared run as long as the longer job's run alone (no slowdown) would save "
+    print(f"[cpu 6] reference: a shared run as long as the longer job's run alone (no slowdown) would save "
           f"{out['no_slowdown_pct']:.1f}% at these walls (not a bound: a shared run also overlaps the jobs' "
           f"start-up and idle time)")
-    print(f"[live 5] device-seconds saved {out['saved_pct']:.1f}% (cache emptied at each swap: "
+    print(f"[cpu 6] device-seconds saved {out['saved_pct']:.1f}% (cache emptied at each swap: "
           f"{out['saved_pct_drop_cache']:.1f}%), packed slowdown x{out['slowdown']:.2f}")
     return out
 
 
-def plot(trace: dict, table1: dict, rows: dict, path: Path, two: dict | None = None) -> None:
-    fig, ax = plt.subplots(1, 4 if two else 3, figsize=(20 if two else 15, 4))
+def plot(trace: dict, table1: dict, rows: dict, path: Path, two: dict | None = None, emu: dict | None = None) -> None:
+    panels = 3 + bool(two) + bool(emu)
+    fig, ax = plt.subplots(1, panels, figsize=(5 * panels, 4))
     for p, r in trace.items():
         d = sorted(r.norm_delay)
         ax[0].plot(d, [(i + 1) / len(d) for i in range(len(d))], label=p)
@@ -202,9 +209,23 @@ def plot(trace: dict, table1: dict, rows: dict, path: Path, two: dict | None = N
         ax[3].bar([0.27, 1.27], [two["held_drop_cache_s"], two["inference_busy_drop_cache_s"]], 0.27,
                   label="shared, prefix cache emptied at each swap")
         ax[3].set_xticks(list(xs)); ax[3].set_xticklabels(labels, fontsize=8); ax[3].set_ylabel("device-seconds")
-        ax[3].set_title(f"LIVE 2 jobs: saved {two['saved_pct']:.0f}% (emptied cache "
+        ax[3].set_title(f"LIVE 2 jobs on this CPU: saved {two['saved_pct']:.0f}% (emptied cache "
                         f"{two['saved_pct_drop_cache']:.0f}%), slowdown x{two['slowdown']:.1f}", fontsize=10)
         ax[3].legend(fontsize=7)
+    if emu:
+        a = ax[-1]
+        jobs = [j for j, v in emu["alone"].items() if isinstance(v, dict)]
+        a.bar([-0.2, 0.2], [emu["private_gpu_s"], emu["packed_gpu_s"]], 0.4, color=["C0", "C1"])
+        a.set_ylabel("GPU-seconds (Tab. 1 pools)")
+        b = a.twinx()
+        for i, j in enumerate(jobs):
+            b.bar([1.8 + i, 2.2 + i], [emu["alone"][j]["step_s"], emu["packed"][j]["step_s"]], 0.4, color=["C0", "C1"])
+        b.set_ylabel("s/step")
+        a.set_xticks([0, *range(2, 2 + len(jobs))]); a.set_xticklabels(["GPU-s", *(f"{j} s/step" for j in jobs)])
+        a.legend(handles=[plt.Rectangle((0, 0), 1, 1, color="C0"), plt.Rectangle((0, 0), 1, 1, color="C1")],
+                 labels=["alone: private trainer", "packed: one shared trainer"], fontsize=7)
+        a.set_title(f"LIVE on emulated H800s (SIMULATED timing): saved {emu['saved_pct']:.0f}%, "
+                    f"slowdown x{emu['slowdown']:.2f}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -214,7 +235,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small trace, < 60 s")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-live", action="store_true", help="skip the live parts (4 and 5)")
+    ap.add_argument("--no-live", action="store_true", help="skip the live parts (4, 5 and 6; --quick skips 6)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     n_jobs, groups = (48, 8) if args.quick else (120, 16)
@@ -222,8 +243,10 @@ def main() -> None:
     trace = trace_replay(n_jobs, groups, args.seed)
     rt = hrrs_vs_fcfs(n_jobs, groups, args.seed, trace["spread+backfill"])
     lv = {} if args.no_live else asyncio.run(live(3 if args.quick else 10, "inprocess" if args.quick else "process"))
-    two = None if args.no_live else asyncio.run(live_two_jobs(*((2, 1) if args.quick else (12, 4))))
-    plot(trace, table1, rows, Path(__file__).parent / "plots" / "multiplex.png", two)
+    emu = None if args.no_live else asyncio.run(plexrl_live.live(
+        2, calibration_steps=2, tries=1, fit_trainer=False) if args.quick else plexrl_live.live(12))
+    two = None if args.no_live or args.quick else asyncio.run(cpu_two_jobs(12, 4))
+    plot(trace, table1, rows, Path(__file__).parent / "plots" / "multiplex.png", two, emu)
     saved = statistics.mean(r["saved_pct"] for r in table1.values())
     paper = statistics.mean(PAPER_SAVED_PCT.values())
     saved_equal = statistics.mean(r["saved_pct"] for r in rows[1.0].values())
@@ -239,12 +262,13 @@ def main() -> None:
           f"drain_vs_isolated={drain:.3f} best_shared_drain_vs_isolated={best:.3f} "
           f"switches_ratio={rt['hrrs'].switches / rt['fcfs'].switches:.3f} p99_wait_ratio={p99['hrrs'] / p99['fcfs']:.3f} "
           f"live_switches_ratio={live_ratio:.3f} "
-          + (f"live_gpu_hours_saved_pct={two['saved_pct']:.1f} "
-             f"live_gpu_hours_saved_pct_drop_cache={two['saved_pct_drop_cache']:.1f} "
-             f"live_gpu_hours_saved_pct_no_slowdown={two['no_slowdown_pct']:.1f} "
-             f"live_packed_slowdown={two['slowdown']:.3f} "
-             if two else "live_gpu_hours_saved_pct=nan live_packed_slowdown=nan ")
-          + "simulated=gpu_hours,drain,switches")
+          + (f"live_gpu_hours_saved_pct={emu['saved_pct']:.1f} live_packed_slowdown={emu['slowdown']:.3f} "
+             f"live_timing={emu['timing']} "
+             if emu else "live_gpu_hours_saved_pct=nan live_packed_slowdown=nan ")
+          + (f"cpu_live_saved_pct={two['saved_pct']:.1f} cpu_live_saved_pct_drop_cache={two['saved_pct_drop_cache']:.1f} "
+             f"cpu_live_saved_pct_no_slowdown={two['no_slowdown_pct']:.1f} cpu_live_packed_slowdown={two['slowdown']:.3f} "
+             if two else "")
+          + "simulated=gpu_hours,drain,switches,live_gpu_hours")
 
 
 if __name__ == "__main__":

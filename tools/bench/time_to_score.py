@@ -6,6 +6,8 @@
     python tools/bench/time_to_score.py --out DIR   # also DIR/time_to_score.json after every run, the plot in DIR
     python tools/bench/time_to_score.py --profile paper [--quick]   # every role on emulated hardware, calibrated
                                                     # from RollArt's Qwen3-8B step (tools/bench/tts_paper.py)
+    python tools/bench/time_to_score.py --first-seed 1 --seeds 2 --with DIR/time_to_score.json   # more seeds,
+                                                    # summarised with an earlier invocation's (same settings)
 
 Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
 starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
@@ -127,11 +129,13 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
     out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
                real_vs_emulated=real / sim if sim else float("nan"), train_outran=int(outran),
                steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),
+               aborted={k.split("/", 1)[1]: v for k, v in result.buffer.items() if k.startswith("aborted/")},
                curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
-          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step)"
+          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step), trajectories aborted "
+          f"{sum(out['aborted'].values())} {out['aborted'] or ''}"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
              if cfg.simulate_hardware else "") + "; greedy success by step: "
           + " ".join(f"{step}:{s:.2f}" for step, s in evals), flush=True)
@@ -192,6 +196,35 @@ def plot(rows: list[dict], modes: list[str], args, path: Path) -> None:
     plt.close(fig)
 
 
+SAME_SETTINGS = ("profile", "target", "consecutive", "eval_every", "budget_s", "split_cores", "set", "warmup_steps")
+"""What an earlier invocation given with --with must share with this one."""
+
+
+def earlier_rows(args) -> list[dict]:
+    """The runs of the --with files; SystemExit naming the file and the setting when one differs from this
+    invocation's or repeats one of its seeds."""
+    rows: list[dict] = []
+    mine = set(range(args.first_seed, args.first_seed + args.seeds))
+    for name in args.earlier:
+        try:
+            data = json.loads(Path(name).read_text())
+            theirs = data["args"]
+            new = data["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--with {name}: not a time_to_score.json of this bench ({e})") from None
+        differ = [k for k in SAME_SETTINGS if theirs.get(k) != getattr(args, k)]
+        if differ:
+            raise SystemExit(f"--with {name}: its runs used other settings ("
+                             + ", ".join(f"{k}={theirs.get(k)!r}, here {getattr(args, k)!r}" for k in differ)
+                             + "); give the same settings")
+        seen = {r["seed"] for r in rows} | mine
+        again = sorted({r["seed"] for r in new} & seen)
+        if again:
+            raise SystemExit(f"--with {name}: seeds {again} are run here or in another --with file; give other seeds")
+        rows += new
+    return rows
+
+
 def final_line(rows: list[dict], modes: list[str], args) -> str:
     summ = summaries(rows, modes)
     parts = []
@@ -209,7 +242,8 @@ def final_line(rows: list[dict], modes: list[str], args) -> str:
         outran = sum(r["train_outran"] for r in rows)
         parts.append(f"real_vs_emulated_max={max(r['real_vs_emulated'] for r in rows):.2f} train_outran={outran} "
                      "timing=" + ("SIMULATED" if not outran else "MIXED(train steps at this CPU's speed)"))
-    parts.append(f"target={args.target:g}x{args.consecutive} budget_s={args.budget_s:g} seeds={args.seeds} "
+    parts.append(f"target={args.target:g}x{args.consecutive} budget_s={args.budget_s:g} "
+                 f"seeds={len({r['seed'] for r in rows})} "
                  f"profile={args.profile} measure=time_to_score" + ("_quick" if args.quick else ""))
     return " ".join(parts)
 
@@ -224,7 +258,7 @@ def main() -> None:
     ap.add_argument("--profile", default="cpu", choices=("cpu", "paper"),
                     help="cpu: every role at this CPU's speed (default); paper: every role on emulated hardware, "
                          "calibrated from RollArt's Qwen3-8B step (tools/bench/tts_paper.py)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per mode (default %(default)s)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per mode (default %(default)s; 0 with --with)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.7,
                     help="greedy success to reach (default %(default)s: 8 of the 11 start cells)")
@@ -241,6 +275,9 @@ def main() -> None:
                          "(default: the quickstart's, %(default)s; --quick: 20)")
     ap.add_argument("--out", default="", help="folder for time_to_score.json (rewritten after every run) and the plot")
     ap.add_argument("--plot", default="", help="plot path (default: OUT/time_to_score.png, else tools/bench/plots/)")
+    ap.add_argument("--with", dest="earlier", action="append", default=[], metavar="JSON",
+                    help="the runs of an earlier invocation (its --out folder's time_to_score.json) with the same "
+                         "settings and other seeds, summarised with these (repeatable)")
     args = ap.parse_args()
     if args.quick:
         args.modes, args.seeds, args.target, args.consecutive = "rollart,syncplus", 1, 0.15, 1
@@ -252,8 +289,9 @@ def main() -> None:
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SystemExit(f"--modes {args.modes!r}: unknown {unknown}; choose from {', '.join(MODES)}")
-    if not 0 < args.target <= 1 or args.seeds < 1 or args.budget_s <= 0 or args.consecutive < 1:
-        raise SystemExit("need 0 < --target <= 1, --seeds >= 1, --budget-s > 0, --consecutive >= 1")
+    if not 0 < args.target <= 1 or args.seeds < (0 if args.earlier else 1) or args.budget_s <= 0 or args.consecutive < 1:
+        raise SystemExit("need 0 < --target <= 1, --seeds >= 1 (0 with --with: summarise those runs), --budget-s > 0, "
+                         "--consecutive >= 1")
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -264,7 +302,7 @@ def main() -> None:
     print(f"[{utc()} UTC, load {load_avg()}] modes {modes}, seeds {args.first_seed}..{last}, "
           f"target {args.target:g} on {args.consecutive} evaluations in a row, budget {args.budget_s:g} s per run; "
           f"cores {sorted(os.sched_getaffinity(0))} (split trainer/rollout: {args.split_cores})", flush=True)
-    rows: list[dict] = []
+    rows: list[dict] = earlier_rows(args)
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.seeds):
             seed = args.first_seed + index
@@ -276,6 +314,8 @@ def main() -> None:
                 plot(rows, modes, args, plot_path)
             print(f"[{utc()} UTC, load {load_avg()}] after seed {seed}: " + "; ".join(
                 f"{m} {format_summary(s)}" for m, s in summaries(rows, modes).items()), flush=True)
+    if not args.seeds:
+        plot(rows, modes, args, plot_path)
     print("PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + (
         "; every role on emulated hardware (tools/bench/tts_paper.py), the learning real; timing: the last line"
         if args.profile == "paper" else "; REAL: everything (CPU)"))

@@ -20,7 +20,7 @@ Where it stands (2026-11-28): the real train step sets the time scale. At the qu
 tokens) it takes 3.7 s on the trainer's core while rollout runs (the two cores slow each other about 2x here),
 which forces about x32: a Sync+ step of 16-19 s, hours for 3 seeds. With ``--set batch_groups=1`` (a ~1 s real
 train step) the scale is about x33 at 3.3 s of emulated generation a Sync+ step, and 4 modes of one seed take
-~30 minutes (BENCHMARKS.md, time_to_score); three seeds have not been run. ``--quick`` (44 s) runs one group a step
+~30 minutes (BENCHMARKS.md, time_to_score, has three seeds: 2026-11-28). ``--quick`` (44 s) runs one group a step
 and lets the engine alone set the time scale (x8): its train steps then outrun their emulated time, which its
 last line says (``train_outran``, ``timing=MIXED``), so its figures are not emulated timing.
 

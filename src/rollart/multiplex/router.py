@@ -39,6 +39,9 @@ class Router:
         self.seq: dict[str, int] = {}
         self.log: dict[str, list[OpRecord]] = {}
         self.clock = clock
+        self.emulated: dict[str, Any] = {}
+        """job -> its ``rollart.multiplex.emulated.EmulatedJob``: the job's operations hold their group for the
+        emulated time too (the lock held throughout: the emulated device is exclusive)."""
 
     def add(self, deployment: str, workers: list[Any]) -> None:
         if deployment in self.groups:
@@ -70,6 +73,9 @@ class Router:
             call = asyncio.ensure_future(asyncio.gather(*(w.send(op) for w in group)))
             try:
                 results = await asyncio.shield(call)
+                emulated = self.emulated.get(job)
+                if emulated is not None:
+                    results[0] = await emulated.hold(request, results[0], self.clock() - rec.start)
             except asyncio.CancelledError:
                 # the caller gave up, but the ranks may still be executing: hold the lock until they finish
                 await asyncio.gather(call, return_exceptions=True)

@@ -34,6 +34,7 @@ from typing import Any
 from rollart.actors import ActorSystem
 from rollart.config import ConfigError
 from rollart.messages import GetStats
+from rollart.multiplex.emulated import EmulatedJob
 from rollart.multiplex.messages import AddJob, JOB_OPERATIONS, JOB_QUERIES, JobMessage, RemoveJob
 from rollart.multiplex.placer import Placement, Placer, Trace
 from rollart.multiplex.router import OpRecord, Router
@@ -132,11 +133,12 @@ class TrainingService:
 
     # ------------------------------------------------------------------ jobs
     async def register_job(self, job: str, trainer_config: TrainerConfig, deployment: str | None = None,
-                           demand: Trace | dict | str | None = None) -> str:
+                           demand: Trace | dict | str | None = None, emulated: EmulatedJob | None = None) -> str:
         """Place ``job`` (Placer: least-loaded deployment whose free windows fit its demand trace, smallest
         micro-shift) and build its trainer there. ``demand``: a ``Trace`` or dict(period=, segments=) in
         placement slots; None reserves ``default_duty``; "profile" takes an idle deployment whole until
-        ``repack``. ``deployment`` pins the job to one deployment.
+        ``repack``. ``deployment`` pins the job to one deployment. ``emulated``: the job's operations last their
+        time on emulated GPUs, holding the deployment (``rollart.multiplex.emulated``).
         Returns the deployment id. Raises PlacementError if it fits nowhere, SLOViolation if every
         deployment that fits has a job over the waiting bound."""
         if not isinstance(trainer_config, TrainerConfig):
@@ -181,6 +183,8 @@ class TrainingService:
                 self.placer.release(job)
                 raise
             self.placement[job] = d
+            if emulated is not None:
+                self.router.emulated[job] = emulated
             try:
                 await sched.submit(job, AddJob(trainer_config))
             except BaseException:
@@ -289,6 +293,7 @@ class TrainingService:
         return demand
 
     def _release(self, job: str) -> None:
+        self.router.emulated.pop(job, None)
         if job in self._placer().placed:
             self._placer().release(job)
 

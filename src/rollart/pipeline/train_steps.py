@@ -53,11 +53,12 @@ class TrainSteps:
                            time.perf_counter())
 
     async def _step(self, batch: list[Trajectory]) -> dict:
-        """The trainer's step on ``batch``; with simulate_hardware it counts done once the emulated trainer would be."""
+        """The trainer's step on ``batch``; with simulate_hardware it counts done once the emulated trainer would be
+        (a shared trainer on emulated GPUs holds its device that long itself, and its answer says so)."""
         sent = time.perf_counter()
         metrics = await self.parts.actors.trainer.send(TrainStep(batch))
         speed = self.cfg.trainer_speed()
-        if speed is not None:
+        if speed is not None and "system/train_emulated_s" not in metrics:
             delay, emulated = train_delay(speed, sum(len(t.token_ids) for t in batch), time.perf_counter() - sent)
             await asyncio.sleep(delay)
             metrics = {**metrics, **emulated}
