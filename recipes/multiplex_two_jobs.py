@@ -72,6 +72,8 @@ class MultiplexRecipe:
     """Wall-clock cap per job."""
     eval_episodes: int = 8
     """Greedy evaluation episodes per eval."""
+    evals: int = 3
+    """Greedy evaluations during each job's run, evenly spaced (0: only the one at its end)."""
     actor_mode: Literal["inprocess", "process"] = "inprocess"
     """Actor mode of each job's rollout actors (inference worker, weight store): in-process keeps the process
     count low on a 2-core machine; 'process' gives each its own process."""
@@ -107,6 +109,8 @@ class MultiplexRecipe:
             raise ConfigError(f"total_steps={self.total_steps} must be >= 1")
         if self.batch_groups < 1:
             raise ConfigError(f"batch_groups={self.batch_groups} must be >= 1")
+        if self.evals < 0:
+            raise ConfigError(f"evals={self.evals} must be >= 0 (0: only the evaluation at the end)")
         if self.eval_episodes < 1:
             raise ConfigError(f"eval_episodes={self.eval_episodes} must be >= 1")
         if self.time_limit_s < 0:
@@ -151,8 +155,8 @@ def game_reward(model_dir: str):
 def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]]:
     tag = "alone" if r.alone else "shared"
     common = dict(total_steps=r.total_steps, seed=r.seed, logdir=r.logdir, time_limit_s=r.time_limit_s,
-                  eval_every=max(r.total_steps // 3, 1), eval_episodes=r.eval_episodes, stop_at_success=None,
-                  checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode,
+                  eval_every=max(r.total_steps // r.evals, 1) if r.evals else 0, eval_episodes=r.eval_episodes,
+                  stop_at_success=None, checkpoint_every=10_000, actor_mode=r.actor_mode, quiet=True, mode=r.mode,
                   batch_groups=r.batch_groups)
     # the lake job starts from the untrained tiny model (no format warm-up), as the multiplexing figures were measured
     lake = dataclasses.replace(lake_config(), run_name=f"lake_{tag}", warmup_steps=0, **common)

@@ -54,6 +54,7 @@ def test_multitask_help_names_the_tasks_option(monkeypatch, capsys):
     (grpo_smollm2, ["task=math"], "error: task='math': expected one of ['sort', 'guess']"),
     (multiplex_two_jobs, ["policy=lifo"], "error: policy='lifo': expected one of ['hrrs', 'fcfs']"),
     (multiplex_two_jobs, ["total_steps=0"], "error: total_steps=0 must be >= 1"),
+    (multiplex_two_jobs, ["evals=-1"], "error: evals=-1 must be >= 0"),
     (multiplex_two_jobs, ["simulate_hardware=true"], "error: simulate_hardware=true needs share=trainer"),
     (multiplex_two_jobs, ["pair=lake+lake+lake"], "error: pair='lake+lake+lake': expected one of"),
     (multiplex_two_jobs, ["share=trainer", "switch_s=-1"], "switch_s >= 0 (-1.0)"),

@@ -22,8 +22,8 @@ a private job holds Tab. 1's 2 + 8 GPUs for its run; packed, each job holds its 
 The same with each job's train step 0.9 of its rollout (``train_share``; a crippled configuration: two jobs'
 training no longer fits one pool) is the test that the key can fail (tests/multiplex/test_plexrl_live.py).
 Limits: the jobs are FrozenLake with a tiny model, not the paper's math task; only training is shared, as in §6.2;
-the share is set against the calibration's synchronous rollout, and an asynchronous step of these jobs lasts longer
-than that (greedy evaluations, α=1 aborts): each run prints the share its steps had.
+the share is set against the calibration's synchronous rollout, and an asynchronous step of these jobs may last longer
+than that (α=1 aborts): each run prints the share its steps had. Greedy evaluation only at each job's end.
 """
 from __future__ import annotations
 
@@ -117,7 +117,8 @@ async def live(steps: int, calibration_steps: int = 3, tries: int = 2, fit_train
     and the runs."""
     MultiplexRecipe, run = recipe()
     with tempfile.TemporaryDirectory(prefix="rollart-plexrl-") as tmp:
-        common = dict(pair="lake+lake", share="trainer", eval_episodes=1, batch_groups=1, actor_mode="inprocess")
+        common = dict(pair="lake+lake", share="trainer", evals=0, eval_episodes=1, batch_groups=1,
+                      actor_mode="inprocess")
         cal = await calibrate(dict(common, logdir=f"{tmp}/calibration"), steps=calibration_steps, tries=tries,
                               train_share=train_share, fit_trainer=fit_trainer)
         print(f"[live 5] {cal.line}", flush=True)
