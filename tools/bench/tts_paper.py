@@ -119,13 +119,14 @@ async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIM
     return cal
 
 
-def growth(engine_ratio: float, real_train_s: float, generation_s: float, fit_trainer: bool = True) -> float:
-    """How much the time scale must grow (>= 1) for the real engine compute to stay within REAL_OVER_EMULATED_MAX of
-    its emulated time and (``fit_trainer``) the real train step within TRAINER_REAL_MAX of the emulated one, which
-    Fig. 3 makes 23/54 of a Sync+ step's generation."""
-    emulated_train = generation_s * FIG3_STEP_SHARES["training"] / FIG3_STEP_SHARES["generation"]
-    return max(1.0, engine_ratio / REAL_OVER_EMULATED_MAX,
-               real_train_s / (TRAINER_REAL_MAX * emulated_train) if fit_trainer else 1.0)
+def growth(engine_ratio: float, real_train_s: float, generation_s: float, fit_trainer: bool = True,
+           train_share: float = FIG3_STEP_SHARES["training"] / FIG3_STEP_SHARES["generation"],
+           engine_max: float = REAL_OVER_EMULATED_MAX) -> float:
+    """How much the time scale must grow (>= 1) for the real engine compute to stay within ``engine_max`` of its
+    emulated time and (``fit_trainer``) the real train step within TRAINER_REAL_MAX of the emulated one, which is
+    ``train_share`` of the generation (Fig. 3 makes it 23/54 of a Sync+ step's)."""
+    return max(1.0, engine_ratio / engine_max,
+               real_train_s / (TRAINER_REAL_MAX * generation_s * train_share) if fit_trainer else 1.0)
 
 
 def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float, turns: float, moved_bytes: int,
