@@ -93,12 +93,12 @@ def test_the_paper_profile_grows_the_time_scale_until_engine_and_trainer_fit_the
     assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0, fit_trainer=False) == 1.0
 
 
-def test_earlier_runs_join_only_with_the_same_settings_and_other_seeds(tmp_path):
+def test_earlier_runs_join_only_with_the_same_settings_and_other_runs(tmp_path):
     import argparse
     import json
     args = argparse.Namespace(profile="paper", target=0.7, consecutive=2, eval_every=5, budget_s=600.0,
                               split_cores=True, set=["batch_groups=1"], warmup_steps=60, first_seed=1, seeds=2,
-                              earlier=[])
+                              modes="rollart", earlier=[])
     row = {"mode": "rollart", "seed": 0, "seconds": 422.0, "budget_s": 600.0}
     same = tmp_path / "same.json"
     same.write_text(json.dumps({"args": {**vars(args), "first_seed": 0, "seeds": 1}, "rows": [row]}))
@@ -110,8 +110,10 @@ def test_earlier_runs_join_only_with_the_same_settings_and_other_seeds(tmp_path)
     with pytest.raises(SystemExit, match=r"other.json: its runs used other settings \(budget_s=300.0, here 600.0\)"):
         tts.earlier_rows(args)
     args.earlier = [str(same), str(same)]
-    with pytest.raises(SystemExit, match=r"seeds \[0\] are run here or in another --with file"):
+    with pytest.raises(SystemExit, match=r"runs \(mode, seed\) \[\('rollart', 0\)\] are run here or in another"):
         tts.earlier_rows(args)
+    args.earlier, args.modes, args.first_seed = [str(same)], "sync,rollart_a2", 0  # other modes, the same seed
+    assert tts.earlier_rows(args) == [row]
     (tmp_path / "bad.json").write_text("{}")
     args.earlier = [str(tmp_path / "bad.json")]
     with pytest.raises(SystemExit, match="not a time_to_score.json of this bench"):

@@ -6,8 +6,9 @@
     python tools/bench/time_to_score.py --out DIR   # also DIR/time_to_score.json after every run, the plot in DIR
     python tools/bench/time_to_score.py --profile paper [--quick]   # every role on emulated hardware, calibrated
                                                     # from RollArt's Qwen3-8B step (tools/bench/tts_paper.py)
-    python tools/bench/time_to_score.py --first-seed 1 --seeds 2 --with DIR/time_to_score.json   # more seeds,
-                                                    # summarised with an earlier invocation's (same settings)
+    python tools/bench/time_to_score.py --first-seed 1 --seeds 2 --with DIR/time_to_score.json   # more seeds
+                                                    # (or other modes), summarised with an earlier invocation's
+                                                    # (same settings, no (mode, seed) run twice)
 
 Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 non-slippery, each episode
 starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
@@ -202,9 +203,10 @@ SAME_SETTINGS = ("profile", "target", "consecutive", "eval_every", "budget_s", "
 
 def earlier_rows(args) -> list[dict]:
     """The runs of the --with files; SystemExit naming the file and the setting when one differs from this
-    invocation's or repeats one of its seeds."""
+    invocation's or repeats a (mode, seed) run of it or of another file."""
     rows: list[dict] = []
-    mine = set(range(args.first_seed, args.first_seed + args.seeds))
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    mine = {(m, s) for m in modes for s in range(args.first_seed, args.first_seed + args.seeds)}
     for name in args.earlier:
         try:
             data = json.loads(Path(name).read_text())
@@ -217,10 +219,11 @@ def earlier_rows(args) -> list[dict]:
             raise SystemExit(f"--with {name}: its runs used other settings ("
                              + ", ".join(f"{k}={theirs.get(k)!r}, here {getattr(args, k)!r}" for k in differ)
                              + "); give the same settings")
-        seen = {r["seed"] for r in rows} | mine
-        again = sorted({r["seed"] for r in new} & seen)
+        seen = {(r["mode"], r["seed"]) for r in rows} | mine
+        again = sorted({(r["mode"], r["seed"]) for r in new} & seen)
         if again:
-            raise SystemExit(f"--with {name}: seeds {again} are run here or in another --with file; give other seeds")
+            raise SystemExit(f"--with {name}: runs (mode, seed) {again} are run here or in another --with file; "
+                             "give other seeds or modes")
         rows += new
     return rows
 
