@@ -27,3 +27,19 @@ def test_pod_baseline_admits_two_pods_per_core_and_queues_the_rest():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="pod"):
         asyncio.run(bench.play_swe(bench.swe_episodes(1, seed=0), "k8s", [0]))
+
+
+def test_the_emulated_act_speedup_misses_when_test_runs_may_not_scale():
+    """real_act_speedup (the rollout on an emulated node) can fail: with the profiled test-run curve cut to one
+    core the actions mode keeps only its exclusive-core ordering, and on a node with a core per trajectory the
+    pods never contend, so the key reads about 1, not >= 1.5."""
+    from rollart.sim.coding_actions import CodingTraceConfig
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    try:
+        import actions_emulated
+    finally:
+        sys.path.pop(0)
+    setup = actions_emulated.Setup(8, CodingTraceConfig(batch=8, turns_mean=3), scale=0.03)
+    r = asyncio.run(actions_emulated.emulated_rollout(setup, speedup=(1.0,), log=lambda line: None))
+    assert set(r["dop"]) == {1} and r["runs"]["actions"]["passed"] == 8
+    assert r["act_speedup"] < 1.5

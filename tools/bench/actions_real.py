@@ -20,13 +20,13 @@ while their requests fit its cores (4 pods on 2 cores here) and a trajectory who
 until one ends (that wait is charged to its first action's ACT, less what its first LLM turn overlaps);
 inside its pod a trajectory's processes share the node's cores (no pinning) and its tests run as the
 dataset's plain single-process ``pytest``. The 4-CPU limit is at least the 2 cores, so it caps nothing here.
-``real_act_speedup`` is this baseline's mean per-trajectory ACT over the actions mode's. The earlier
+``cpu_act_speedup`` is this baseline's mean per-trajectory ACT over the actions mode's. The earlier
 baseline (each trajectory pinned to core ``i mod 2``, no admission limit) is kept as ``pinned_rr``, its ratio
-as ``real_act_speedup_rr``.
+as ``cpu_act_speedup_rr``.
 
 ``real_overhead_pct`` is Table 1's ratio: the scheduler's CPU time (deciding, starting and finishing
 actions) over the actions' execution time; ``real_overhead_wall_pct`` the same CPU over the rollout's wall
-time. ``real_queue_share``: the share of the actions mode's ACT spent queued for cores. With the profiled
+time. ``cpu_queue_share``: the share of the actions mode's ACT spent queued for cores. With the profiled
 per-file split (``actions.test_speedup``: splitting a start-up-bound suite slows it) the scheduler gives
 every test run one core, so on 2 cores the actions mode can gain only by ordering (first come first served
 on exclusive cores against processor sharing: at most (k/c) / ((k/c + 1) / 2) for k equal CPU-bound runs
@@ -56,6 +56,8 @@ from typing import Optional
 from rollart.actions.action import table
 from rollart.actions.static import StaticSlotRunner
 from rollart.actions.cpu import CpuManager
+
+import actions_emulated
 
 
 def log(msg: str) -> None:
@@ -521,12 +523,14 @@ def profile_suites(repeats: int = 3) -> dict[int, float]:
 PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "swe_suite_profile.json")
 
 
-def plot_rollout(res: dict, path: str) -> None:
+def plot_rollout(res: dict, emulated: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    actions_emulated.plot(emulated, axes[0][0], axes[0][1])
+    ax = axes[1]
     names = ["pod per trajectory\n(paper's baseline)", "actions", "pinned round-robin\n(earlier baseline)"]
     wait = [res["pod_wait"] if m == "pod" else 0.0 for m in MODES]
     cmd = [res[m + "_cmd"] - w for m, w in zip(MODES, wait)]
@@ -573,9 +577,11 @@ def main() -> None:
         print(f"suite_speedup_2cores={r['speedup2']:.4g}", flush=True)
         return
     t0, load0 = time.monotonic(), os.getloadavg()[0]
+    emulated = asyncio.run(actions_emulated.emulated_rollout(
+        actions_emulated.QUICK if a.quick else actions_emulated.FULL, log=log))
     res = asyncio.run(real_rollout(a.quick))
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots", "actions_real.png")
-    plot_rollout(res, path)
+    plot_rollout(res, emulated, path)
     dop = {u: res["test_units"].count(u) for u in sorted(set(res["test_units"]))}
     log(f"[real rollout] per trajectory ACT: pod {res['pod']:.2f}s (of it pod wait {res['pod_wait']:.2f}s; "
         f"{res['pod_slots']} pods of {POD_REQUEST_CPU} CPU fit {len(res['cores'])} cores, limit {POD_LIMIT_CPU:g} "
@@ -586,14 +592,19 @@ def main() -> None:
     log(f"[real rollout] actions mode: queueing {res['queue']:.2f}s + execution {res['run']:.2f}s in all; test-run "
         f"DoP chosen {dop}; scheduler CPU {1e3 * res['sched_cpu']:.1f} ms; plot {path}; "
         f"wall {time.monotonic() - t0:.0f}s, load average {os.getloadavg()[0]:.2f} (at the start {load0:.2f})")
-    pairs = {"real_act_speedup": res["pod"] / res["actions"],
-             "real_act_speedup_rr": res["pinned_rr"] / res["actions"],
+    pairs = {"real_act_speedup": emulated["act_speedup"],
+             "real_env_speedup": emulated["env_speedup"],
+             "real_reward_speedup": emulated["reward_speedup"],
+             "real_act_sim_same_trace": emulated["sim_act_speedup"],
+             "real_act_excess_pct": 100 * emulated["excess_share"],
+             "cpu_act_speedup": res["pod"] / res["actions"],
+             "cpu_act_speedup_rr": res["pinned_rr"] / res["actions"],
              "real_overhead_pct": 100 * res["sched_cpu"] / res["run"],
              "real_overhead_wall_pct": 100 * res["sched_cpu"] / res["wall"],
-             "real_test_speedup": res["pod_test"] / res["actions_test"],
-             "real_cmd_speedup": res["pod_cmd"] / res["actions_cmd"] if res["actions_cmd"] else float("nan"),
-             "real_queue_share": res["queue"] / (res["queue"] + res["run"])}
-    print(" ".join(f"{k}={v:.4g}" for k, v in pairs.items()), flush=True)
+             "cpu_test_speedup": res["pod_test"] / res["actions_test"],
+             "cpu_cmd_speedup": res["pod_cmd"] / res["actions_cmd"] if res["actions_cmd"] else float("nan"),
+             "cpu_queue_share": res["queue"] / (res["queue"] + res["run"])}
+    print(" ".join(f"{k}={v:.4g}" for k, v in pairs.items()) + f" real_act_timing={emulated['timing']}", flush=True)
 
 
 if __name__ == "__main__":
