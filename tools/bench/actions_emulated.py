@@ -1,20 +1,20 @@
 """ARL-Tangram live on an emulated CPU pool (SIMULATED timing): a real grpo_swe rollout whose actions last what the
 paper's AI-coding actions last on one of its 256-core nodes, the real action scheduler deciding.
 
-    (run by ``tools/bench/actions_real.py``: full = 256 trajectories on 256 emulated cores; ``--quick`` = 32 on 32)
+    (run by ``tools/bench/actions_real.py``: full = 256 trajectories on 256 emulated cores; ``--quick`` = 24 on 24)
 
 Workload: the AI-coding trace of :mod:`rollart.sim.coding_actions` (ARL-Tangram §6, every parameter sourced in
 ``CodingTraceConfig``: ~22 single-core tool turns a trajectory with lognormal durations, LLM turns of median 4 s,
 then a long-tailed reward test run that scales with cores as Amdahl's law with a fraction in U(0.72, 0.86), DoP
 1..32 as §6.4 gives it). The paper's evaluation runs batch 1280 on 5 nodes of 256 cores, a scheduler per node;
-this runs one node with its share of the batch (256 trajectories on 256 cores; ``--quick``: 32 on 32, the same
-core per trajectory).
+this runs one node with its share of the batch (256 trajectories on 256 cores; ``--quick``: 24 on 24, the same
+core per trajectory, a smoke test: a node smaller than the largest DoP).
 
 Real: the SWE environment (``recipes.grpo_swe``'s task spec on EnvHost actor processes, 8 in the full run, reached
-over the actor runtime as a training run reaches them): every trajectory creates its env
-and resets it to a built-in task, then plays one tool call per trace turn — reading the files the fix touches
-(file views, and every fifth a shell command in its bubblewrap sandbox), then the gold patch's edits — and submits, which runs the task's hidden tests in the sandbox
-(the reward; the gold patch passes them). In the actions mode every step is an action of the product's
+over the actor runtime as a training run reaches them): every trajectory creates its env and resets it to a
+built-in task, then plays one tool call per trace turn — reading the files the fix touches (file views, and every
+fifth a shell command in its bubblewrap sandbox), then the gold patch's edits — and submits, which runs the task's
+hidden tests in the sandbox (the reward; the gold patch passes them). In the actions mode every step is an action of the product's
 :class:`rollart.actions.run.RunActions` on a :class:`CorePool` of the emulated cores (Algorithm 1–2 choosing the
 test run's DoP from the profiled curve, Amdahl 0.79 over 1..32, and the run's measured mean duration), exactly as
 ``actions.enabled=true`` schedules a training run's env steps.
@@ -22,9 +22,12 @@ test run's DoP from the profiled curve, Amdahl 0.79 over 1..32, and the run's me
 Emulated (SIMULATED timing): the cores (their ids are the emulated node's; the real commands run on this
 machine's cores, unpinned) and each action's duration — the trace's one-core seconds, a test run's over its
 Amdahl speed-up on the cores it was granted — held by :class:`rollart.actions.emulated.EmulatedExecution`, and
-the LLM turns (waits). ``scale`` real seconds make one emulated second. An action whose real command took longer
+the LLM turns (waits). Every tool turn holds one emulated core, as the trace's single-core tool action does (a
+file view too, which in a training run holds none). ``scale`` real seconds make one emulated second. An action whose real command took longer
 than its emulated duration *outran* it; the run counts those and their excess, and labels its timing MIXED when
-the excess exceeds 1 % of either mode's summed ACT.
+the excess exceeds 1 % of either mode's summed ACT. The full run's scale is 0.7: at 0.35 the bursts of real
+commands (256 trajectories start together; their hidden test runs cluster) made 15 % of the pod mode's ACT real
+excess (sandbox commands waiting seconds for this machine's cores), at 0.7 it is about 0.1 %.
 
 Baseline: the paper's (§6.1, AI coding): a pod per trajectory from its start to its end, requesting 0.5 CPU
 (limit 4), admitted while requests fit the node (512 pods on 256 cores); its commands run at once in the pod, as
@@ -61,9 +64,6 @@ EXPLORE = (("view", {"path": "{path}"}), ("bash", {"command": "grep -n 'def ' {p
            ("view", {"path": "{path}", "start_line": 20, "end_line": 60}))
 """A trajectory's exploring tool calls, in turn: one shell command in the sandbox for four file views (the
 env host reads the file itself), so that 256 trajectories' real commands fit this machine's two cores."""
-
-
-WARM_UP = '<tool_call>\n{"name": "bash", "arguments": {"command": "true"}}\n</tool_call>'
 
 
 @dataclass
@@ -127,6 +127,7 @@ async def play(mode: str, setup: Setup, trace: list[list[Step]], eps: list[dict]
     hosts (:class:`rollart.rollout.env_client.EnvPool`). ``speedup``: the actions mode's profiled test-run curve
     (default :func:`profiled_speedup`; ``(1.0,)`` keeps tests on one core)."""
     import recipes.grpo_swe as recipe
+    from envs.swe.toolcall import format_tool_call
     from rollart.actions.config import ActionsConfig
     from rollart.actions.run import RunActions
     from rollart.rollout.env_client import EnvFailure
@@ -145,7 +146,7 @@ async def play(mode: str, setup: Setup, trace: list[list[Step]], eps: list[dict]
         async with gate:
             session = await pool.open(spec.env_id, spec.env_kwargs)
             _, info = await session.reset(seed=i, options={"task_id": ep["task"]})
-            await session.step(WARM_UP)
+            await session.step(format_tool_call("bash", command="true"))
             return session, info
     envs = await asyncio.gather(*(make(i, ep) for i, ep in enumerate(eps)))
 
