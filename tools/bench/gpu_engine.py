@@ -34,6 +34,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from rollart.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
+from rollart.engine.model_runner import kv_bytes_per_block  # noqa: E402
 from rollart.types import GenerateRequest  # noqa: E402
 from rollart.models import CausalLM, ModelConfig  # noqa: E402
 
@@ -225,10 +226,8 @@ def hbm_bytes_per_s(device: torch.device) -> float | None:
 
 def decode_bytes(model: CausalLM, batch: int, mean_context: float) -> float:
     """Bytes one decode step must read: every weight once, the K and V of every context token."""
-    c = model.config
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    kv = batch * mean_context * c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * model.lm_head.weight.element_size()
-    return weights + kv
+    return weights + batch * mean_context * kv_bytes_per_block(model.config, 1, model.lm_head.weight.dtype)
 
 
 def measure_engine(batch_sizes=(16, 64, 256), *, device: str = "cuda", tiny: bool = False, repeats: int = 1,

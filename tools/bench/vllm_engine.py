@@ -129,11 +129,13 @@ def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
 
 def decode_bytes(model: str, dtype: str, batch: int, mean_context: float) -> float:
     """Bytes one decode step must read: every weight once, the K and V of every context token."""
+    import torch
+
+    from rollart.engine.model_runner import kv_bytes_per_block
     from rollart.models import ModelConfig
     c = ModelConfig.from_pretrained(model)
-    size = 2 if dtype == "bfloat16" else 4
-    kv = batch * mean_context * c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * size
-    return c.num_params() * size + kv
+    dt = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+    return c.num_params() * dt.itemsize + batch * mean_context * kv_bytes_per_block(c, 1, dt)
 
 
 def plot(results: dict, title: str, path: Path) -> None:
