@@ -50,33 +50,39 @@ class EmulatedExecution:
 
     def __init__(self, scale: float):
         self.clock = EmulatedClock(scale)
-        self.actions = 0
-        self.outruns = 0
-        """Actions whose real work ended after their emulated time."""
-        self.excess_s = 0.0
-        """Emulated seconds by which those actions' real work outlasted their emulated time, summed."""
         self.records: list[tuple[float, float, float]] = []
         """(start, real end, emulated end) of every held action, in emulated seconds."""
+
+    @property
+    def actions(self) -> int:
+        return len(self.records)
+
+    @property
+    def outruns(self) -> int:
+        """Actions whose real work ended after their emulated time."""
+        return sum(real > emulated for _, real, emulated in self.records)
+
+    @property
+    def excess_s(self) -> float:
+        """Emulated seconds by which those actions' real work outlasted their emulated time, summed."""
+        return sum(max(0.0, real - emulated) for _, real, emulated in self.records)
 
     async def hold(self, real: Awaitable[T], emulated: Awaitable[object]) -> T:
         """Run ``real`` (the action's work) and ``emulated`` (waits out its emulated duration: ``clock.sleep``,
         or a shared-cores job's completion) from now; return ``real``'s result once both have ended."""
-        ends: dict[str, float] = {"start": self.clock.now}
+        start = self.clock.now
+        ended: list[float] = []
         timer = asyncio.ensure_future(emulated)
-        timer.add_done_callback(lambda _: ends.setdefault("emulated", self.clock.now))
+        timer.add_done_callback(lambda _: ended.append(self.clock.now))
         try:
             result = await real
         except BaseException:
             timer.cancel()
             raise
-        ends["real"] = self.clock.now
+        real_end = self.clock.now
         await timer
-        ends.setdefault("emulated", self.clock.now)  # its callback may not have run yet: it ended just now
-        self.actions += 1
-        self.records.append((ends["start"], ends["real"], ends["emulated"]))
-        if ends["real"] > ends["emulated"]:
-            self.outruns += 1
-            self.excess_s += ends["real"] - ends["emulated"]
+        # its callback may not have run yet: then it ended just now
+        self.records.append((start, real_end, ended[0] if ended else self.clock.now))
         return result
 
     def shared(self, cores: object, work: float) -> asyncio.Future:
