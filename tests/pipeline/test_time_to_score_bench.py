@@ -98,23 +98,23 @@ def test_earlier_runs_join_only_with_the_same_settings_and_other_runs(tmp_path):
     import json
     args = argparse.Namespace(profile="paper", target=0.7, consecutive=2, eval_every=5, budget_s=600.0,
                               split_cores=True, set=["batch_groups=1"], warmup_steps=60, first_seed=1, seeds=2,
-                              modes="rollart", earlier=[])
+                              earlier=[])
     row = {"mode": "rollart", "seed": 0, "seconds": 422.0, "budget_s": 600.0}
     same = tmp_path / "same.json"
     same.write_text(json.dumps({"args": {**vars(args), "first_seed": 0, "seeds": 1}, "rows": [row]}))
     args.earlier = [str(same)]
-    assert tts.earlier_rows(args) == [row]
+    assert tts.earlier_rows(args, ["rollart"]) == [row]
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"args": {**vars(args), "budget_s": 300.0}, "rows": [row]}))
     args.earlier = [str(other)]
     with pytest.raises(SystemExit, match=r"other.json: its runs used other settings \(budget_s=300.0, here 600.0\)"):
-        tts.earlier_rows(args)
+        tts.earlier_rows(args, ["rollart"])
     args.earlier = [str(same), str(same)]
     with pytest.raises(SystemExit, match=r"runs \(mode, seed\) \[\('rollart', 0\)\] are run here or in another"):
-        tts.earlier_rows(args)
-    args.earlier, args.modes, args.first_seed = [str(same)], "sync,rollart_a2", 0  # other modes, the same seed
-    assert tts.earlier_rows(args) == [row]
+        tts.earlier_rows(args, ["rollart"])
+    args.earlier, args.first_seed = [str(same)], 0  # other modes, the same seed
+    assert tts.earlier_rows(args, ["sync", "rollart_a2"]) == [row]
     (tmp_path / "bad.json").write_text("{}")
     args.earlier = [str(tmp_path / "bad.json")]
     with pytest.raises(SystemExit, match="not a time_to_score.json of this bench"):
-        tts.earlier_rows(args)
+        tts.earlier_rows(args, ["rollart"])

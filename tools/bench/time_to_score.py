@@ -201,11 +201,10 @@ SAME_SETTINGS = ("profile", "target", "consecutive", "eval_every", "budget_s", "
 """What an earlier invocation given with --with must share with this one."""
 
 
-def earlier_rows(args) -> list[dict]:
+def earlier_rows(args, modes: list[str]) -> list[dict]:
     """The runs of the --with files; SystemExit naming the file and the setting when one differs from this
-    invocation's or repeats a (mode, seed) run of it or of another file."""
+    invocation's or repeats a (mode, seed) run of it (``modes``) or of another file."""
     rows: list[dict] = []
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     mine = {(m, s) for m in modes for s in range(args.first_seed, args.first_seed + args.seeds)}
     for name in args.earlier:
         try:
@@ -280,7 +279,7 @@ def main() -> None:
     ap.add_argument("--plot", default="", help="plot path (default: OUT/time_to_score.png, else tools/bench/plots/)")
     ap.add_argument("--with", dest="earlier", action="append", default=[], metavar="JSON",
                     help="the runs of an earlier invocation (its --out folder's time_to_score.json) with the same "
-                         "settings and other seeds, summarised with these (repeatable)")
+                         "settings and other seeds or modes, summarised with these (repeatable)")
     args = ap.parse_args()
     if args.quick:
         args.modes, args.seeds, args.target, args.consecutive = "rollart,syncplus", 1, 0.15, 1
@@ -305,7 +304,7 @@ def main() -> None:
     print(f"[{utc()} UTC, load {load_avg()}] modes {modes}, seeds {args.first_seed}..{last}, "
           f"target {args.target:g} on {args.consecutive} evaluations in a row, budget {args.budget_s:g} s per run; "
           f"cores {sorted(os.sched_getaffinity(0))} (split trainer/rollout: {args.split_cores})", flush=True)
-    rows: list[dict] = earlier_rows(args)
+    rows: list[dict] = earlier_rows(args, modes)
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.seeds):
             seed = args.first_seed + index
