@@ -58,6 +58,7 @@ from rollart.actions.static import StaticSlotRunner
 from rollart.actions.cpu import CpuManager
 
 import actions_emulated
+from actions_emulated import mean
 
 
 def log(msg: str) -> None:
@@ -458,8 +459,8 @@ async def real_rollout(quick: bool) -> dict:
         runs[mode].append(r)
         n = sum(len(v) for v in r["acts"].values())
         log(f"[real rollout] {mode}: {len(episodes)} SWE trajectories, {n} env-step actions, wall {r['wall']:.1f}s, "
-            f"mean ACT test_run {_mean(r['acts'].get('test_run', [])):.3f}s sandbox_command "
-            f"{_mean(r['acts'].get('sandbox_command', [])):.3f}s file_op {_mean(r['acts'].get('file_op', [])):.3f}s, "
+            f"mean ACT test_run {mean(r['acts'].get('test_run', [])):.3f}s sandbox_command "
+            f"{mean(r['acts'].get('sandbox_command', [])):.3f}s file_op {mean(r['acts'].get('file_op', [])):.3f}s, "
             f"queueing {r['queue']:.2f}s in all, hidden tests passed {r['success']:.2f}")
 
     def per_traj(mode: str, kind: Optional[str] = None) -> float:
@@ -480,10 +481,6 @@ async def real_rollout(quick: bool) -> dict:
         out[mode + "_cmd"] = out[mode] - out[mode + "_test"]
         out[mode + "_wall"] = total(mode, "wall") / len(runs[mode])
     return out
-
-
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
 
 
 def profile_suites(repeats: int = 3) -> dict[int, float]:
