@@ -17,7 +17,7 @@ from rollart.models.lora import LoraConfig
 if TYPE_CHECKING:
     from rollart.devices import Placement
 
-KERNELS = ("auto", "torch", "triton")
+KERNELS = ("auto", "torch", "triton", "cpu")
 
 
 @dataclass
@@ -37,8 +37,10 @@ class EngineConfig:
     kernels: str = "auto"
     """Attention and sampling of the torch backend: 'torch' (the pure-torch reference: SDPA over each group's
     gathered blocks, per-request sampling) | 'triton' (one paged-attention kernel over packed prefill and
-    decode tokens, batched sampling on the device; needs the triton package) | 'auto' (triton on CUDA,
-    torch on the CPU)."""
+    decode tokens, batched sampling on the device; needs the triton package) | 'cpu' (rollart's C kernels,
+    ``rollart.models.cpu_kernels``: one attention call over the same packed layout, sampling in C; float32 and
+    bfloat16 on the CPU, built on first use with the system C compiler) | 'auto' (triton on CUDA; on the CPU
+    'cpu' where it builds, else 'torch', the engine's start line saying why)."""
     gpu_memory_utilization: float = 0.9
     """On CUDA, when num_kv_blocks is None: the fraction of the GPU's memory that may be in use once the KV cache
     is allocated (this engine's weights, activations and cache, and whatever other processes hold); the cache
@@ -50,6 +52,10 @@ class EngineConfig:
     onednn_linears: bool = True
     """On the CPU: run the engine's matmuls through oneDNN with weights prepacked once (``rollart.models.cpu_linear``;
     one more copy of the weight matrices in memory). False uses ``F.linear`` (MKL) as the trainer does."""
+    reuse_freed_memory: bool = True
+    """On the CPU (glibc): the engine's process keeps the memory it frees for reuse (``rollart.cpu_memory``)
+    instead of handing it back to the kernel and faulting it in again at the next step. False keeps glibc's
+    defaults."""
     block_size: int = 16
     """Tokens per KV cache block (the unit of paging and of prefix caching)."""
     num_kv_blocks: int | None = None

@@ -1,12 +1,14 @@
 """ModelRunner: owns the model and the preallocated KV cache on the engine's device; turns a scheduled batch
 into one forward and samples from it.
 
-Two paths share the scheduler, the cache layout and the model code (``EngineConfig.kernels``):
-* torch (the CPU default, and the reference): attention per group of similar-length sequences, gathered
-  keys and SDPA (``rollart.models.paged``); sampling per request with its own ``torch.Generator``.
+Three paths share the scheduler, the cache layout and the model code (``EngineConfig.kernels``):
+* torch (the reference): attention per group of similar-length sequences, gathered keys and SDPA
+  (``rollart.models.paged``); sampling per request with its own ``torch.Generator``.
 * triton (the CUDA default): one paged-attention kernel over the packed tokens of every sequence, prefill
   and decode in the same launch (``rollart.models.paged_triton``); batched sampling on the device
   (``rollart.engine.device_sampler``); on CUDA, decode-only steps replay a graph (``rollart.engine.cuda_graphs``).
+* cpu (the CPU default where it builds): rollart's C kernels over the same packed layout, prefill and decode in
+  one call, and sampling in C from each request's own generator (``rollart.models.cpu_kernels``).
 Per-step index tensors are built on the host and copied in one go; the only device-to-host copy of a step
 is the (tokens, logprobs) pair the scheduler needs. A token's policy version needs no device state: a step
 runs under one weight version, recorded by the engine as the tokens come back.
@@ -22,8 +24,10 @@ from rollart.engine.config import EngineConfig
 from rollart.engine.cuda_graphs import DecodeGraphs
 from rollart.engine.batch_scheduler import ScheduledBatch
 from rollart.engine.sequence import Sequence
-from rollart.models import CausalLM, ModelConfig, cpu_linear
+from rollart import cpu_memory
+from rollart.models import CausalLM, ModelConfig, cpu_kernels, cpu_linear
 from rollart.models.paged import AttentionGroup, PagedBatch, VarlenLayout, build_group
+from rollart.models.paged_ops import PagedOps
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,23 @@ def bucket_by_length(rows: list[int], lengths: list[int], ratio: float = 1.5) ->
     return groups
 
 
-def uses_kernels(config: EngineConfig, placement: Placement) -> bool:
-    return config.kernels == "triton" or (config.kernels == "auto" and placement.is_cuda)
+def resolve_kernel(config: EngineConfig, placement: Placement) -> str:
+    """The attention and sampling path ``EngineConfig.kernels`` names here: 'torch' | 'triton' | 'cpu'. An explicit
+    'cpu' that cannot run raises (one line, why); 'auto' on the CPU falls back to 'torch' and logs why."""
+    if config.kernels == "triton" or (config.kernels == "auto" and placement.is_cuda):
+        return "triton"
+    if config.kernels == "torch":
+        return "torch"
+    why = ("it runs on the CPU only" if placement.device.type != "cpu" else
+           f"it serves {[str(d).removeprefix('torch.') for d in cpu_kernels.DTYPES]}, not {placement.dtype}"
+           if placement.dtype not in cpu_kernels.DTYPES else cpu_kernels.unavailable())
+    if not why:
+        log.info("engine: %s", cpu_kernels.describe())
+        return "cpu"
+    if config.kernels == "cpu":
+        raise ValueError(f"kernels='cpu' cannot run: {why}; set kernels=torch (or auto)")
+    log.warning("engine: attention and sampling -> torch ops (kernels='cpu' cannot run: %s)", why)
+    return "torch"
 
 
 class ModelRunner:
@@ -63,7 +82,9 @@ class ModelRunner:
         self.model = model.to(device=placement.device, dtype=placement.dtype).fuse_projections()
         self.config = config
         self.block_size = config.block_size
-        self.kernels = uses_kernels(config, placement)
+        self.kernel = resolve_kernel(config, placement)
+        """The attention and sampling path: 'torch' (reference) | 'triton' | 'cpu' (both kernels read the packed
+        ``VarlenLayout``)."""
         self.kv_cache: torch.Tensor | None = None
         self.graphs: DecodeGraphs | None = None
         self.max_model_len = 0
@@ -74,8 +95,12 @@ class ModelRunner:
             (log.warning if why_not else log.info)("engine: %s", cpu_linear.describe(placement.dtype))
             if not why_not:
                 self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
-                self.model.paged_linear = self.packed
+                self.model.paged_ops = PagedOps(linear=self.packed)
                 self.repack()
+        if self.kernel == "cpu":
+            self.model.paged_ops = cpu_kernels.kernels().paged_ops(linear=self.model.paged_ops.linear)
+        if placement.device.type == "cpu" and config.reuse_freed_memory:
+            log.info("engine: %s", cpu_memory.reuse_freed_memory())
         self.forward_tokens = 0
         """Tokens that went through a forward (prefill chunks and decode tokens alike)."""
 
@@ -100,7 +125,7 @@ class ModelRunner:
         self.kv_cache = torch.zeros(mc.num_hidden_layers, 2, num_blocks + 1, self.block_size, mc.num_key_value_heads,
                                     mc.head_dim, dtype=self.placement.dtype, device=self.device)  # (L, 2, blocks, bs, Hkv, D)
         self.model.rotary.tables(max_model_len, self.device, self.placement.dtype)  # built once, outside graphs
-        if self.kernels and self.placement.is_cuda and self.config.cuda_graphs:
+        if self.kernel == "triton" and self.placement.is_cuda and self.config.cuda_graphs:
             self.graphs = self.decode_graphs()
 
     def release(self) -> int:
@@ -176,7 +201,8 @@ class ModelRunner:
         query_start, context_lens = dev[o:o + S + 1], dev[o + S + 1:o + 2 * S + 1]
         o += 2 * S + 1
         logits_index, block_tables = dev[o:o + len(rows)], dev[o + len(rows):].view(S, width)
-        layout = VarlenLayout(query_start, context_lens, block_tables, max(q_lens))
+        layout = VarlenLayout(query_start, context_lens, block_tables, max(q_lens),
+                              kernel=self.kernel)
         return parts[0], PagedBatch(parts[1], parts[2], varlen=layout, num_positions=max(positions) + 1), logits_index
 
     # ---- K/V hand-over (PD disaggregation) ------------------------------------------------------------
@@ -209,7 +235,7 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, rows: list[int]) -> torch.Tensor:
         """Forward the batch (K/V written to the cache); logits (len(rows), V) at the last token of each row."""
-        if not self.kernels:
+        if self.kernel == "torch":
             ids, paged, last = self.prepare(batch)
             self.forward_tokens += ids.numel()
             index = torch.tensor([last[r] for r in rows], dtype=torch.long, device=self.device)
@@ -224,9 +250,10 @@ class ModelRunner:
     @torch.inference_mode()
     def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float]]:
         """One token and its logprob per row (log_softmax of the raw logits; see ``rollart.engine.sampler``)."""
-        if not self.kernels:
+        if self.kernel != "triton":
             from rollart.engine.sampler import sample                      # per-request CPU generators
-            return sample(logits.cpu(), [s.sampling for s in seqs], [s.generator for s in seqs])
+            return sample(logits.cpu(), [s.sampling for s in seqs], [s.generator for s in seqs],
+                          cpu_kernels.kernels() if self.kernel == "cpu" else None)
         from rollart.engine.device_sampler import SamplingTensors, sample_on_device, step_seed
         st = SamplingTensors.build([s.sampling for s in seqs], [step_seed(s.seed, s.num_output_tokens) for s in seqs],
                                    logits.shape[-1], self.device)
@@ -273,7 +300,7 @@ def kv_blocks_from_gpu_memory(runner: ModelRunner, bytes_per_block: int) -> int:
     seq.block_table = list(range(blocks))
     logits = runner.run(ScheduledBatch([seq], [n]), [0])
     rows = min(cfg.max_num_seqs, n)
-    if runner.kernels:
+    if runner.kernel == "triton":
         runner.sample(logits.expand(rows, -1).contiguous(), [seq] * rows)
     torch.cuda.synchronize(dev)
     peak = torch.cuda.max_memory_allocated(dev) - before - runner.kv_cache.numel() * runner.kv_cache.element_size()

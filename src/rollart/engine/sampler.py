@@ -33,14 +33,29 @@ def _draw(probs: Tensor, generator: torch.Generator) -> int:
     SmolLM2-135M at batch 16); this is ~0.1 ms. A token of probability 0 is never drawn: the CDF does not rise
     at it."""
     cdf = probs.double().cumsum(0)
-    x = torch.rand((), dtype=torch.float64, generator=generator) * cdf[-1]
+    x = _uniform(generator) * cdf[-1]
     i = int(torch.searchsorted(cdf, x, right=True))
     return i if i < probs.shape[0] else int(probs.nonzero().max())  # x rounded up to the total
 
 
-def sample(logits: Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> tuple[list[int], list[float]]:
-    """logits (S, V) -> (token per row, log_softmax(logits)[token] per row)."""
+def _uniform(generator: torch.Generator) -> Tensor:
+    """The one uniform number in [0, 1) a draw takes from its request's generator."""
+    return torch.rand((), dtype=torch.float64, generator=generator)
+
+
+def _plain(sp: SamplingParams, vocab: int) -> bool:
+    """Greedy, or temperature alone (no top-k or top-p cut)."""
+    return sp.greedy or ((sp.top_k == -1 or sp.top_k >= vocab) and sp.top_p >= 1.0)
+
+
+def sample(logits: Tensor, params: list[SamplingParams], generators: list[torch.Generator],
+           kernels=None) -> tuple[list[int], list[float]]:
+    """logits (S, V) -> (token per row, log_softmax(logits)[token] per row). With ``kernels`` (the loaded
+    ``rollart.models.cpu_kernels.Kernels``) greedy and temperature-only rows are drawn in C, from the same uniform
+    number of the same generator by the same CDF inversion; top-k / top-p rows are drawn here."""
     logits = logits.float()
+    if kernels is not None:
+        return _sample_with_kernels(logits, params, generators, kernels)
     logprobs = torch.log_softmax(logits, dim=-1)                             # (S, V)
     tokens = logits.argmax(-1).tolist()                                      # greedy rows are done
     for row, (sp, gen) in enumerate(zip(params, generators)):
@@ -48,3 +63,19 @@ def sample(logits: Tensor, params: list[SamplingParams], generators: list[torch.
             tokens[row] = _sample_one(logits[row], sp, gen)
     token_lp = logprobs.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
     return tokens, token_lp
+
+
+def _sample_with_kernels(logits: Tensor, params: list[SamplingParams], generators: list[torch.Generator],
+                         kernels) -> tuple[list[int], list[float]]:
+    vocab = logits.shape[1]
+    plain = [_plain(sp, vocab) for sp in params]
+    temperature = torch.tensor([sp.temperature if p and not sp.greedy else 0.0 for sp, p in zip(params, plain)])
+    uniform = torch.tensor([float(_uniform(g)) if p and not sp.greedy else 0.0
+                            for sp, g, p in zip(params, generators, plain)], dtype=torch.float64)
+    tokens, logprobs = kernels.sample_rows(logits, temperature, uniform)
+    tokens, logprobs = tokens.tolist(), logprobs.tolist()
+    for row, (sp, gen, p) in enumerate(zip(params, generators, plain)):
+        if not p:
+            tokens[row] = _sample_one(logits[row], sp, gen)
+            logprobs[row] = float(torch.log_softmax(logits[row], -1)[tokens[row]])
+    return tokens, logprobs

@@ -6,8 +6,9 @@ single decode tokens alike). Linear layers run once over that stream; attention 
 sequences with padded (S, Q) queries against keys gathered from the cache through each sequence's
 block table. Decodes (Q = 1, no padding) and prefills form separate groups, so a long prefill never
 pads the decode rows; the engine further buckets each kind by context length so short contexts are
-not padded to the longest. The Triton kernel (``rollart.models.paged_triton``, the CUDA default) reads
-the packed queries directly through ``VarlenLayout``: no padding, no gathered copy of the keys. All index
+not padded to the longest. The Triton kernel (``rollart.models.paged_triton``, the CUDA default) and the C kernel
+(``rollart.models.cpu_kernels``, the CPU default) read the packed queries directly through ``VarlenLayout``: no
+padding, no gathered copy of the keys. All index
 tensors are built once per step and shared by every layer.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ class AttentionGroup:
 
 @dataclass
 class VarlenLayout:
-    """Packed variable-length queries for the Triton kernel: sequence s owns rows
+    """Packed variable-length queries for a kernel: sequence s owns rows
     ``query_start[s]:query_start[s + 1]`` of the stream, the last of its ``context_lens[s]`` tokens."""
 
     query_start: Tensor
@@ -43,6 +44,8 @@ class VarlenLayout:
     """(S, B) long: cache blocks of each sequence in order (entries past its context are never read)."""
     max_query_len: int
     """Longest query of the batch (host int: it sizes the kernel's grid)."""
+    kernel: str = "triton"
+    """Which kernel reads it: 'triton' | 'cpu' (``rollart.models.cpu_kernels``)."""
 
 
 @dataclass
@@ -61,9 +64,12 @@ class PagedBatch:
 
     def attend(self, q: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
         """q (N, H, D) against the cache (blocks, block_size, Hkv, D) holding this step's keys -> (N, H, D)."""
-        if self.varlen is not None:
+        v = self.varlen
+        if v is not None and v.kernel == "cpu":
+            from rollart.models.cpu_kernels import kernels
+            return kernels().attention(q, k_cache, v_cache, v.query_start, v.context_lens, v.block_tables)
+        if v is not None:
             from rollart.models.paged_triton import paged_attention_triton
-            v = self.varlen
             return paged_attention_triton(q, k_cache, v_cache, v.query_start, v.context_lens, v.block_tables,
                                           v.max_query_len)
         return paged_attention(q, k_cache, v_cache, self.groups)

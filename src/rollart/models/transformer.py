@@ -17,6 +17,7 @@ from torch.utils.checkpoint import checkpoint
 
 from rollart.models.config import ModelConfig
 from rollart.models.paged import PagedBatch
+from rollart.models.paged_ops import PagedOps
 from rollart.models.rope import Rotary
 
 
@@ -101,23 +102,21 @@ class Attention(nn.Module):
                 and (self.q_proj.bias is None or _still_stacked(self.qkv_bias, [m.bias for m in projs])))
 
     def forward_paged(self, x: Tensor, rotary: Rotary, cos: Tensor, sin: Tensor,
-                      kv: Tensor, batch: PagedBatch, linear=F.linear) -> Tensor:
+                      kv: Tensor, batch: PagedBatch, ops: PagedOps) -> Tensor:
         """Engine path: x (N, h); kv (2, blocks, block_size, Hkv, D) is this layer's cache, written in place."""
         H, Hkv = self.n_heads, self.n_kv
         if not self._fused_ok():
             q, k, v = self._qkv(x, rotary, cos, sin)                        # (N, H|Hkv, D)
+            kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
+            kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
         else:
-            qkv = linear(x, self.qkv_weight, self.qkv_bias).unflatten(-1, (H + 2 * Hkv, self.head_dim))  # (N, H+2Hkv, D)
-            if self.qk_norm:
-                qk = torch.cat([self.q_norm(qkv[:, :H]), self.k_norm(qkv[:, H:H + Hkv])], 1)
-            else:
-                qk = qkv[:, :H + Hkv]
-            qk = rotary(qk, cos, sin)                                       # (N, H+Hkv, D), one RoPE for q and k
-            q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]
-        kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
-        kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
+            qkv = ops.linear(x, self.qkv_weight, self.qkv_bias).unflatten(-1, (H + 2 * Hkv, self.head_dim))  # (N, H+2Hkv, D)
+            if self.qk_norm:                                                # normed in place, before RoPE
+                qkv[:, :H] = self.q_norm(qkv[:, :H])
+                qkv[:, H:H + Hkv] = self.k_norm(qkv[:, H:H + Hkv])
+            q = ops.rope_and_cache(qkv, H, Hkv, rotary, cos, sin, kv, batch.slot_mapping)  # (N, H, D)
         o = batch.attend(q, kv[0], kv[1])                                   # (N, H, D)
-        return linear(o.flatten(1), self.o_proj.weight, self.o_proj.bias)   # (N, h)
+        return ops.linear(o.flatten(1), self.o_proj.weight, self.o_proj.bias)  # (N, h)
 
 
 class MLP(nn.Module):
@@ -127,11 +126,10 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x: Tensor, linear=F.linear) -> Tensor:
+    def forward(self, x: Tensor, ops: PagedOps | None = None) -> Tensor:
         gate_up = getattr(self, "gate_up_weight", None)
-        if _still_stacked(gate_up, [self.gate_proj.weight, self.up_proj.weight]):  # engine: one matmul
-            g, u = linear(x, gate_up).chunk(2, dim=-1)
-            return linear(F.silu(g) * u, self.down_proj.weight)
+        if ops is not None and _still_stacked(gate_up, [self.gate_proj.weight, self.up_proj.weight]):  # engine: one matmul
+            return ops.linear(ops.silu_and_mul(ops.linear(x, gate_up)), self.down_proj.weight)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
     def fuse(self) -> None:
@@ -170,8 +168,8 @@ class CausalLM(nn.Module):
         self.model = Backbone(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = Rotary.from_config(config)
-        self.paged_linear = F.linear
-        """The engine path's matmul ``(x, weight, bias) -> y`` (``rollart.models.cpu_linear`` on the CPU)."""
+        self.paged_ops = PagedOps()
+        """The engine path's matmuls, MLP activation and RoPE-and-cache-write (``rollart.models.paged_ops``)."""
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -222,10 +220,10 @@ class CausalLM(nn.Module):
         n_pos = batch.num_positions or int(batch.positions.max()) + 1       # host bound: no device read
         cos, sin = self.rotary.tables(n_pos, x.device, x.dtype)
         cos, sin = cos[batch.positions][:, None], sin[batch.positions][:, None]  # (N, 1, D)
-        linear = self.paged_linear
+        ops = self.paged_ops
         for i, layer in enumerate(self.model.layers):
             x = x + layer.self_attn.forward_paged(layer.input_layernorm(x), self.rotary, cos, sin, kv_cache[i], batch,
-                                                  linear)
-            x = x + layer.mlp(layer.post_attention_layernorm(x), linear)
+                                                  ops)
+            x = x + layer.mlp(layer.post_attention_layernorm(x), ops)
         x = self.model.norm(x[logits_index])                                # (S, h)
-        return linear(x, self.lm_head.weight)                               # (S, V)
+        return ops.linear(x, self.lm_head.weight)                           # (S, V)

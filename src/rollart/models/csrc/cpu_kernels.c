@@ -1,0 +1,689 @@
+/* rollart's CPU kernels for the engine's decode step: paged attention of one query token per sequence, read
+ * straight from the paged KV cache, and sampling with the behaviour logprob, one row per request.
+ *
+ * Built on first use by rollart.models.cpu_kernels (cc -O3 -march=native -fopenmp) and called through ctypes
+ * on tensors' data pointers; the torch reference paths (rollart.models.paged, rollart.engine.sampler) compute
+ * the same values and are what the tests compare against. Plain C, vectorised by the compiler: the inner loops
+ * run over head_dim or over the vocabulary with no dependence between lanes.
+ *
+ * dtype codes: 0 float32, 1 bfloat16 (the KV cache's and the queries' dtype; accumulation is always fp32).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DT_F32 0
+#define DT_BF16 1
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Round to nearest even, as torch converts fp32 to bf16 (NaN stays NaN). */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* exp(x) for x <= 0 (softmax after subtracting the max): 2^(x log2 e) by range reduction and a degree-6
+ * polynomial of 2^f on [0, 1); relative error below 2e-7; 0 below -87 (where expf is < 2e-38). No libm call,
+ * so loops over it vectorise. */
+static inline float exp_nonpos(float x) {
+    float t = (x < -87.0f ? -87.0f : x) * 1.4426950408889634f;
+    float fi = floorf(t);
+    float f = t - fi;
+    float p = 1.535336188319500e-4f;
+    p = p * f + 1.339887440266574e-3f;
+    p = p * f + 9.618437357674640e-3f;
+    p = p * f + 5.550332471162809e-2f;
+    p = p * f + 2.402264791363012e-1f;
+    p = p * f + 6.931472028550421e-1f;
+    p = p * f + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &p, 4);
+    bits += (int32_t)fi * (1 << 23);
+    memcpy(&p, &bits, 4);
+    return x < -87.0f ? 0.0f : p;
+}
+
+static inline void load_row(const void *base, int64_t at, int dtype, int n, float *restrict dst) {
+    if (dtype == DT_BF16) {
+        const uint16_t *src = (const uint16_t *)base + at;
+#pragma omp simd
+        for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    } else {
+        const float *src = (const float *)base + at;
+#pragma omp simd
+        for (int i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+
+/* Lanes of one vector register of this build: query vectors of a prefill work item, keys of a tile. */
+#if defined(__AVX512F__)
+#define LANES 16
+#elif defined(__AVX__)
+#define LANES 8
+#else
+#define LANES 4
+#endif
+#define NEG_BIG (-1e30f)
+typedef float vlanes __attribute__((vector_size(LANES * sizeof(float))));  /* one zmm, or two ymm on AVX2 */
+
+typedef uint16_t vhalf __attribute__((vector_size(LANES * sizeof(uint16_t))));
+typedef uint32_t vword __attribute__((vector_size(LANES * sizeof(uint32_t))));
+
+typedef int32_t vint __attribute__((vector_size(LANES * sizeof(int32_t))));
+
+static inline vlanes splat(float x) {
+    vlanes v;
+    for (int i = 0; i < LANES; i++) v[i] = x;
+    return v;
+}
+
+/* mask ? a : b, lane-wise (mask lanes all ones or all zeros, as vector comparisons give). */
+static inline vlanes vselect(vint mask, vlanes a, vlanes b) {
+    vint ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    vint r = (ia & mask) | (ib & ~mask);
+    vlanes out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+static inline vlanes vmax(vlanes a, vlanes b) { return vselect(a > b, a, b); }
+
+/* exp_nonpos on every lane, in vector operations only. */
+static inline vlanes vexp_nonpos(vlanes x) {
+    const vint under = x < splat(-87.0f);
+    const vlanes t = vselect(under, splat(-87.0f), x) * 1.4426950408889634f;
+    vint ti = __builtin_convertvector(t, vint);            /* truncates: one too high where t < 0 is fractional */
+    ti += (vint)(__builtin_convertvector(ti, vlanes) > t);  /* a true comparison is -1 */
+    const vlanes f = t - __builtin_convertvector(ti, vlanes);
+    vlanes p = splat(1.535336188319500e-4f);
+    p = p * f + 1.339887440266574e-3f;
+    p = p * f + 9.618437357674640e-3f;
+    p = p * f + 5.550332471162809e-2f;
+    p = p * f + 2.402264791363012e-1f;
+    p = p * f + 6.931472028550421e-1f;
+    p = p * f + 1.0f;
+    vint bits;
+    memcpy(&bits, &p, sizeof bits);
+    bits += ti * (1 << 23);
+    memcpy(&p, &bits, sizeof p);
+    return vselect(under, splat(0.0f), p);
+}
+
+typedef struct {
+    int s, kvh, r0, nrows, g0, ng;   /* query rows r0..r0+nrows-1 of sequence s, heads g0..g0+ng-1 of kvh's group */
+} work_item;
+
+/* LANES consecutive elements from base + at, as fp32. */
+static inline vlanes load_lanes(const void *base, int64_t at, int dtype) {
+    vlanes f;
+    if (dtype == DT_BF16) {
+        vhalf h;
+        memcpy(&h, (const uint16_t *)base + at, sizeof h);
+        vword w = __builtin_convertvector(h, vword) << 16;
+        memcpy(&f, &w, sizeof f);
+    } else {
+        memcpy(&f, (const float *)base + at, sizeof f);
+    }
+    return f;
+}
+
+/* The LANES lane sums of p[0..LANES-1], as one vector (lane j: the sum of p[j]'s lanes): a transposing tree of
+ * two-vector shuffles (for 16 lanes 45 shuffles and adds, where summing each vector alone takes 16 serial steps):
+ * each level adds the two halves of every group of lanes, packing two vectors' groups into one. */
+typedef int32_t vidx __attribute__((vector_size(LANES * sizeof(int32_t))));
+#define SHUFFLE_ADD(a, b, lo, hi) (__builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi))
+static inline vlanes sum_lanes(const vlanes *p) {
+#if LANES == 16
+    const vidx lo1 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    const vidx hi1 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+    const vidx lo2 = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+    const vidx hi2 = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+    const vidx lo3 = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29};
+    const vidx hi3 = {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
+    const vidx lo4 = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    const vidx hi4 = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+    vlanes c[8], d[4], e[2];
+    for (int i = 0; i < 8; i++) c[i] = SHUFFLE_ADD(p[2 * i], p[2 * i + 1], lo1, hi1);
+    for (int i = 0; i < 4; i++) d[i] = SHUFFLE_ADD(c[2 * i], c[2 * i + 1], lo2, hi2);
+    for (int i = 0; i < 2; i++) e[i] = SHUFFLE_ADD(d[2 * i], d[2 * i + 1], lo3, hi3);
+    return SHUFFLE_ADD(e[0], e[1], lo4, hi4);
+#elif LANES == 8
+    const vidx lo1 = {0, 1, 2, 3, 8, 9, 10, 11}, hi1 = {4, 5, 6, 7, 12, 13, 14, 15};
+    const vidx lo2 = {0, 1, 4, 5, 8, 9, 12, 13}, hi2 = {2, 3, 6, 7, 10, 11, 14, 15};
+    const vidx lo3 = {0, 2, 4, 6, 8, 10, 12, 14}, hi3 = {1, 3, 5, 7, 9, 11, 13, 15};
+    vlanes c[4], d[2];
+    for (int i = 0; i < 4; i++) c[i] = SHUFFLE_ADD(p[2 * i], p[2 * i + 1], lo1, hi1);
+    for (int i = 0; i < 2; i++) d[i] = SHUFFLE_ADD(c[2 * i], c[2 * i + 1], lo2, hi2);
+    return SHUFFLE_ADD(d[0], d[1], lo3, hi3);
+#else
+    const vidx lo1 = {0, 1, 4, 5}, hi1 = {2, 3, 6, 7};
+    const vidx lo2 = {0, 2, 4, 6}, hi2 = {1, 3, 5, 7};
+    vlanes c[2];
+    for (int i = 0; i < 2; i++) c[i] = SHUFFLE_ADD(p[2 * i], p[2 * i + 1], lo1, hi1);
+    return SHUFFLE_ADD(c[0], c[1], lo2, hi2);
+#endif
+}
+
+/* The cache row of key t of kv head kvh, through the sequence's block table. */
+static inline int64_t key_at(const int64_t *table, int64_t t, int block_size, int Hkv, int kvh, int D) {
+    return ((table[t / block_size] * block_size + t % block_size) * Hkv + kvh) * D;
+}
+
+/* A decode item: the G query heads of kv head kvh of a one-token sequence, over keys 0..ctx-1. One key at a time:
+ * its G dot products (over D, horizontal sums), then an exact softmax over the scores, then the values; the G
+ * accumulators of D floats stay in registers where G and D are compile-time constants (G_, D_; 0: runtime). */
+static inline __attribute__((always_inline)) void decode_item(
+        const int G_, const int D_, int G, int D, const work_item *it, const void *q, int64_t q_at, void *out,
+        int64_t out_at, const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int Hkv,
+        int block_size, float scale, int dtype, float *restrict scores, float *restrict qf, float *restrict acc,
+        float *restrict row) {
+    if (G_) G = G_;
+    if (D_) D = D_;
+    const int kvh = it->kvh;
+    load_row(q, q_at, dtype, G * D, qf);
+    for (int i = 0; i < G * D; i++) qf[i] *= scale;
+    /* 1) scores of every key, per query head; keys block by block (a block's tokens are Hkv * D apart) */
+    for (int64_t first = 0; first < ctx; first += block_size) {
+        const int n = ctx - first < block_size ? (int)(ctx - first) : block_size;
+        const int64_t at = key_at(table, first, block_size, Hkv, kvh, D);
+        for (int j = 0; j < n; j++) {
+            load_row(k_cache, at + (int64_t)j * Hkv * D, dtype, D, row);
+            for (int g = 0; g < G; g++) {
+                const float *qg = qf + g * D;
+                float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                for (int d = 0; d < D; d++) dot += qg[d] * row[d];
+                scores[g * ctx + first + j] = dot;
+            }
+        }
+    }
+    /* 2) softmax per query head */
+    for (int g = 0; g < G; g++) {
+        float *sg = scores + g * ctx;
+        float m = sg[0];
+#pragma omp simd reduction(max : m)
+        for (int64_t t = 0; t < ctx; t++) m = sg[t] > m ? sg[t] : m;
+        float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+        for (int64_t t = 0; t < ctx; t++) {
+            sg[t] = exp_nonpos(sg[t] - m);
+            z += sg[t];
+        }
+        const float inv = 1.0f / z;
+#pragma omp simd
+        for (int64_t t = 0; t < ctx; t++) sg[t] *= inv;
+    }
+    /* 3) probabilities times values */
+    for (int i = 0; i < G * D; i++) acc[i] = 0.0f;
+    for (int64_t first = 0; first < ctx; first += block_size) {
+        const int n = ctx - first < block_size ? (int)(ctx - first) : block_size;
+        const int64_t at = key_at(table, first, block_size, Hkv, kvh, D);
+        for (int j = 0; j < n; j++) {
+            load_row(v_cache, at + (int64_t)j * Hkv * D, dtype, D, row);
+            for (int g = 0; g < G; g++) {
+                const float w = scores[g * ctx + first + j];
+                float *ag = acc + g * D;
+#pragma omp simd
+                for (int d = 0; d < D; d++) ag[d] += w * row[d];
+            }
+        }
+    }
+    if (dtype == DT_BF16) {
+        uint16_t *o = (uint16_t *)out + out_at;
+        for (int i = 0; i < G * D; i++) o[i] = f32_to_bf16(acc[i]);
+    } else {
+        memcpy((float *)out + out_at, acc, sizeof(float) * (size_t)(G * D));
+    }
+}
+
+/* The cache rows of keys first..first+n-1 of kv head kvh (one division for the lot). */
+static inline void key_rows(const int64_t *table, int64_t first, int n, int block_size, int Hkv, int kvh, int D,
+                            int64_t *rows) {
+    int64_t blk = first / block_size, off = first % block_size;
+    for (int j = 0; j < n; j++) {
+        rows[j] = ((table[blk] * block_size + off) * Hkv + kvh) * D;
+        if (++off == block_size) {
+            off = 0;
+            blk++;
+        }
+    }
+}
+
+/* decode_item for head_dim a multiple of LANES (DC = D / LANES vectors a row): a tile of LANES keys at a time, each key's
+ * G dot products kept as partial-sum vectors and summed by one transposing tree per head (sum_lanes), so no
+ * dot product ends in a horizontal sum of its own; the G x DC value accumulators stay in registers where G_ and
+ * D_ are compile-time constants. */
+static inline __attribute__((always_inline)) void decode_item_lanes(
+        const int G_, const int D_, int G, int D, const work_item *it, const void *q, int64_t q_at, void *out,
+        int64_t out_at, const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int Hkv,
+        int block_size, float scale, int dtype, float *restrict scores, vlanes *restrict qv, vlanes *restrict part,
+        vlanes *restrict acc) {
+    if (G_) G = G_;
+    if (D_) D = D_;
+    const int DC = D / LANES, kvh = it->kvh;
+    int64_t rows[LANES];
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < DC; c++) qv[g * DC + c] = load_lanes(q, q_at + g * D + c * LANES, dtype) * scale;
+    /* 1) scores */
+    for (int64_t first = 0; first < ctx; first += LANES) {
+        const int n = ctx - first < LANES ? (int)(ctx - first) : LANES;
+        key_rows(table, first, n, block_size, Hkv, kvh, D, rows);
+        for (int j = 0; j < LANES; j++) {
+            if (j >= n) {
+                for (int g = 0; g < G; g++) part[g * LANES + j] = (vlanes){0};
+                continue;
+            }
+            vlanes k[DC];
+            for (int c = 0; c < DC; c++) k[c] = load_lanes(k_cache, rows[j] + c * LANES, dtype);
+            for (int g = 0; g < G; g++) {
+                vlanes pg = qv[g * DC] * k[0];
+                for (int c = 1; c < DC; c++) pg += qv[g * DC + c] * k[c];
+                part[g * LANES + j] = pg;
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const vlanes sc = sum_lanes(part + g * LANES);
+            memcpy(scores + g * ctx + first, &sc, sizeof(float) * (size_t)n);
+        }
+    }
+    /* 2) softmax per query head */
+    for (int g = 0; g < G; g++) {
+        float *sg = scores + g * ctx;
+        float m = sg[0];
+#pragma omp simd reduction(max : m)
+        for (int64_t t = 0; t < ctx; t++) m = sg[t] > m ? sg[t] : m;
+        float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+        for (int64_t t = 0; t < ctx; t++) {
+            sg[t] = exp_nonpos(sg[t] - m);
+            z += sg[t];
+        }
+        const float inv = 1.0f / z;
+#pragma omp simd
+        for (int64_t t = 0; t < ctx; t++) sg[t] *= inv;
+    }
+    /* 3) probabilities times values */
+    for (int i = 0; i < G * DC; i++) acc[i] = (vlanes){0};
+    for (int64_t first = 0; first < ctx; first += LANES) {
+        const int n = ctx - first < LANES ? (int)(ctx - first) : LANES;
+        key_rows(table, first, n, block_size, Hkv, kvh, D, rows);
+        for (int j = 0; j < n; j++)
+            for (int c = 0; c < DC; c++) {
+                const vlanes v = load_lanes(v_cache, rows[j] + c * LANES, dtype);
+                for (int g = 0; g < G; g++) acc[g * DC + c] += scores[g * ctx + first + j] * v;
+            }
+    }
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < DC; c++) {
+            float o[LANES];
+            memcpy(o, &acc[g * DC + c], sizeof o);
+            const int64_t at = out_at + g * D + c * LANES;
+            if (dtype == DT_BF16)
+                for (int i = 0; i < LANES; i++) ((uint16_t *)out)[at + i] = f32_to_bf16(o[i]);
+            else
+                memcpy((float *)out + at, o, sizeof o);
+        }
+}
+
+/* A prefill item: up to LANES query vectors (rows x heads of one kv head's group), every one a lane of the
+ * vectors below, over a tile of LANES keys at a time with an online softmax (flash attention's recurrence).
+ * Scores: for each d one query vector (qt[d]) times LANES broadcast key values, LANES accumulators; values: for
+ * each d, the accumulator of d gathers LANES probability vectors times broadcast value entries. */
+static inline __attribute__((always_inline)) void prefill_item(
+        const int D_, int D, const work_item *it, int G, const void *q, int64_t q_row_stride, void *out,
+        int64_t out_row_stride, const void *k_cache, const void *v_cache, const int64_t *table, int64_t q_start,
+        int64_t q_len, int64_t ctx, int Hkv, int block_size, float scale, int dtype, vlanes *restrict qt,
+        vlanes *restrict acc, float *restrict kf, float *restrict vf) {
+    if (D_) D = D_;
+    const int R = it->nrows * it->ng;
+    float pos[LANES];
+    for (int d = 0; d < D; d++) qt[d] = (vlanes){0};
+    for (int r = 0; r < LANES; r++) pos[r] = -1.0f;       /* an idle lane sees no key */
+    for (int r = 0; r < R; r++) {
+        const int row = it->r0 + r / it->ng, g = it->g0 + r % it->ng;
+        load_row(q, (q_start + row) * q_row_stride + ((int64_t)it->kvh * G + g) * D, dtype, D, kf);
+        for (int d = 0; d < D; d++) qt[d][r] = kf[d] * scale;
+        pos[r] = (float)(ctx - q_len + row);              /* this query sees keys 0..pos (exact below 2^24) */
+    }
+    vlanes m = splat(NEG_BIG), l = {0};
+    for (int d = 0; d < D; d++) acc[d] = (vlanes){0};
+    vlanes vpos;
+    for (int r = 0; r < LANES; r++) vpos[r] = pos[r];
+    const int64_t last = ctx - q_len + it->r0 + it->nrows - 1;   /* the item's last query position */
+    for (int64_t first = 0; first <= last; first += LANES) {
+        const int n = last + 1 - first < LANES ? (int)(last + 1 - first) : LANES;
+        /* 1) the tile's keys and values as fp32 rows */
+        int64_t rows[LANES];
+        key_rows(table, first, n, block_size, Hkv, it->kvh, D, rows);
+        for (int j = 0; j < n; j++) {
+            load_row(k_cache, rows[j], dtype, D, kf + j * D);
+            load_row(v_cache, rows[j], dtype, D, vf + j * D);
+        }
+        for (int j = n; j < LANES; j++)
+            for (int d = 0; d < D; d++) kf[j * D + d] = vf[j * D + d] = 0.0f;
+        /* 2) scores: sc[j] holds key j's score for every lane */
+        vlanes sc[LANES];
+        for (int j = 0; j < LANES; j++) sc[j] = (vlanes){0};
+        for (int d = 0; d < D; d++) {
+            const vlanes qd = qt[d];
+            for (int j = 0; j < LANES; j++) sc[j] += kf[j * D + d] * qd;
+        }
+        /* 3) causal mask and online softmax, lane-wise */
+        vlanes tmax = splat(NEG_BIG);
+        for (int j = 0; j < LANES; j++) {
+            const vint seen = splat((float)(first + j)) <= vpos;
+            sc[j] = j < n ? vselect(seen, sc[j], splat(NEG_BIG)) : splat(NEG_BIG);
+            tmax = vmax(tmax, sc[j]);
+        }
+        const vlanes m_new = vmax(tmax, m);
+        const vlanes alpha = vexp_nonpos(m - m_new);
+        vlanes psum = {0};
+        for (int j = 0; j < LANES; j++) {   /* a masked score is exp(-1e30 - m_new) = 0: every real lane saw key 0 */
+            sc[j] = vexp_nonpos(sc[j] - m_new);
+            psum += sc[j];
+        }
+        l = l * alpha + psum;
+        m = m_new;
+        /* 4) values: acc[d] = alpha * acc[d] + sum_j p[j] * v[j][d] */
+        for (int d = 0; d < D; d++) {
+            vlanes a = acc[d] * alpha;
+            for (int j = 0; j < n; j++) a += vf[j * D + d] * sc[j];
+            acc[d] = a;
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const int row = it->r0 + r / it->ng, g = it->g0 + r % it->ng;
+        const int64_t at = (q_start + row) * out_row_stride + ((int64_t)it->kvh * G + g) * D;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        if (dtype == DT_BF16) {
+            uint16_t *o = (uint16_t *)out + at;
+            for (int d = 0; d < D; d++) o[d] = f32_to_bf16(acc[d][r] * inv);
+        } else {
+            float *o = (float *)out + at;
+            for (int d = 0; d < D; d++) o[d] = acc[d][r] * inv;
+        }
+    }
+}
+
+/* Causal attention of packed queries over the paged KV cache, prefill chunks and decodes alike.
+ *   q, out       (N, H, D) rows q_row_stride / out_row_stride elements apart, heads contiguous
+ *   query_start  (S + 1,) int64: sequence s owns rows query_start[s]..query_start[s+1]-1, the last of its
+ *                context_lens[s] tokens (whose keys are already in the cache)
+ *   k/v_cache    (num_blocks, block_size, Hkv, D), contiguous; block_tables (S, bt_row_stride) int64
+ * Query head h reads kv head h / (H / Hkv); scores, softmax and sums in fp32. A one-token sequence is one work
+ * item per kv head (decode_item); longer ones are split into items of up to LANES query vectors (prefill_item). */
+int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t out_row_stride, const void *k_cache,
+                       const void *v_cache, const int64_t *block_tables, int64_t bt_row_stride,
+                       const int64_t *query_start, const int64_t *context_lens, int S, int H, int Hkv, int D,
+                       int block_size, float scale, int dtype, int num_threads) {
+    if (S <= 0) return 0;
+    if (Hkv <= 0 || H % Hkv != 0 || D <= 0 || block_size <= 0) return -1;
+    const int G = H / Hkv;
+    const int ng = G < LANES ? G : LANES;             /* heads per prefill item */
+    const int rows = LANES / ng;                       /* query rows per prefill item */
+    int64_t total = 0, max_ctx = 1;
+    for (int s = 0; s < S; s++) {
+        const int64_t q_len = query_start[s + 1] - query_start[s];
+        if (q_len < 0 || q_len > context_lens[s]) return -1;
+        total += q_len == 1 ? Hkv : ((q_len + rows - 1) / rows) * Hkv * ((G + ng - 1) / ng);
+        if (context_lens[s] > max_ctx) max_ctx = context_lens[s];
+    }
+    work_item *items = malloc(sizeof(work_item) * (size_t)(total ? total : 1));
+    if (!items) return -2;
+    int64_t k = 0;
+    for (int s = 0; s < S; s++) {
+        const int q_len = (int)(query_start[s + 1] - query_start[s]);
+        for (int kvh = 0; kvh < Hkv; kvh++) {
+            if (q_len == 1) {
+                work_item w = {s, kvh, 0, 1, 0, G};
+                items[k++] = w;
+                continue;
+            }
+            for (int g0 = 0; g0 < G; g0 += ng)
+                for (int r0 = 0; r0 < q_len; r0 += rows) {
+                    work_item w = {s, kvh, r0, q_len - r0 < rows ? q_len - r0 : rows, g0, G - g0 < ng ? G - g0 : ng};
+                    items[k++] = w;
+                }
+        }
+    }
+    int failed = 0;
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *scores = malloc(sizeof(float) * (size_t)(G * max_ctx));
+        float *qf = malloc(sizeof(float) * (size_t)(G * D));
+        float *dacc = malloc(sizeof(float) * (size_t)(G * D));
+        float *kf = malloc(sizeof(float) * (size_t)(LANES * D));
+        float *vf = malloc(sizeof(float) * (size_t)(LANES * D));
+        const size_t nvec = (size_t)(D > G * (D / LANES + 1) ? D : G * (D / LANES + 1));
+        vlanes *qt = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);    /* prefill: D; decode: G x DC */
+        vlanes *acc = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);
+        vlanes *part = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * (size_t)(G * LANES));
+        if (!scores || !qf || !dacc || !kf || !vf || !qt || !acc || !part) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t i = 0; i < total; i++) {
+                const work_item *it = items + i;
+                const int s = it->s;
+                const int64_t *table = block_tables + (int64_t)s * bt_row_stride;
+                const int64_t q_start = query_start[s], q_len = query_start[s + 1] - q_start, ctx = context_lens[s];
+                if (q_len == 1) {
+                    const int64_t q_at = q_start * q_row_stride + (int64_t)it->kvh * G * D;
+                    const int64_t out_at = q_start * out_row_stride + (int64_t)it->kvh * G * D;
+#define LANED(G_, D_) decode_item_lanes(G_, D_, G, D, it, q, q_at, out, out_at, k_cache, v_cache, table, ctx, \
+                                        Hkv, block_size, scale, dtype, scores, qt, part, acc)
+                    if (D % LANES == 0 && G <= LANES) {
+                        if (D == 64 && G == 1) LANED(1, 64);
+                        else if (D == 64 && G == 2) LANED(2, 64);
+                        else if (D == 64 && G == 3) LANED(3, 64);
+                        else if (D == 64 && G == 4) LANED(4, 64);
+                        else if (D == 128 && G == 1) LANED(1, 128);
+                        else if (D == 128 && G == 2) LANED(2, 128);
+                        else if (D == 128 && G == 4) LANED(4, 128);
+                        else if (D == 128 && G == 8) LANED(8, 128);
+                        else LANED(0, 0);
+                    } else {
+                        decode_item(0, 0, G, D, it, q, q_at, out, out_at, k_cache, v_cache, table, ctx, Hkv,
+                                    block_size, scale, dtype, scores, qf, dacc, kf);
+                    }
+#undef LANED
+                    continue;
+                }
+#define PREFILL(D_) prefill_item(D_, D, it, G, q, q_row_stride, out, out_row_stride, k_cache, v_cache, table, \
+                                 q_start, q_len, ctx, Hkv, block_size, scale, dtype, qt, acc, kf, vf)
+                if (D == 64) PREFILL(64);
+                else if (D == 128) PREFILL(128);
+                else PREFILL(0);
+#undef PREFILL
+            }
+        }
+        free(scores);
+        free(qf);
+        free(dacc);
+        free(kf);
+        free(vf);
+        free(qt);
+        free(acc);
+        free(part);
+    }
+    free(items);
+    return failed ? -2 : 0;
+}
+
+#define CHUNK 64
+
+/* One token per row of fp32 logits (R, V), rows row_stride apart, and its behaviour logprob
+ * log_softmax(logits)[token] (of the raw logits, as rollart.engine.sampler documents).
+ * temperature[r] == 0: the first index of the largest logit. Else the token is drawn from
+ * softmax(logits / temperature) by inverting its CDF at uniform[r] in [0, 1): the first index whose cumulative
+ * mass exceeds uniform[r] times the total (a token of probability 0 is never drawn). Top-k / top-p rows are not
+ * served here (the caller samples them with torch). */
+int rl_sample_rows(const float *logits, int64_t row_stride, int R, int V, const float *temperature,
+                   const double *uniform, int64_t *tokens, float *logprobs, int num_threads) {
+    if (R <= 0) return 0;
+    if (V <= 0) return -1;
+    const int nchunks = (V + CHUNK - 1) / CHUNK;
+    int failed = 0;
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *chunk_mass = malloc(sizeof(float) * (size_t)nchunks);
+        if (!chunk_mass) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int r = 0; r < R; r++) {
+                const float *l = logits + (int64_t)r * row_stride;
+                float m = l[0];
+#pragma omp simd reduction(max : m)
+                for (int i = 0; i < V; i++) m = l[i] > m ? l[i] : m;
+                int64_t best = 0;
+                while (best < V - 1 && l[best] != m) best++;
+                float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+                for (int i = 0; i < V; i++) z += exp_nonpos(l[i] - m);
+                const float temp = temperature[r];
+                int64_t token = best;
+                if (temp > 0.0f) {
+                    const float inv_t = 1.0f / temp;
+                    double total = 0.0;
+                    for (int c = 0; c < nchunks; c++) {
+                        const int lo = c * CHUNK, hi = lo + CHUNK < V ? lo + CHUNK : V;
+                        float mass = 0.0f;
+#pragma omp simd reduction(+ : mass)
+                        for (int i = lo; i < hi; i++) mass += exp_nonpos((l[i] - m) * inv_t);
+                        chunk_mass[c] = mass;
+                        total += mass;
+                    }
+                    const double target = uniform[r] * total;
+                    double below = 0.0;
+                    int c = 0;
+                    while (c < nchunks - 1 && below + chunk_mass[c] <= target) below += chunk_mass[c++];
+                    const int lo = c * CHUNK, hi = lo + CHUNK < V ? lo + CHUNK : V;
+                    token = -1;
+                    int last_positive = -1;
+                    for (int i = lo; i < hi; i++) {
+                        const float p = exp_nonpos((l[i] - m) * inv_t);
+                        if (p <= 0.0f) continue;
+                        last_positive = i;
+                        below += p;
+                        if (below > target) {
+                            token = i;
+                            break;
+                        }
+                    }
+                    if (token < 0) token = last_positive >= 0 ? last_positive : best; /* target rounded up */
+                }
+                tokens[r] = token;
+                logprobs[r] = (l[token] - m) - logf(z);
+            }
+        }
+        free(chunk_mass);
+    }
+    return failed ? -2 : 0;
+}
+
+/* silu(gate) * up for the MLP: x (N, 2 I) holds gate | up per row (rows x_row_stride elements apart), out (N, I)
+ * contiguous; one pass where torch makes a silu tensor and then a product tensor. silu(g) = g * sigmoid(g), with
+ * sigmoid from e = exp(-|g|) (never overflows): 1 / (1 + e) for g >= 0, e / (1 + e) below. */
+int rl_silu_and_mul(const void *x, int64_t x_row_stride, void *out, int64_t N, int I, int dtype, int num_threads) {
+    if (N <= 0) return 0;
+    if (I <= 0) return -1;
+    int failed = 0;
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *gate = malloc(sizeof(float) * (size_t)I), *up = malloc(sizeof(float) * (size_t)I);
+        if (!gate || !up) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < N; r++) {
+                load_row(x, r * x_row_stride, dtype, I, gate);
+                load_row(x, r * x_row_stride + I, dtype, I, up);
+#pragma omp simd
+                for (int i = 0; i < I; i++) {
+                    const float g = gate[i], e = exp_nonpos(g < 0.0f ? g : -g);
+                    gate[i] = g * (g >= 0.0f ? 1.0f : e) / (1.0f + e) * up[i];
+                }
+                if (dtype == DT_BF16) {
+                    uint16_t *o = (uint16_t *)out + r * I;
+#pragma omp simd
+                    for (int i = 0; i < I; i++) o[i] = f32_to_bf16(gate[i]);
+                } else {
+                    memcpy((float *)out + r * I, gate, sizeof(float) * (size_t)I);
+                }
+            }
+        }
+        free(gate);
+        free(up);
+    }
+    return failed ? -2 : 0;
+}
+
+/* RoPE (rotate-half) of q and k and the cache write of k and v, for the packed tokens of one step.
+ *   qkv        (N, H + 2 Hkv, D): q heads, k heads, v heads of each token, rows row_stride elements apart; the q
+ *              heads are rotated in place (attention reads them there)
+ *   cos, sin   (N, D) rows cs_row_stride apart: each token's angles
+ *   slots      (N,) int64: the flat cache slot (block * block_size + offset) of each token
+ *   k/v_cache  (num_blocks * block_size, Hkv, D) contiguous: k rotated and v copied into the token's slot
+ * out[i] = x[i] cos[i] - x[i + D/2] sin[i] for i < D/2, x[i] cos[i] + x[i - D/2] sin[i] above, in fp32. */
+int rl_rope_and_cache(void *qkv, int64_t row_stride, int64_t N, int H, int Hkv, int D, const void *cos,
+                      const void *sin, int64_t cs_row_stride, const int64_t *slots, void *k_cache, void *v_cache,
+                      int dtype, int num_threads) {
+    if (N <= 0) return 0;
+    if (D <= 0 || D % 2 || H <= 0 || Hkv <= 0) return -1;
+    const int half = D / 2;
+    const size_t esize = dtype == DT_BF16 ? 2 : 4;
+    int failed = 0;
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *buf = malloc(sizeof(float) * (size_t)(4 * D));
+        if (!buf) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+            float *c = buf, *s = buf + D, *x = buf + 2 * D, *y = buf + 3 * D;
+#pragma omp for schedule(static)
+            for (int64_t n = 0; n < N; n++) {
+                load_row(cos, n * cs_row_stride, dtype, D, c);
+                load_row(sin, n * cs_row_stride, dtype, D, s);
+                for (int h = 0; h < H + Hkv; h++) {
+                    const int64_t at = n * row_stride + (int64_t)h * D;
+                    load_row(qkv, at, dtype, D, x);
+#pragma omp simd
+                    for (int i = 0; i < half; i++) {
+                        y[i] = x[i] * c[i] - x[i + half] * s[i];
+                        y[i + half] = x[i + half] * c[i + half] + x[i] * s[i + half];
+                    }
+                    const int64_t dst = h < H ? at : (slots[n] * Hkv + (h - H)) * D;
+                    void *base = h < H ? qkv : k_cache;
+                    if (dtype == DT_BF16) {
+                        uint16_t *o = (uint16_t *)base + dst;
+#pragma omp simd
+                        for (int i = 0; i < D; i++) o[i] = f32_to_bf16(y[i]);
+                    } else {
+                        memcpy((float *)base + dst, y, sizeof(float) * (size_t)D);
+                    }
+                }
+                const char *v = (const char *)qkv + (n * row_stride + (int64_t)(H + Hkv) * D) * esize;
+                memcpy((char *)v_cache + slots[n] * Hkv * D * esize, v, (size_t)Hkv * D * esize);
+            }
+        }
+        free(buf);
+    }
+    return failed ? -2 : 0;
+}
