@@ -19,7 +19,10 @@ spin-wait thrashing that makes 2-thread runs several times slower).
 ``decode_roofline_frac`` (rollart's engine, per dtype): the bytes a decode step at batch B must read (every
 weight once, the K and V of every context token) over the engine process's memory bandwidth (a streaming tensor
 copy with the same OpenMP threads, measured in the same process), divided by the measured decode step time: 1.0
-is the memory-bandwidth limit. The decode step time is (wall of T new tokens - wall of 8) / (T - 8) on the same
+is the memory-bandwidth limit. ``decode_flops_frac`` (a report beside it): the step's FLOPs (every matmul once per
+sequence, and the attention over each context) over the matmul rate the same process reaches (the engine's own
+prepacked linear at 256 x 576 -> 3072), divided by the decode step time: 1.0 is the compute limit, which a
+batch of 64 on one core meets long before the bandwidth one. The decode step time is (wall of T new tokens - wall of 8) / (T - 8) on the same
 prompts, so the prefill cancels out (the same for every engine; printed for vLLM too).
 Last line: ``engine_vs_vllm_cpu=`` (our tokens/s over vLLM's at fp32; < 1 means vLLM is faster; target
 >= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, each tokens/s and
@@ -110,7 +113,8 @@ def run_one(backend: str, model: str, batch: int, tokens: int, dtype: str = "flo
     short, _ = timed("s", SHORT_TOKENS, workload(batch, seed=SHORT_SEED))
     wall, generated = timed("r", tokens, workload(batch))
     return dict(backend=backend, startup_s=startup, wall_s=wall, generated=generated, tok_s=generated / wall,
-                decode_step_s=(wall - short) / (tokens - SHORT_TOKENS), copy_gb_s=copy_bandwidth() / 1e9)
+                decode_step_s=(wall - short) / (tokens - SHORT_TOKENS), copy_gb_s=copy_bandwidth() / 1e9,
+                matmul_gflop_s=matmul_flops_per_s(dtype) / 1e9)
 
 
 def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
@@ -125,6 +129,39 @@ def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
         dst.copy_(src)
         best = min(best, time.perf_counter() - t0)
     return 2 * nbytes / best
+
+
+def matmul_flops_per_s(dtype: str, repeats: int = 5) -> float:
+    """The matmul rate this process reaches with its OpenMP threads: rollart's prepacked oneDNN linear (the engine's
+    own) at 256 x 576 -> 3072, best of ``repeats``; F.linear where the CPU cannot pack ``dtype``."""
+    import torch
+    import torch.nn.functional as F
+
+    from rollart.models import cpu_linear
+    dt = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+    x, w = torch.randn(256, 576).to(dt), torch.randn(3072, 576).to(dt)
+    linear = F.linear
+    if not cpu_linear.unavailable(dt):
+        linear = cpu_linear.PackedLinears(batch_hint=256)
+        linear.pack([w])
+    linear(x, w)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        linear(x, w)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * 256 * 576 * 3072 / best
+
+
+def decode_flops(model: str, batch: int, mean_context: float) -> float:
+    """FLOPs of one decode step: every matmul (the LM head included) once per sequence, and each sequence's
+    attention over its context (q.k and p.v, 4 x context x heads x head_dim a layer)."""
+    from rollart.models import ModelConfig
+    c = ModelConfig.from_pretrained(model)
+    h, L = c.hidden_size, c.num_hidden_layers
+    q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    matmul_params = L * (h * (q + 2 * kv) + q * h + 3 * h * c.intermediate_size) + c.vocab_size * h
+    return batch * (2 * matmul_params + L * 4 * mean_context * q)
 
 
 def decode_bytes(model: str, dtype: str, batch: int, mean_context: float) -> float:
@@ -199,10 +236,13 @@ def main(argv: list[str] | None = None) -> None:
                 context = sum(map(len, workload(batch))) / batch + (SHORT_TOKENS + tokens) / 2
                 r["decode_roofline_frac"] = (decode_bytes(model, dtype, batch, context) / (r["copy_gb_s"] * 1e9)
                                              / r["decode_step_s"])
+                r["decode_flops_frac"] = (decode_flops(model, batch, context) / (r["matmul_gflop_s"] * 1e9)
+                                          / r["decode_step_s"])
             print(f"{dtype:<9} {BACKENDS[backend]:<12} startup {r['startup_s']:6.1f} s   batch {batch} x {tokens} "
                   f"tokens in {r['wall_s']:6.2f} s = {r['tok_s']:7.1f} tok/s"
                   + (f"; decode step {r['decode_step_s'] * 1e3:.1f} ms, copy {r['copy_gb_s']:.1f} GB/s, "
-                     f"roofline frac {r['decode_roofline_frac']:.2f}" if "decode_step_s" in r else ""), flush=True)
+                     f"roofline frac {r['decode_roofline_frac']:.2f}, matmul {r['matmul_gflop_s']:.0f} GFLOP/s, "
+                     f"flops frac {r['decode_flops_frac']:.2f}" if "decode_step_s" in r else ""), flush=True)
     plot(results, f"{Path(model).name}, batch {batch} x {tokens} tokens",
          Path(__file__).parent / "plots" / "vllm_engine.png")
     keys = [f"model={Path(model).name}", f"batch={batch}", f"tokens={tokens}"]
@@ -215,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         keys += [f"{n.split()[0].lower().replace('-', '_')}_tok_s{sfx}={r['tok_s']:.1f}" for n, r in res.items()]
         if ours and "decode_roofline_frac" in ours:
             keys.append(f"decode_roofline_frac{sfx}={ours['decode_roofline_frac']:.2f}")
+            keys.append(f"decode_flops_frac{sfx}={ours['decode_flops_frac']:.2f}")
     from rollart.cpu_features import cpu_features
     print(f"cpu: {cpu_features().describe()}, {args.threads or 'default'} OpenMP threads")
     print(" ".join(keys))
