@@ -9,8 +9,9 @@ import torch
 
 from rollart.engine.sampler import sample
 from rollart.models import cpu_kernels
-from rollart.models.paged import build_group, paged_attention
 from rollart.types import SamplingParams
+
+from paged_cases import random_case
 
 ARCHES = ["native"] + (["x86-64-v3"] if platform.machine() == "x86_64" else [])
 
@@ -24,26 +25,7 @@ def kernels(request):
 
 
 def _case(q_lens, ctx, heads, kv_heads, head_dim, block_size, dtype, seed=0):
-    """Random cache and queries; each sequence's blocks scattered over the cache in random order."""
-    g = torch.Generator().manual_seed(seed)
-    tables, used = [], 0
-    for c in ctx:
-        n = -(-c // block_size)
-        tables.append(list(range(used, used + n)))
-        used += n
-    perm = torch.randperm(used + 3, generator=g).tolist()
-    tables = [[perm[b] for b in t] for t in tables]
-    k = torch.randn(used + 3, block_size, kv_heads, head_dim, generator=g).to(dtype)
-    v = torch.randn(used + 3, block_size, kv_heads, head_dim, generator=g).to(dtype)
-    q = (torch.randn(sum(q_lens), heads, head_dim, generator=g) * 2).to(dtype)
-    starts = [0]
-    for n in q_lens:
-        starts.append(starts[-1] + n)
-    width = max(map(len, tables))
-    bt = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-    ref = paged_attention(q.float(), k.float(), v.float(),
-                          [build_group(torch.tensor(starts[:-1]), torch.tensor(q_lens), torch.tensor(ctx), bt, block_size)])
-    return (q, k, v, torch.tensor(starts), torch.tensor(ctx), bt), ref
+    return random_case(q_lens, ctx, heads, kv_heads, head_dim, block_size, dtype, seed, q_scale=2.0)
 
 
 # decode at a block boundary (16, 17), a whole prompt, a chunk after a cached prefix, a 1-token prompt, a long decode

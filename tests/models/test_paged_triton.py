@@ -5,35 +5,17 @@ import torch
 
 pytest.importorskip("triton", reason="the kernel tests need the triton package (pip install triton)")
 
-from rollart.models.paged import VarlenLayout, build_group, paged_attention  # noqa: E402
+from rollart.models.paged import VarlenLayout  # noqa: E402
 from rollart.models.paged_triton import paged_attention_triton  # noqa: E402
+
+from paged_cases import random_case  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _case(q_lens, ctx, heads, kv_heads, head_dim, block_size, dtype=torch.float32, seed=0):
-    """Random cache and queries; each sequence's blocks are scattered over the cache in random order."""
-    g = torch.Generator().manual_seed(seed)
-    tables, blocks_used = [], 0
-    for c in ctx:
-        n = -(-c // block_size)
-        tables.append(list(range(blocks_used, blocks_used + n)))
-        blocks_used += n
-    num_blocks = blocks_used + 3
-    perm = torch.randperm(num_blocks, generator=g).tolist()
-    tables = [[perm[b] for b in t] for t in tables]
-    k = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=g).to(dtype)
-    v = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=g).to(dtype)
-    q = torch.randn(sum(q_lens), heads, head_dim, generator=g).to(dtype)
-    starts = [0]
-    for n in q_lens:
-        starts.append(starts[-1] + n)
-    width = max(map(len, tables))
-    bt = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-    ref = paged_attention(q.float(), k.float(), v.float(),
-                          [build_group(torch.tensor(starts[:-1]), torch.tensor(q_lens), torch.tensor(ctx), bt, block_size)])
-    layout = VarlenLayout(torch.tensor(starts, device=DEVICE), torch.tensor(ctx, device=DEVICE), bt.to(DEVICE),
-                          max(q_lens))
+    (q, k, v, starts, ctx_t, bt), ref = random_case(q_lens, ctx, heads, kv_heads, head_dim, block_size, dtype, seed)
+    layout = VarlenLayout(starts.to(DEVICE), ctx_t.to(DEVICE), bt.to(DEVICE), max(q_lens))
     out = paged_attention_triton(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), layout.query_start, layout.context_lens,
                                  layout.block_tables, layout.max_query_len)
     return out.float().cpu(), ref

@@ -32,6 +32,11 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* 2^f for f in [0, 1): a degree-6 minimax polynomial (scalar or vector f). */
+#define EXP2_POLY(f) \
+    ((((((1.535336188319500e-4f * (f) + 1.339887440266574e-3f) * (f) + 9.618437357674640e-3f) * (f) + \
+        5.550332471162809e-2f) * (f) + 2.402264791363012e-1f) * (f) + 6.931472028550421e-1f) * (f) + 1.0f)
+
 /* exp(x) for x <= 0 (softmax after subtracting the max): 2^(x log2 e) by range reduction and a degree-6
  * polynomial of 2^f on [0, 1); relative error below 2e-7; 0 below -87 (where expf is < 2e-38). No libm call,
  * so loops over it vectorise. */
@@ -39,18 +44,13 @@ static inline float exp_nonpos(float x) {
     float t = (x < -87.0f ? -87.0f : x) * 1.4426950408889634f;
     float fi = floorf(t);
     float f = t - fi;
-    float p = 1.535336188319500e-4f;
-    p = p * f + 1.339887440266574e-3f;
-    p = p * f + 9.618437357674640e-3f;
-    p = p * f + 5.550332471162809e-2f;
-    p = p * f + 2.402264791363012e-1f;
-    p = p * f + 6.931472028550421e-1f;
-    p = p * f + 1.0f;
+    const float p = EXP2_POLY(f);
     int32_t bits;
     memcpy(&bits, &p, 4);
     bits += (int32_t)fi * (1 << 23);
-    memcpy(&p, &bits, 4);
-    return x < -87.0f ? 0.0f : p;
+    float r;
+    memcpy(&r, &bits, 4);
+    return x < -87.0f ? 0.0f : r;
 }
 
 static inline void load_row(const void *base, int64_t at, int dtype, int n, float *restrict dst) {
@@ -63,6 +63,32 @@ static inline void load_row(const void *base, int64_t at, int dtype, int n, floa
 #pragma omp simd
         for (int i = 0; i < n; i++) dst[i] = src[i];
     }
+}
+
+static inline void store_row(void *base, int64_t at, int dtype, int n, const float *restrict src) {
+    if (dtype == DT_BF16) {
+        uint16_t *dst = (uint16_t *)base + at;
+#pragma omp simd
+        for (int i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+    } else {
+        memcpy((float *)base + at, src, sizeof(float) * (size_t)n);
+    }
+}
+
+/* s[0..n-1] <- softmax(s), in fp32. */
+static inline void softmax_in_place(float *restrict s, int64_t n) {
+    float m = s[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t t = 0; t < n; t++) m = s[t] > m ? s[t] : m;
+    float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+    for (int64_t t = 0; t < n; t++) {
+        s[t] = exp_nonpos(s[t] - m);
+        z += s[t];
+    }
+    const float inv = 1.0f / z;
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) s[t] *= inv;
 }
 
 /* Lanes of one vector register of this build: query vectors of a prefill work item, keys of a tile. */
@@ -107,13 +133,7 @@ static inline vlanes vexp_nonpos(vlanes x) {
     vint ti = __builtin_convertvector(t, vint);            /* truncates: one too high where t < 0 is fractional */
     ti += (vint)(__builtin_convertvector(ti, vlanes) > t);  /* a true comparison is -1 */
     const vlanes f = t - __builtin_convertvector(ti, vlanes);
-    vlanes p = splat(1.535336188319500e-4f);
-    p = p * f + 1.339887440266574e-3f;
-    p = p * f + 9.618437357674640e-3f;
-    p = p * f + 5.550332471162809e-2f;
-    p = p * f + 2.402264791363012e-1f;
-    p = p * f + 6.931472028550421e-1f;
-    p = p * f + 1.0f;
+    vlanes p = EXP2_POLY(f);
     vint bits;
     memcpy(&bits, &p, sizeof bits);
     bits += ti * (1 << 23);
@@ -176,78 +196,6 @@ static inline vlanes sum_lanes(const vlanes *p) {
 #endif
 }
 
-/* The cache row of key t of kv head kvh, through the sequence's block table. */
-static inline int64_t key_at(const int64_t *table, int64_t t, int block_size, int Hkv, int kvh, int D) {
-    return ((table[t / block_size] * block_size + t % block_size) * Hkv + kvh) * D;
-}
-
-/* A decode item: the G query heads of kv head kvh of a one-token sequence, over keys 0..ctx-1. One key at a time:
- * its G dot products (over D, horizontal sums), then an exact softmax over the scores, then the values; the G
- * accumulators of D floats stay in registers where G and D are compile-time constants (G_, D_; 0: runtime). */
-static inline __attribute__((always_inline)) void decode_item(
-        const int G_, const int D_, int G, int D, const work_item *it, const void *q, int64_t q_at, void *out,
-        int64_t out_at, const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int Hkv,
-        int block_size, float scale, int dtype, float *restrict scores, float *restrict qf, float *restrict acc,
-        float *restrict row) {
-    if (G_) G = G_;
-    if (D_) D = D_;
-    const int kvh = it->kvh;
-    load_row(q, q_at, dtype, G * D, qf);
-    for (int i = 0; i < G * D; i++) qf[i] *= scale;
-    /* 1) scores of every key, per query head; keys block by block (a block's tokens are Hkv * D apart) */
-    for (int64_t first = 0; first < ctx; first += block_size) {
-        const int n = ctx - first < block_size ? (int)(ctx - first) : block_size;
-        const int64_t at = key_at(table, first, block_size, Hkv, kvh, D);
-        for (int j = 0; j < n; j++) {
-            load_row(k_cache, at + (int64_t)j * Hkv * D, dtype, D, row);
-            for (int g = 0; g < G; g++) {
-                const float *qg = qf + g * D;
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (int d = 0; d < D; d++) dot += qg[d] * row[d];
-                scores[g * ctx + first + j] = dot;
-            }
-        }
-    }
-    /* 2) softmax per query head */
-    for (int g = 0; g < G; g++) {
-        float *sg = scores + g * ctx;
-        float m = sg[0];
-#pragma omp simd reduction(max : m)
-        for (int64_t t = 0; t < ctx; t++) m = sg[t] > m ? sg[t] : m;
-        float z = 0.0f;
-#pragma omp simd reduction(+ : z)
-        for (int64_t t = 0; t < ctx; t++) {
-            sg[t] = exp_nonpos(sg[t] - m);
-            z += sg[t];
-        }
-        const float inv = 1.0f / z;
-#pragma omp simd
-        for (int64_t t = 0; t < ctx; t++) sg[t] *= inv;
-    }
-    /* 3) probabilities times values */
-    for (int i = 0; i < G * D; i++) acc[i] = 0.0f;
-    for (int64_t first = 0; first < ctx; first += block_size) {
-        const int n = ctx - first < block_size ? (int)(ctx - first) : block_size;
-        const int64_t at = key_at(table, first, block_size, Hkv, kvh, D);
-        for (int j = 0; j < n; j++) {
-            load_row(v_cache, at + (int64_t)j * Hkv * D, dtype, D, row);
-            for (int g = 0; g < G; g++) {
-                const float w = scores[g * ctx + first + j];
-                float *ag = acc + g * D;
-#pragma omp simd
-                for (int d = 0; d < D; d++) ag[d] += w * row[d];
-            }
-        }
-    }
-    if (dtype == DT_BF16) {
-        uint16_t *o = (uint16_t *)out + out_at;
-        for (int i = 0; i < G * D; i++) o[i] = f32_to_bf16(acc[i]);
-    } else {
-        memcpy((float *)out + out_at, acc, sizeof(float) * (size_t)(G * D));
-    }
-}
-
 /* The cache rows of keys first..first+n-1 of kv head kvh (one division for the lot). */
 static inline void key_rows(const int64_t *table, int64_t first, int n, int block_size, int Hkv, int kvh, int D,
                             int64_t *rows) {
@@ -261,10 +209,11 @@ static inline void key_rows(const int64_t *table, int64_t first, int n, int bloc
     }
 }
 
-/* decode_item for head_dim a multiple of LANES (DC = D / LANES vectors a row): a tile of LANES keys at a time, each key's
- * G dot products kept as partial-sum vectors and summed by one transposing tree per head (sum_lanes), so no
- * dot product ends in a horizontal sum of its own; the G x DC value accumulators stay in registers where G_ and
- * D_ are compile-time constants. */
+/* A decode item: the G query heads of kv head kvh of a one-token sequence (head_dim a multiple of LANES, DC = D /
+ * LANES vectors a row), over keys 0..ctx-1 a tile of LANES keys at a time: each key's G dot products kept as
+ * partial-sum vectors and summed by one transposing tree per head (sum_lanes), so no dot product ends in a
+ * horizontal sum of its own; then an exact softmax per head; then the values, the G x DC accumulators staying in
+ * registers where G_ and D_ are compile-time constants (0: the runtime values). */
 static inline __attribute__((always_inline)) void decode_item_lanes(
         const int G_, const int D_, int G, int D, const work_item *it, const void *q, int64_t q_at, void *out,
         int64_t out_at, const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int Hkv,
@@ -299,21 +248,7 @@ static inline __attribute__((always_inline)) void decode_item_lanes(
         }
     }
     /* 2) softmax per query head */
-    for (int g = 0; g < G; g++) {
-        float *sg = scores + g * ctx;
-        float m = sg[0];
-#pragma omp simd reduction(max : m)
-        for (int64_t t = 0; t < ctx; t++) m = sg[t] > m ? sg[t] : m;
-        float z = 0.0f;
-#pragma omp simd reduction(+ : z)
-        for (int64_t t = 0; t < ctx; t++) {
-            sg[t] = exp_nonpos(sg[t] - m);
-            z += sg[t];
-        }
-        const float inv = 1.0f / z;
-#pragma omp simd
-        for (int64_t t = 0; t < ctx; t++) sg[t] *= inv;
-    }
+    for (int g = 0; g < G; g++) softmax_in_place(scores + g * ctx, ctx);
     /* 3) probabilities times values */
     for (int i = 0; i < G * DC; i++) acc[i] = (vlanes){0};
     for (int64_t first = 0; first < ctx; first += LANES) {
@@ -329,11 +264,7 @@ static inline __attribute__((always_inline)) void decode_item_lanes(
         for (int c = 0; c < DC; c++) {
             float o[LANES];
             memcpy(o, &acc[g * DC + c], sizeof o);
-            const int64_t at = out_at + g * D + c * LANES;
-            if (dtype == DT_BF16)
-                for (int i = 0; i < LANES; i++) ((uint16_t *)out)[at + i] = f32_to_bf16(o[i]);
-            else
-                memcpy((float *)out + at, o, sizeof o);
+            store_row(out, out_at + g * D + c * LANES, dtype, LANES, o);
         }
 }
 
@@ -407,13 +338,8 @@ static inline __attribute__((always_inline)) void prefill_item(
         const int row = it->r0 + r / it->ng, g = it->g0 + r % it->ng;
         const int64_t at = (q_start + row) * out_row_stride + ((int64_t)it->kvh * G + g) * D;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        if (dtype == DT_BF16) {
-            uint16_t *o = (uint16_t *)out + at;
-            for (int d = 0; d < D; d++) o[d] = f32_to_bf16(acc[d][r] * inv);
-        } else {
-            float *o = (float *)out + at;
-            for (int d = 0; d < D; d++) o[d] = acc[d][r] * inv;
-        }
+        for (int d = 0; d < D; d++) kf[d] = acc[d][r] * inv;    /* kf: free once the last tile is done */
+        store_row(out, at, dtype, D, kf);
     }
 }
 
@@ -423,7 +349,8 @@ static inline __attribute__((always_inline)) void prefill_item(
  *                context_lens[s] tokens (whose keys are already in the cache)
  *   k/v_cache    (num_blocks, block_size, Hkv, D), contiguous; block_tables (S, bt_row_stride) int64
  * Query head h reads kv head h / (H / Hkv); scores, softmax and sums in fp32. A one-token sequence is one work
- * item per kv head (decode_item); longer ones are split into items of up to LANES query vectors (prefill_item). */
+ * item per kv head (decode_item_lanes) where head_dim is a multiple of LANES and a kv head has at most LANES query
+ * heads; every other sequence is split into items of up to LANES query vectors (prefill_item). */
 int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t out_row_stride, const void *k_cache,
                        const void *v_cache, const int64_t *block_tables, int64_t bt_row_stride,
                        const int64_t *query_start, const int64_t *context_lens, int S, int H, int Hkv, int D,
@@ -433,11 +360,12 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
     const int G = H / Hkv;
     const int ng = G < LANES ? G : LANES;             /* heads per prefill item */
     const int rows = LANES / ng;                       /* query rows per prefill item */
+    const int laned = D % LANES == 0 && G <= LANES;   /* one-token sequences take decode_item_lanes */
     int64_t total = 0, max_ctx = 1;
     for (int s = 0; s < S; s++) {
         const int64_t q_len = query_start[s + 1] - query_start[s];
         if (q_len < 0 || q_len > context_lens[s]) return -1;
-        total += q_len == 1 ? Hkv : ((q_len + rows - 1) / rows) * Hkv * ((G + ng - 1) / ng);
+        total += q_len == 1 && laned ? Hkv : ((q_len + rows - 1) / rows) * Hkv * ((G + ng - 1) / ng);
         if (context_lens[s] > max_ctx) max_ctx = context_lens[s];
     }
     work_item *items = malloc(sizeof(work_item) * (size_t)(total ? total : 1));
@@ -446,7 +374,7 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
     for (int s = 0; s < S; s++) {
         const int q_len = (int)(query_start[s + 1] - query_start[s]);
         for (int kvh = 0; kvh < Hkv; kvh++) {
-            if (q_len == 1) {
+            if (q_len == 1 && laned) {
                 work_item w = {s, kvh, 0, 1, 0, G};
                 items[k++] = w;
                 continue;
@@ -462,15 +390,13 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
 #pragma omp parallel num_threads(num_threads)
     {
         float *scores = malloc(sizeof(float) * (size_t)(G * max_ctx));
-        float *qf = malloc(sizeof(float) * (size_t)(G * D));
-        float *dacc = malloc(sizeof(float) * (size_t)(G * D));
         float *kf = malloc(sizeof(float) * (size_t)(LANES * D));
         float *vf = malloc(sizeof(float) * (size_t)(LANES * D));
         const size_t nvec = (size_t)(D > G * (D / LANES + 1) ? D : G * (D / LANES + 1));
         vlanes *qt = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);    /* prefill: D; decode: G x DC */
         vlanes *acc = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);
         vlanes *part = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * (size_t)(G * LANES));
-        if (!scores || !qf || !dacc || !kf || !vf || !qt || !acc || !part) {
+        if (!scores || !kf || !vf || !qt || !acc || !part) {
 #pragma omp atomic write
             failed = 1;
         } else {
@@ -480,25 +406,20 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
                 const int s = it->s;
                 const int64_t *table = block_tables + (int64_t)s * bt_row_stride;
                 const int64_t q_start = query_start[s], q_len = query_start[s + 1] - q_start, ctx = context_lens[s];
-                if (q_len == 1) {
+                if (q_len == 1 && laned) {
                     const int64_t q_at = q_start * q_row_stride + (int64_t)it->kvh * G * D;
                     const int64_t out_at = q_start * out_row_stride + (int64_t)it->kvh * G * D;
 #define LANED(G_, D_) decode_item_lanes(G_, D_, G, D, it, q, q_at, out, out_at, k_cache, v_cache, table, ctx, \
                                         Hkv, block_size, scale, dtype, scores, qt, part, acc)
-                    if (D % LANES == 0 && G <= LANES) {
-                        if (D == 64 && G == 1) LANED(1, 64);
-                        else if (D == 64 && G == 2) LANED(2, 64);
-                        else if (D == 64 && G == 3) LANED(3, 64);
-                        else if (D == 64 && G == 4) LANED(4, 64);
-                        else if (D == 128 && G == 1) LANED(1, 128);
-                        else if (D == 128 && G == 2) LANED(2, 128);
-                        else if (D == 128 && G == 4) LANED(4, 128);
-                        else if (D == 128 && G == 8) LANED(8, 128);
-                        else LANED(0, 0);
-                    } else {
-                        decode_item(0, 0, G, D, it, q, q_at, out, out_at, k_cache, v_cache, table, ctx, Hkv,
-                                    block_size, scale, dtype, scores, qf, dacc, kf);
-                    }
+                    if (D == 64 && G == 1) LANED(1, 64);
+                    else if (D == 64 && G == 2) LANED(2, 64);
+                    else if (D == 64 && G == 3) LANED(3, 64);
+                    else if (D == 64 && G == 4) LANED(4, 64);
+                    else if (D == 128 && G == 1) LANED(1, 128);
+                    else if (D == 128 && G == 2) LANED(2, 128);
+                    else if (D == 128 && G == 4) LANED(4, 128);
+                    else if (D == 128 && G == 8) LANED(8, 128);
+                    else LANED(0, 0);
 #undef LANED
                     continue;
                 }
@@ -511,8 +432,6 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
             }
         }
         free(scores);
-        free(qf);
-        free(dacc);
         free(kf);
         free(vf);
         free(qt);
@@ -619,13 +538,7 @@ int rl_silu_and_mul(const void *x, int64_t x_row_stride, void *out, int64_t N, i
                     const float g = gate[i], e = exp_nonpos(g < 0.0f ? g : -g);
                     gate[i] = g * (g >= 0.0f ? 1.0f : e) / (1.0f + e) * up[i];
                 }
-                if (dtype == DT_BF16) {
-                    uint16_t *o = (uint16_t *)out + r * I;
-#pragma omp simd
-                    for (int i = 0; i < I; i++) o[i] = f32_to_bf16(gate[i]);
-                } else {
-                    memcpy((float *)out + r * I, gate, sizeof(float) * (size_t)I);
-                }
+                store_row(out, r * I, dtype, I, gate);
             }
         }
         free(gate);
@@ -669,15 +582,7 @@ int rl_rope_and_cache(void *qkv, int64_t row_stride, int64_t N, int H, int Hkv, 
                         y[i] = x[i] * c[i] - x[i + half] * s[i];
                         y[i + half] = x[i + half] * c[i + half] + x[i] * s[i + half];
                     }
-                    const int64_t dst = h < H ? at : (slots[n] * Hkv + (h - H)) * D;
-                    void *base = h < H ? qkv : k_cache;
-                    if (dtype == DT_BF16) {
-                        uint16_t *o = (uint16_t *)base + dst;
-#pragma omp simd
-                        for (int i = 0; i < D; i++) o[i] = f32_to_bf16(y[i]);
-                    } else {
-                        memcpy((float *)base + dst, y, sizeof(float) * (size_t)D);
-                    }
+                    store_row(h < H ? qkv : k_cache, h < H ? at : (slots[n] * Hkv + (h - H)) * D, dtype, D, y);
                 }
                 const char *v = (const char *)qkv + (n * row_stride + (int64_t)(H + Hkv) * D) * esize;
                 memcpy((char *)v_cache + slots[n] * Hkv * D * esize, v, (size_t)Hkv * D * esize);
