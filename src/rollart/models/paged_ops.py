@@ -20,14 +20,18 @@ def silu_and_mul(gate_up: Tensor) -> Tensor:
     return F.silu(g) * u
 
 
+def write_kv(kv: Tensor, slot_mapping: Tensor, k: Tensor, v: Tensor) -> None:
+    """k, v (N, Hkv, D) into the cache kv (2, blocks, block_size, Hkv, D) at each token's flat slot."""
+    kv[0].view(-1, *k.shape[1:]).index_copy_(0, slot_mapping, k)
+    kv[1].view(-1, *v.shape[1:]).index_copy_(0, slot_mapping, v)
+
+
 def rope_and_cache(qkv: Tensor, n_heads: int, n_kv: int, rotary, cos: Tensor, sin: Tensor, kv: Tensor,
                    slot_mapping: Tensor) -> Tensor:
     """qkv (N, H + 2 Hkv, D) of this step's tokens, cos/sin (N, 1, D), kv (2, blocks, block_size, Hkv, D): RoPE on q
     and k, k and v written into the cache at each token's slot -> q (N, H, D)."""
     qk = rotary(qkv[:, :n_heads + n_kv], cos, sin)                          # (N, H+Hkv, D), one RoPE for q and k
-    k, v = qk[:, n_heads:], qkv[:, n_heads + n_kv:]
-    kv[0].view(-1, *k.shape[1:]).index_copy_(0, slot_mapping, k)
-    kv[1].view(-1, *v.shape[1:]).index_copy_(0, slot_mapping, v)
+    write_kv(kv, slot_mapping, qk[:, n_heads:], qkv[:, n_heads + n_kv:])
     return qk[:, :n_heads]
 
 

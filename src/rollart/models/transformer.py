@@ -17,7 +17,7 @@ from torch.utils.checkpoint import checkpoint
 
 from rollart.models.config import ModelConfig
 from rollart.models.paged import PagedBatch
-from rollart.models.paged_ops import PagedOps
+from rollart.models.paged_ops import PagedOps, write_kv
 from rollart.models.rope import Rotary
 
 
@@ -107,8 +107,7 @@ class Attention(nn.Module):
         H, Hkv = self.n_heads, self.n_kv
         if not self._fused_ok():
             q, k, v = self._qkv(x, rotary, cos, sin)                        # (N, H|Hkv, D)
-            kv[0].view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
-            kv[1].view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
+            write_kv(kv, batch.slot_mapping, k, v)
         else:
             qkv = ops.linear(x, self.qkv_weight, self.qkv_bias).unflatten(-1, (H + 2 * Hkv, self.head_dim))  # (N, H+2Hkv, D)
             if self.qk_norm:                                                # normed in place, before RoPE
