@@ -27,7 +27,7 @@ def gqa_models(tmp_path_factory):
 def _kernel_engine(path, kernel="triton", **kw):
     if kernel == "triton":
         pytest.importorskip("triton", reason="the kernel path needs the triton package (pip install triton)")
-    elif cpu_kernels.unavailable():
+    elif kernel == "cpu" and cpu_kernels.unavailable():
         pytest.skip(f"rollart's C kernels cannot be built here: {cpu_kernels.unavailable()}")
     kw.setdefault("num_kv_blocks", 32)
     engine = LLMEngine(EngineConfig(model=str(path), kernels=kernel, **kw))
@@ -35,7 +35,7 @@ def _kernel_engine(path, kernel="triton", **kw):
     return engine
 
 
-KERNELS = pytest.mark.parametrize("kernel", ["triton", "cpu"])
+KERNELS = pytest.mark.parametrize("kernel", ["triton", "cpu", "torch"])  # torch: where the C kernels cannot build
 
 
 @KERNELS
@@ -150,3 +150,16 @@ def test_auto_is_cpu_float32_without_gpu_and_bad_settings_are_named(tiny_model):
             EngineConfig(**kw)
     with pytest.raises(ConfigError, match="sees no CUDA device"):
         LLMEngine(EngineConfig(model=str(tiny_model), device="cuda", num_kv_blocks=8))
+
+
+def test_auto_falls_back_to_torch_where_the_c_kernels_cannot_build(tiny_model, monkeypatch, caplog):
+    from rollart.engine import model_runner
+    monkeypatch.setattr(model_runner.cpu_kernels, "unavailable", lambda: "no C compiler (cc) on PATH")
+    with caplog.at_level("WARNING", logger="rollart.engine.model_runner"):
+        engine = LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=32))
+    assert engine.runner.kernel == "torch" and "no C compiler" in caplog.text
+    prompt = random_prompts([12], seed=13)[0]
+    out = engine.generate([prompt], GREEDY)[0]
+    assert out.token_ids == greedy_reference(load_model(tiny_model), prompt, N)[0]
+    with pytest.raises(ValueError, match="kernels='cpu' cannot run: no C compiler"):
+        LLMEngine(EngineConfig(model=str(tiny_model), num_kv_blocks=32, kernels="cpu"))
