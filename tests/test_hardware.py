@@ -71,12 +71,8 @@ def test_one_8b_decode_step_reads_the_weights_once():
     assert t == pytest.approx(QWEN3_8B.weight_bytes / (H800.hbm_gb_s * 1e9), rel=1e-3)
 
 
-def test_kv_capacity_and_delay():
+def test_kv_capacity():
     assert SpeedModel(hw_class="H20").kv_capacity_tokens > SpeedModel(hw_class="H800").kv_capacity_tokens > 0
-    m = SpeedModel(hw_class="H20", time_scale=0.5)
-    work = StepWork(prefill_tokens=1000, prefill_context=500)
-    assert m.delay_seconds(work, real_seconds=0.0) == pytest.approx(0.5 * m.step_seconds(work))
-    assert m.delay_seconds(work, real_seconds=10.0) == 0.0
 
 
 def test_a_token_scale_makes_a_real_step_stand_for_that_many_steps_over_longer_contexts():

@@ -242,7 +242,3 @@ class SpeedModel:
         compute_s = flops / (self.hw.tflops * 1e12 * self.cfg.mfu * tp)
         memory_s = moved / (self.hw.hbm_gb_s * 1e9 * self.cfg.mbu * tp)
         return max(compute_s, memory_s) + self.cfg.step_overhead_s
-
-    def delay_seconds(self, work: StepWork, real_seconds: float) -> float:
-        """How long to sleep after a real step that took ``real_seconds`` so it lasts the simulated time."""
-        return max(0.0, self.step_seconds(work) * self.cfg.time_scale - real_seconds)

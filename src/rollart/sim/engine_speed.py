@@ -6,8 +6,8 @@ class it stands for (``simulate_hardware=true``; every figure from it is labelle
 It wraps any ``rollart.engine.protocol.Engine`` and is one itself: requests, weights and stats pass through.
 Each ``step()`` runs the real step, reads the work it did from the engine's counters (prompt tokens computed,
 tokens generated; contexts estimated from the requests in flight), and then sleeps for what is left of the
-simulated step time (``SpeedModel.delay_seconds``: simulated seconds x ``time_scale`` minus the real step's
-seconds; no sleep when the real step was slower). The inference worker calls ``step()`` in its engine thread,
+simulated step time (``SpeedModel.step_seconds`` x ``time_scale`` minus the real step's seconds; no sleep
+when the real step was slower). The inference worker calls ``step()`` in its engine thread,
 so the sleep holds that thread only: the actor's event loop keeps answering calls meanwhile, and commands
 wait for the step to end as they wait for any step.
 """
@@ -103,14 +103,14 @@ class SimulatedSpeedEngine:
         after = self.inner.stats()
         work = self._work(after.computed_prompt_tokens - prefilled, after.generated_tokens - decoded)
         simulated = self.speed.step_seconds(work)
+        scaled = simulated * self.speed.cfg.time_scale
         self.engine_seconds += real
         self.simulated_seconds += simulated
-        self.simulated_scaled_seconds += simulated * self.speed.cfg.time_scale
+        self.simulated_scaled_seconds += scaled
         for out in outputs:
             self._inflight.pop(out.request_id, None)
-        delay = self.speed.delay_seconds(work, real)
-        if delay > 0:
-            time.sleep(delay)
+        if scaled > real:
+            time.sleep(scaled - real)
         return outputs
 
     def seconds(self) -> dict[str, float]:
