@@ -174,12 +174,9 @@ def job_configs(r: MultiplexRecipe) -> dict[str, tuple[PipelineConfig, TaskSpec]
 def emulated(cfg: PipelineConfig, r: MultiplexRecipe) -> PipelineConfig:
     """``cfg`` on emulated GPUs: Qwen3-8B on r.rollout_gpus H800 workers, train steps on r.trainer_gpus H800s,
     weight pulls at the real plane's speed (the step's weight sync is inside the emulated train step)."""
-    from rollart.config import apply_values
-    return apply_values(dataclasses.replace(
-        cfg, simulate_hardware=True, sim_time_scale=r.sim_time_scale, num_inference_workers=r.rollout_gpus,
-        hw_classes=("H800",), emulation={"model": "Qwen3-8B", "trainer_hw_class": "H800",
-                                         "trainer_devices": r.trainer_gpus, "weight_link": "none"}),
-        {"proxy.hw_affinity": {}})
+    from rollart.pipeline.emulated import on_emulated_gpus
+    return on_emulated_gpus(cfg, time_scale=r.sim_time_scale, trainer_devices=r.trainer_gpus,
+                            num_inference_workers=r.rollout_gpus, hw_classes=("H800",), **{"proxy.hw_affinity": {}})
 
 
 def _model_dir(cfg: PipelineConfig) -> str:

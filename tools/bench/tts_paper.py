@@ -36,6 +36,7 @@ import statistics
 
 from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig
 from rollart.pipeline import Coordinator, PipelineConfig
+from rollart.pipeline.emulated import on_emulated_gpus
 from rollart.messages import ResetTrainer
 
 TABLE4_PULL_S = 6.2
@@ -72,11 +73,8 @@ class Calibration:
 
 
 def emulated(cfg: PipelineConfig, time_scale: float, devices: int, link: float) -> PipelineConfig:
-    from rollart.config import apply_values
-    return apply_values(dataclasses.replace(
-        cfg, simulate_hardware=True, sim_time_scale=time_scale, weight_link_bytes_per_s=link,
-        emulation={"model": MODEL, "trainer_hw_class": "H800", "trainer_devices": devices,
-                   "weight_link": "none" if not link else "tcp"}), WORKERS)
+    return on_emulated_gpus(cfg, time_scale=time_scale, trainer_devices=devices, model=MODEL, link_bytes_per_s=link,
+                            **WORKERS)
 
 
 async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIME_SCALE, steps: int = 3,

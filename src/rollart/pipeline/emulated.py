@@ -11,6 +11,18 @@ from rollart.hardware import model_shape
 log = logging.getLogger("rollart.pipeline")
 
 
+def on_emulated_gpus(cfg, *, time_scale: float, trainer_devices: int, model: str = "Qwen3-8B",
+                     link_bytes_per_s: float = 0.0, **settings):
+    """``cfg`` with every role on emulated hardware: ``model``'s engine steps on the workers' classes, its train
+    steps on ``trainer_devices`` H800s, weight pulls over ``link_bytes_per_s`` (0: at the real plane's speed), every
+    time × ``time_scale``; ``settings`` (``apply_values`` keys: the workers, routing) on top."""
+    from rollart.config import apply_values
+    emulation = {"model": model, "trainer_hw_class": "H800", "trainer_devices": trainer_devices,
+                 "weight_link": "tcp" if link_bytes_per_s else "none"}
+    return apply_values(dataclasses.replace(cfg, simulate_hardware=True, sim_time_scale=time_scale,
+                                            weight_link_bytes_per_s=link_bytes_per_s, emulation=emulation), settings)
+
+
 def apply_emulation(cfg):
     """``cfg`` (resolved, its model folder in place) with ``weight_link_bytes_per_s`` set so that a weight pull of
     the real model lasts what the emulated model's takes over ``emulation.weight_link`` (an explicit rate wins);
