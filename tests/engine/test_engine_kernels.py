@@ -113,11 +113,13 @@ def test_kernel_path_seeded_sampling_is_per_request(gqa_models, kernel, top_p):
 
 @pytest.mark.parametrize("linears", ["native", "portable"])
 def test_cpu_bfloat16_weights_and_cache(tiny_model, linears, request):
-    if linears == "portable":                               # as on a CPU without oneDNN bf16: F.linear serves bf16
+    if linears == "portable":                   # as on a CPU without oneDNN bf16: the C kernels' matmuls serve bf16
         request.getfixturevalue("portable_cpu")
     engine = LLMEngine(EngineConfig(model=str(tiny_model), device="cpu", dtype="bfloat16", num_kv_blocks=32))
     if linears == "portable":
-        assert engine.runner.packed is None
+        from rollart.models import cpu_linear
+        assert cpu_linear.unavailable(torch.bfloat16)
+        assert engine.runner.kernel == "cpu" and engine.runner.packed is not None
     assert engine.runner.kv_cache.dtype is torch.bfloat16 and engine.runner.kv_cache.device.type == "cpu"
     assert {p.dtype for p in engine.model.parameters()} == {torch.bfloat16}
     prompt = random_prompts([20], seed=11)[0]

@@ -161,3 +161,36 @@ def test_rope_and_cache_matches_torch(kernels, dtype):
     torch.testing.assert_close(results[1][0], results[0][0], atol=tol, rtol=0)
     torch.testing.assert_close(results[1][1], results[0][1], atol=tol, rtol=0)
     assert results[1][1].flatten(1, 2)[:, slot_mapping].abs().sum() > 0      # k and v landed in their slots
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", [(1, 5, 3), (3, 33, 7), (16, 960, 576), (9, 100, 577), (70, 130, 64)],
+                         ids=["tiny", "odd", "smollm2-qkv", "odd-k", "rows-past-a-tile"])
+def test_linear_on_packed_weights_matches_f_linear(kernels, dtype, m, n, k):
+    """Every shape: partial panels (n off the panel width), odd depths (bf16 pairs pad k), rows past a tile."""
+    g = torch.Generator().manual_seed(m * n + k)
+    w, x, b = (torch.randn(*s, generator=g).to(dtype) for s in ((n, k), (m, k), (n,)))
+    ref = torch.nn.functional.linear(x.float(), w.float(), b.float())
+    out = kernels.linear(x, kernels.pack_linear(w), n, b)
+    assert out.dtype is dtype and out.shape == (m, n)
+    tol = 1e-5 if dtype is torch.float32 else 8e-3  # bf16: the output's own rounding
+    torch.testing.assert_close(out.float(), ref, atol=tol * ref.abs().max().item(), rtol=0)
+    torch.testing.assert_close(kernels.linear(x, kernels.pack_linear(w), n).float(), ref - b.float(),
+                               atol=tol * ref.abs().max().item(), rtol=0)
+    wide = torch.randn(m, k + 5, generator=g).to(dtype)  # rows further apart than k (a view of a wider tensor)
+    wide[:, :k] = x
+    torch.testing.assert_close(kernels.linear(wide[:, :k], kernels.pack_linear(w), n, b).float(), ref,
+                               atol=tol * ref.abs().max().item(), rtol=0)
+
+
+def test_engine_linears_serve_packed_weights_and_pass_others_to_f_linear(kernels):
+    w, other = torch.randn(40, 24), torch.randn(40, 24)
+    lin = kernels.linears()
+    lin.pack([w])
+    x = torch.randn(5, 24)
+    torch.testing.assert_close(lin(x, w), x @ w.T, atol=1e-5, rtol=0)
+    torch.testing.assert_close(lin(x, other), x @ other.T)  # never packed: F.linear
+    with torch.no_grad():
+        w.mul_(2.0)  # changed in place: stale until packed again, as the engine repacks after every update
+    lin.pack([w])
+    torch.testing.assert_close(lin(x, w), x @ w.T, atol=1e-5, rtol=0)

@@ -24,7 +24,7 @@ def test_packed_linear_equals_f_linear(dtype, rows):
     g = torch.Generator().manual_seed(0)
     w, b = torch.randn(96, 40, generator=g).to(dtype), torch.randn(96, generator=g).to(dtype)
     x = torch.randn(rows, 40, generator=g).to(dtype)
-    lin = cpu_linear.PackedLinears(batch_hint=16)
+    lin = cpu_linear.PackedLinears.onednn(batch_hint=16)
     lin.pack([w])
     torch.testing.assert_close(lin(x, w, b), F.linear(x, w, b), rtol=1e-5 if dtype == torch.float32 else 1e-2,
                                atol=1e-5 if dtype == torch.float32 else 1e-2)
@@ -36,7 +36,7 @@ def test_repack_follows_in_place_weight_changes():
     need_packed(torch.float32)
     w = torch.randn(32, 16)
     x = torch.randn(4, 16)
-    lin = cpu_linear.PackedLinears(batch_hint=4)
+    lin = cpu_linear.PackedLinears.onednn(batch_hint=4)
     lin.pack([w])
     w.mul_(2)
     lin.pack([w])
@@ -86,7 +86,7 @@ except RuntimeError:
 print("bf16_unavailable=" + cpu_linear.unavailable(torch.bfloat16))
 print("fp32_path=" + cpu_linear.path(torch.device("cpu"), torch.float32))
 engine = LLMEngine(EngineConfig(model=str(make_tiny_model({str(tmp_path)!r}, seed=11)), device="cpu",
-                                dtype="bfloat16", num_kv_blocks=16))
+                                dtype="bfloat16", num_kv_blocks=16, kernels="torch"))  # the oneDNN matmul path
 out = engine.generate([[3, 4, 5, 6]], SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))[0]
 print("packed=" + str(engine.runner.packed is not None))
 print("tokens=" + str(len(out.token_ids)))

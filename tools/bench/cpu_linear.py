@@ -57,7 +57,7 @@ def measure(rows_list: list[int], reps: int) -> dict:
             w = torch.randn(n, k).to(dtype)
             lin = None
             if packed_ok:
-                lin = cpu_linear.PackedLinears(batch_hint=16)
+                lin = cpu_linear.PackedLinears.onednn(batch_hint=16)
                 lin.pack([w])
             for rows in rows_list:
                 x = torch.randn(rows, k).to(dtype)

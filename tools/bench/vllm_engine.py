@@ -21,8 +21,10 @@ weight once, the K and V of every context token) over the engine process's memor
 copy with the same OpenMP threads, measured in the same process), divided by the measured decode step time: 1.0
 is the memory-bandwidth limit. ``decode_flops_frac`` (a report beside it): the step's FLOPs (every matmul once per
 sequence, and the attention over each context) over the matmul rate the same process reaches (the engine's own
-prepacked linear at 256 x 576 -> 3072), divided by the decode step time: 1.0 is the compute limit, which a
-batch of 64 on one core meets long before the bandwidth one. The decode step time is (wall of T new tokens - wall of 8) / (T - 8) on the same
+prepacked matmul at 256 x 576 -> 3072), divided by the decode step time: 1.0 is the compute limit, which a
+batch of 64 on one core meets long before the bandwidth one. ``decode_roofline_ceiling`` (a report): the most
+``decode_roofline_frac`` such a step could read here, were it as fast as both limits allow — the bandwidth time
+over the longer of the bandwidth and compute times (a matmul faster than the measured rate would lift it). The decode step time is (wall of T new tokens - wall of 8) / (T - 8) on the same
 prompts, so the prefill cancels out (the same for every engine; printed for vLLM too).
 Last line: ``engine_vs_vllm_cpu=`` (our tokens/s over vLLM's at fp32; < 1 means vLLM is faster; target
 >= 1.0), ``engine_vs_vllm_cpu_bf16=``, ``engine_vs_hf=`` / ``engine_vs_hf_bf16=``, each tokens/s and
@@ -132,17 +134,21 @@ def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
 
 
 def matmul_flops_per_s(dtype: str, repeats: int = 5) -> float:
-    """The matmul rate this process reaches with its OpenMP threads: rollart's prepacked oneDNN linear (the engine's
-    own) at 256 x 576 -> 3072, best of ``repeats``; F.linear where the CPU cannot pack ``dtype``."""
+    """The matmul rate this process reaches with its OpenMP threads through the engine's own prepacked matmul (rollart's
+    C kernels where they build, else oneDNN) at 256 x 576 -> 3072, best of ``repeats``; F.linear where neither
+    packs ``dtype``."""
     import torch
     import torch.nn.functional as F
 
-    from rollart.models import cpu_linear
+    from rollart.models import cpu_kernels, cpu_linear
     dt = torch.bfloat16 if dtype == "bfloat16" else torch.float32
     x, w = torch.randn(256, 576).to(dt), torch.randn(3072, 576).to(dt)
     linear = F.linear
-    if not cpu_linear.unavailable(dt):
-        linear = cpu_linear.PackedLinears(batch_hint=256)
+    if cpu_kernels.kernels() is not None:  # the engine's matmuls where its kernels resolve to 'cpu'
+        linear = cpu_kernels.kernels().linears()
+    elif not cpu_linear.unavailable(dt):
+        linear = cpu_linear.PackedLinears.onednn(batch_hint=256)
+    if linear is not F.linear:
         linear.pack([w])
     linear(x, w)
     best = float("inf")
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         if ours and "decode_roofline_frac" in ours:
             keys.append(f"decode_roofline_frac{sfx}={ours['decode_roofline_frac']:.2f}")
             keys.append(f"decode_flops_frac{sfx}={ours['decode_flops_frac']:.2f}")
+            ceiling = ours["decode_roofline_frac"] / max(ours["decode_roofline_frac"], ours["decode_flops_frac"])
+            keys.append(f"decode_roofline_ceiling{sfx}={ceiling:.2f}")
     from rollart.cpu_features import cpu_features
     print(f"cpu: {cpu_features().describe()}, {args.threads or 'default'} OpenMP threads")
     print(" ".join(keys))

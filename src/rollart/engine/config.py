@@ -49,9 +49,11 @@ class EngineConfig:
     cuda_graphs: bool = True
     """On CUDA: replay decode steps from CUDA graphs captured once per batch-size bucket (eager decode of a
     small model is bound by kernel launches). False runs every step eagerly."""
-    onednn_linears: bool = True
-    """On the CPU: run the engine's matmuls through oneDNN with weights prepacked once (``rollart.models.cpu_linear``;
-    one more copy of the weight matrices in memory). False uses ``F.linear`` (MKL) as the trainer does."""
+    packed_linears: bool = True
+    """On the CPU: run the engine's matmuls on weights prepacked once (one more copy of the weight matrices in
+    memory, refreshed after each weight update): by rollart's C kernels where ``kernels`` resolves to 'cpu', else
+    through oneDNN (``rollart.models.cpu_linear``) where it serves the dtype. False uses ``F.linear`` (MKL) as the
+    trainer does."""
     reuse_freed_memory: bool = True
     """On the CPU (glibc): the engine's process keeps the memory it frees for reuse (``rollart.cpu_memory``)
     instead of handing it back to the kernel and faulting it in again at the next step. False keeps glibc's

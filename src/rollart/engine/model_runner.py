@@ -90,13 +90,17 @@ class ModelRunner:
         self.max_model_len = 0
         self.scratch_slot = 0
         self.packed = None
-        if config.onednn_linears and placement.device.type == "cpu":
+        if config.packed_linears and self.kernel == "cpu":
+            log.info("engine: matmuls -> rollart C kernels, weights prepacked")
+            self.packed = cpu_kernels.kernels().linears()
+        elif config.packed_linears and placement.device.type == "cpu":
             why_not = cpu_linear.unavailable(placement.dtype)
             (log.warning if why_not else log.info)("engine: %s", cpu_linear.describe(placement.dtype))
             if not why_not:
-                self.packed = cpu_linear.PackedLinears(batch_hint=config.max_num_seqs)
-                self.model.paged_ops = PagedOps(linear=self.packed)
-                self.repack()
+                self.packed = cpu_linear.PackedLinears.onednn(batch_hint=config.max_num_seqs)
+        if self.packed is not None:
+            self.model.paged_ops = PagedOps(linear=self.packed)
+            self.repack()
         if self.kernel == "cpu":
             self.model.paged_ops = cpu_kernels.kernels().paged_ops(linear=self.model.paged_ops.linear)
         if placement.device.type == "cpu" and config.reuse_freed_memory:

@@ -3,9 +3,13 @@
 The kernels (``csrc/cpu_kernels.c``): causal attention of packed queries (prefill chunks and decodes in one call)
 read straight from the paged KV cache, a tile of keys at a time with an online softmax (no gathered copy of the
 keys, no padding, no mask tensor; the query heads of one kv head read its keys once); sampling with the behaviour
-logprob; and two of each layer's elementwise steps, the MLP's silu(gate) * up and RoPE with the cache write of k
-and v. torch's CPU ops for these take several passes over memory each (a gather, a dtype conversion, a masked SDPA
-per length bucket; log_softmax, then a softmax and a cumsum per row; a tensor per elementwise op); here each is one.
+logprob; two of each layer's elementwise steps, the MLP's silu(gate) * up and RoPE with the cache write of k
+and v; and the matmuls, on weights packed once into panels whose sums stay in registers while the next panel is
+fetched (bf16 through the CPU's bf16 dot product where it has one). torch's CPU ops for these take several passes
+over memory each (a gather, a dtype conversion, a masked SDPA per length bucket; log_softmax, then a softmax and a
+cumsum per row; a tensor per elementwise op); here each is one. At a decode step's few rows oneDNN's matmul leaves
+the weight stream waiting on its arithmetic; these overlap the two (``tools/bench/vllm_engine.py`` measures the
+step).
 
 The library is compiled once per source, compiler and CPU with the system C compiler (``cc -O3 -march=native
 -fopenmp``) into ``$XDG_CACHE_HOME/rollart/kernels`` (``~/.cache`` by default) and loaded by later processes in
@@ -30,6 +34,7 @@ import torch
 from torch import Tensor
 
 from rollart.cpu_features import PORTABLE_ENV, cpu_name, portable_forced
+from rollart.models.cpu_linear import PackedLinears
 from rollart.models.paged_ops import PagedOps, rope_and_cache, silu_and_mul
 
 SOURCE = Path(__file__).with_name("csrc") / "cpu_kernels.c"
@@ -113,6 +118,14 @@ class Kernels:
         self.lib.rl_silu_and_mul.restype = i32
         self.lib.rl_rope_and_cache.argtypes = [p, i64, i64, i32, i32, i32, p, p, i64, p, p, p, i32, i32]
         self.lib.rl_rope_and_cache.restype = i32
+        self.lib.rl_pack_linear.argtypes = [p, i64, i32, i32, p, i32, i32]
+        self.lib.rl_pack_linear.restype = i32
+        self.lib.rl_linear.argtypes = [p, i64, i64, i32, p, i32, p, p, i64, i32, i32]
+        self.lib.rl_linear.restype = i32
+        self.lib.rl_linear_packed_size.argtypes = [i32, i32, i32]
+        self.lib.rl_linear_packed_size.restype = i64
+        self.panel_columns = self.lib.rl_linear_panels()
+        """Output columns per panel of a packed weight (the build's vector width times two)."""
 
     def paged_ops(self, linear) -> PagedOps:
         """The engine path's ops with these kernels, and ``linear`` for the matmuls."""
@@ -175,6 +188,36 @@ class Kernels:
         if rc != 0:
             raise RuntimeError(f"rl_rope_and_cache failed (code {rc})")
         return qkv[:, :n_heads]
+
+    def pack_linear(self, weight: Tensor) -> Tensor:
+        """weight (N, K), rows contiguous, float32 or bfloat16 -> its panels for :meth:`linear` (the same dtype,
+        N rounded up to whole panels)."""
+        N, K = weight.shape
+        if weight.dtype not in DTYPES or weight.stride(1) != 1:
+            raise ValueError(f"pack_linear: a (N, K) weight with contiguous rows in {list(DTYPES)}")
+        out = torch.empty(self.lib.rl_linear_packed_size(N, K, DTYPES[weight.dtype]), dtype=weight.dtype)
+        self.lib.rl_pack_linear(weight.data_ptr(), weight.stride(0), N, K, out.data_ptr(), DTYPES[weight.dtype],
+                                torch.get_num_threads())
+        return out
+
+    def linear(self, x: Tensor, packed: Tensor, n: int, bias: Tensor | None = None) -> Tensor:
+        """x (M, K) @ W^T (+ bias) with W (n, K) packed by :meth:`pack_linear`, in x's dtype (the weight's)."""
+        M, K = x.shape
+        if x.stride(1) != 1:
+            x = x.contiguous()
+        if bias is not None:
+            bias = bias.to(x.dtype).contiguous()
+        out = torch.empty(M, n, dtype=x.dtype)
+        rc = self.lib.rl_linear(x.data_ptr(), x.stride(0), M, K, packed.data_ptr(), n,
+                                bias.data_ptr() if bias is not None else None, out.data_ptr(), n, DTYPES[x.dtype],
+                                torch.get_num_threads())
+        if rc != 0:
+            raise RuntimeError(f"rl_linear failed (code {rc}: out of memory)")
+        return out
+
+    def linears(self) -> PackedLinears:
+        """The engine's matmuls through :meth:`linear`, every weight packed once (and again after each update)."""
+        return PackedLinears(self.pack_linear, lambda x, packed, w, bias: self.linear(x, packed, w.shape[0], bias))
 
     def sample_rows(self, logits: Tensor, temperature: Tensor, uniform: Tensor) -> tuple[Tensor, Tensor]:
         """logits (R, V) float32, temperature (R,) float32 (0: greedy), uniform (R,) float64 in [0, 1) ->

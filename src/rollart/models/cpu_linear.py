@@ -17,6 +17,7 @@ CPU only) and go stale when the weights change in place: the engine repacks afte
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -69,21 +70,29 @@ def describe(dtype: torch.dtype) -> str:
 
 class PackedLinears:
     """``linear(x, weight, bias)`` that uses the packed copy of a weight it was given in ``pack``; any other
-    weight goes to ``F.linear``."""
+    weight goes to ``F.linear``. What packs and what multiplies are given: oneDNN's (:meth:`onednn`) or rollart's C
+    kernels' (``rollart.models.cpu_kernels.Kernels.linears``)."""
 
-    def __init__(self, batch_hint: int):
-        self.batch_hint = batch_hint
+    def __init__(self, pack: Callable[[Tensor], Tensor], apply: Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]):
+        """``pack(weight) -> packed``; ``apply(x, packed, weight, bias) -> x @ weight.T + bias``."""
+        self._pack, self._apply = pack, apply
         self._packed: dict[int, tuple[Tensor, Tensor]] = {}
+
+    @classmethod
+    def onednn(cls, batch_hint: int) -> "PackedLinears":
+        """oneDNN's blocked layout for about ``batch_hint`` rows."""
+        return cls(lambda w: torch.ops.mkldnn._reorder_linear_weight(w, batch_hint),
+                   lambda x, packed, w, bias: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], ""))
 
     def pack(self, weights: list[Tensor]) -> None:
         """(Re)pack every weight: call again whenever their values change."""
         self._packed = {}
         with torch.no_grad():
             for w in weights:
-                self._packed[id(w)] = (w, torch.ops.mkldnn._reorder_linear_weight(w.detach(), self.batch_hint))
+                self._packed[id(w)] = (w, self._pack(w.detach()))
 
     def __call__(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         hit = self._packed.get(id(weight))
         if hit is None or hit[0] is not weight or x.dim() != 2 or x.dtype != weight.dtype:
             return F.linear(x, weight, bias)
-        return torch.ops.mkldnn._linear_pointwise(x, hit[1], bias, "none", [], "")
+        return self._apply(x, hit[1], weight, bias)

@@ -1,5 +1,6 @@
-/* rollart's CPU kernels for the engine's decode step: paged attention of one query token per sequence, read
- * straight from the paged KV cache, and sampling with the behaviour logprob, one row per request.
+/* rollart's CPU kernels for the engine's steps: paged attention read straight from the paged KV cache, sampling
+ * with the behaviour logprob, one row per request, the MLP's silu * mul, RoPE with the cache write, and the
+ * matmuls on prepacked weights.
  *
  * Built on first use by rollart.models.cpu_kernels (cc -O3 -march=native -fopenmp) and called through ctypes
  * on tensors' data pointers; the torch reference paths (rollart.models.paged, rollart.engine.sampler) compute
@@ -225,10 +226,19 @@ static inline __attribute__((always_inline)) void decode_item_lanes(
     int64_t rows[LANES];
     for (int g = 0; g < G; g++)
         for (int c = 0; c < DC; c++) qv[g * DC + c] = load_lanes(q, q_at + g * D + c * LANES, dtype) * scale;
-    /* 1) scores */
+    /* 1) scores; the next tile's keys are asked for meanwhile, and this tile's values (read in 3) */
+    const int elem = dtype == DT_BF16 ? 2 : 4, row_bytes = D * elem;
+    int64_t ahead[LANES];
     for (int64_t first = 0; first < ctx; first += LANES) {
         const int n = ctx - first < LANES ? (int)(ctx - first) : LANES;
         key_rows(table, first, n, block_size, Hkv, kvh, D, rows);
+        const int64_t later = first + LANES;
+        const int na = ctx - later < LANES ? (int)(ctx - later) : LANES;
+        if (na > 0) key_rows(table, later, na, block_size, Hkv, kvh, D, ahead);
+        for (int j = 0; j < na; j++)
+            for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch((const char *)k_cache + ahead[j] * elem + b);
+        for (int j = 0; j < n; j++)
+            for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch((const char *)v_cache + rows[j] * elem + b, 0, 2);
         for (int j = 0; j < LANES; j++) {
             if (j >= n) {
                 for (int g = 0; g < G; g++) part[g * LANES + j] = (vlanes){0};
@@ -591,4 +601,159 @@ int rl_rope_and_cache(void *qkv, int64_t row_stride, int64_t N, int H, int Hkv, 
         free(buf);
     }
     return failed ? -2 : 0;
+}
+
+/* y = x W^T (+ bias) for the engine's matmuls, with W prepacked by rl_pack_linear into panels of LIN_NR columns:
+ * panel p holds W[p LIN_NR + j][k] at (p K + k) LIN_NR + j, zeros past N, in the weight's dtype. A tile of LIN_MR
+ * rows by LIN_NR columns keeps its sums in registers: each k loads the panel's LIN_NR weights once (as fp32; a
+ * bf16 one by a shift) and adds them times each row's x[k], so every weight is read once per LIN_MR rows and the
+ * panel block (LIN_PB panels, a few hundred KB) stays in L2 while all rows pass over it: at the few rows of a
+ * decode step the weights stream from memory once, at the bandwidth the step is bound by. x is copied into fp32
+ * rows first (zero rows pad the last tile). Accumulation in fp32, in order of k. */
+#if LANES == 16
+#define LIN_MR 8
+#else
+#define LIN_MR 4
+#endif
+#define LIN_NV 2
+#define LIN_NR (LIN_NV * LANES)
+#define LIN_PB 8
+#if defined(__AVX512BF16__) && LANES == 16
+/* bf16 weights and inputs multiplied two k at a time by the CPU's bf16 dot product (vdpbf16ps), with fp32 sums:
+ * a bf16 panel then holds each column's pair (W[n][2i], W[n][2i+1]) together, K padded to even with zeros. */
+#include <immintrin.h>
+#define LIN_PAIRS 1
+#else
+#define LIN_PAIRS 0
+#endif
+
+static inline int lin_pairs(int dtype) { return LIN_PAIRS && dtype == DT_BF16; }
+static inline int lin_depth(int K, int dtype) { return lin_pairs(dtype) ? (K + 1) / 2 * 2 : K; }
+
+int rl_linear_panels(void) { return LIN_NR; }
+
+/* Elements of the packed copy of an (N, K) weight. */
+int64_t rl_linear_packed_size(int N, int K, int dtype) {
+    return (int64_t)((N + LIN_NR - 1) / LIN_NR) * lin_depth(K, dtype) * LIN_NR;
+}
+
+/* w (N, K) rows w_row_stride apart -> packed (rl_linear_packed_size elements), both in dtype. */
+int rl_pack_linear(const void *w, int64_t w_row_stride, int N, int K, void *packed, int dtype, int num_threads) {
+    const int panels = (N + LIN_NR - 1) / LIN_NR, depth = lin_depth(K, dtype), pair = lin_pairs(dtype) ? 2 : 1;
+    const size_t elem = dtype == DT_BF16 ? 2 : 4;
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int p = 0; p < panels; p++) {
+        char *dst = (char *)packed + (size_t)p * depth * LIN_NR * elem;
+        for (int k = 0; k < depth; k++)
+            for (int j = 0; j < LIN_NR; j++) {
+                const int n = p * LIN_NR + j;
+                /* k's place: row k of the panel, or (pairs) row k / 2, column j, the pair's k % 2 */
+                char *at = dst + (((size_t)(k / pair) * LIN_NR + j) * pair + k % pair) * elem;
+                if (n < N && k < K) memcpy(at, (const char *)w + ((size_t)n * w_row_stride + k) * elem, elem);
+                else memset(at, 0, elem);
+            }
+    }
+    return 0;
+}
+
+static inline __attribute__((always_inline)) void linear_tile(const float *restrict xf, int K, const void *panel,
+                                                              int dtype, const char *ahead,
+                                                              vlanes acc[LIN_MR][LIN_NV]) {
+    const int line = dtype == DT_BF16 ? LIN_NR * 2 : LIN_NR * 4;  /* bytes of one k's weights */
+    for (int r = 0; r < LIN_MR; r++)
+        for (int v = 0; v < LIN_NV; v++) acc[r][v] = splat(0.0f);
+    for (int k = 0; k < K; k++) {
+        if (ahead)
+            for (int b = 0; b < line; b += 64) __builtin_prefetch(ahead + (size_t)k * line + b, 0, 2);
+        vlanes w[LIN_NV];
+        for (int v = 0; v < LIN_NV; v++) w[v] = load_lanes(panel, (int64_t)k * LIN_NR + v * LANES, dtype);
+#pragma GCC unroll 16
+        for (int r = 0; r < LIN_MR; r++) {
+            const float xr = xf[(size_t)r * K + k];
+            for (int v = 0; v < LIN_NV; v++) acc[r][v] += w[v] * xr;
+        }
+    }
+}
+
+#if LIN_PAIRS
+/* The tile of linear_tile over a pair panel: xb holds LIN_MR bf16 rows of depth (even) elements. */
+static inline __attribute__((always_inline)) void linear_tile_pairs(const uint16_t *restrict xb, int depth,
+                                                                    const void *panel, const char *ahead,
+                                                                    vlanes acc[LIN_MR][LIN_NV]) {
+    __m512 sum[LIN_MR][LIN_NV];
+    for (int r = 0; r < LIN_MR; r++)
+        for (int v = 0; v < LIN_NV; v++) sum[r][v] = _mm512_setzero_ps();
+    for (int i = 0; i < depth / 2; i++) {
+        if (ahead)
+            for (int b = 0; b < LIN_NR * 4; b += 64) __builtin_prefetch(ahead + (size_t)i * LIN_NR * 4 + b, 0, 2);
+        __m512i w[LIN_NV];
+        for (int v = 0; v < LIN_NV; v++)
+            w[v] = _mm512_loadu_si512((const char *)panel + ((size_t)i * LIN_NR + v * LANES) * 4);
+#pragma GCC unroll 16
+        for (int r = 0; r < LIN_MR; r++) {
+            int32_t two;
+            memcpy(&two, xb + (size_t)r * depth + 2 * i, 4);
+            const __m512i xr = _mm512_set1_epi32(two);
+            for (int v = 0; v < LIN_NV; v++) sum[r][v] = _mm512_dpbf16_ps(sum[r][v], (__m512bh)xr, (__m512bh)w[v]);
+        }
+    }
+    for (int r = 0; r < LIN_MR; r++)
+        for (int v = 0; v < LIN_NV; v++) memcpy(&acc[r][v], &sum[r][v], sizeof acc[r][v]);
+}
+#endif
+
+int rl_linear(const void *x, int64_t x_row_stride, int64_t M, int K, const void *packed, int N, const void *bias,
+              void *out, int64_t out_row_stride, int dtype, int num_threads) {
+    if (M <= 0) return 0;
+    const int64_t Mpad = (M + LIN_MR - 1) / LIN_MR * LIN_MR;
+    const int pairs = lin_pairs(dtype), depth = lin_depth(K, dtype);
+    /* the rows as the tiles read them: fp32, or bf16 with K padded to even for the pair panels */
+    void *rows = malloc((pairs ? 2 : 4) * (size_t)Mpad * depth);
+    if (!rows) return -2;
+    const size_t elem = dtype == DT_BF16 ? 2 : 4, panel_bytes = (size_t)depth * LIN_NR * elem;
+    const int panels = (N + LIN_NR - 1) / LIN_NR, blocks = (panels + LIN_PB - 1) / LIN_PB;
+#pragma omp parallel num_threads(num_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < Mpad; r++) {
+            if (pairs) {
+                uint16_t *dst = (uint16_t *)rows + r * depth;
+                memset(dst, 0, 2 * (size_t)depth);
+                if (r < M) memcpy(dst, (const uint16_t *)x + r * x_row_stride, 2 * (size_t)K);
+            } else if (r < M) {
+                load_row(x, r * x_row_stride, dtype, K, (float *)rows + r * K);
+            } else {
+                memset((float *)rows + r * K, 0, sizeof(float) * (size_t)K);
+            }
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < blocks; b++) {
+            const int p_end = (b + 1) * LIN_PB < panels ? (b + 1) * LIN_PB : panels;
+            for (int64_t r0 = 0; r0 < Mpad; r0 += LIN_MR)
+                for (int p = b * LIN_PB; p < p_end; p++) {
+                    vlanes acc[LIN_MR][LIN_NV];
+                    const char *panel = (const char *)packed + (size_t)p * panel_bytes;
+                    /* the first rows' pass streams the panels from memory: fetch the next one meanwhile */
+                    const char *ahead = r0 == 0 && p + 1 < panels ? panel + panel_bytes : NULL;
+#if LIN_PAIRS
+                    if (pairs) linear_tile_pairs((const uint16_t *)rows + r0 * depth, depth, panel, ahead, acc);
+                    else
+#endif
+                    linear_tile((const float *)rows + r0 * K, K, panel, dtype, ahead, acc);
+                    const int n0 = p * LIN_NR, nn = N - n0 < LIN_NR ? N - n0 : LIN_NR;
+                    float row[LIN_NR];
+                    for (int r = 0; r < LIN_MR && r0 + r < M; r++) {
+                        memcpy(row, acc[r], sizeof row);
+                        if (bias) {
+                            for (int j = 0; j < nn; j++)
+                                row[j] += dtype == DT_BF16 ? bf16_to_f32(((const uint16_t *)bias)[n0 + j])
+                                                           : ((const float *)bias)[n0 + j];
+                        }
+                        store_row(out, (r0 + r) * out_row_stride + n0, dtype, nn, row);
+                    }
+                }
+        }
+    }
+    free(rows);
+    return 0;
 }
