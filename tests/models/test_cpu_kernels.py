@@ -183,6 +183,14 @@ def test_linear_on_packed_weights_matches_f_linear(kernels, dtype, m, n, k):
                                atol=tol * ref.abs().max().item(), rtol=0)
 
 
+def test_linear_refuses_an_input_its_packed_weight_does_not_fit(kernels):
+    packed = kernels.pack_linear(torch.randn(40, 24))
+    with pytest.raises(ValueError, match="does not fit"):
+        kernels.linear(torch.randn(5, 23), packed, 40)
+    with pytest.raises(ValueError, match="does not fit"):
+        kernels.linear(torch.randn(5, 24).bfloat16(), packed, 40)
+
+
 def test_engine_linears_serve_packed_weights_and_pass_others_to_f_linear(kernels):
     w, other = torch.randn(40, 24), torch.randn(40, 24)
     lin = kernels.linears()

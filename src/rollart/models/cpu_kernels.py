@@ -203,6 +203,8 @@ class Kernels:
     def linear(self, x: Tensor, packed: Tensor, n: int, bias: Tensor | None = None) -> Tensor:
         """x (M, K) @ W^T (+ bias) with W (n, K) packed by :meth:`pack_linear`, in x's dtype (the weight's)."""
         M, K = x.shape
+        if x.dtype != packed.dtype or packed.numel() != self.lib.rl_linear_packed_size(n, K, DTYPES[x.dtype]):
+            raise ValueError(f"linear: x ({M}, {K}) {x.dtype} does not fit a packed ({n}, {K}) {packed.dtype} weight")
         if x.stride(1) != 1:
             x = x.contiguous()
         if bias is not None:
