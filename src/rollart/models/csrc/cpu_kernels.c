@@ -641,18 +641,29 @@ int64_t rl_linear_packed_size(int N, int K, int dtype) {
 int rl_pack_linear(const void *w, int64_t w_row_stride, int N, int K, void *packed, int dtype, int num_threads) {
     const int panels = (N + LIN_NR - 1) / LIN_NR, depth = lin_depth(K, dtype), pair = lin_pairs(dtype) ? 2 : 1;
     const size_t elem = dtype == DT_BF16 ? 2 : 4;
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (int p = 0; p < panels; p++) {
-        char *dst = (char *)packed + (size_t)p * depth * LIN_NR * elem;
-        for (int k = 0; k < depth; k++)
-            for (int j = 0; j < LIN_NR; j++) {
-                const int n = p * LIN_NR + j;
-                /* k's place: row k of the panel, or (pairs) row k / 2, column j, the pair's k % 2 */
-                char *at = dst + (((size_t)(k / pair) * LIN_NR + j) * pair + k % pair) * elem;
-                if (n < N && k < K) memcpy(at, (const char *)w + ((size_t)n * w_row_stride + k) * elem, elem);
-                else memset(at, 0, elem);
-            }
+    /* k's place in a panel: row k, column j; or (PAIR 2) row k / 2, column j, the pair's k % 2 */
+#define PACK_PANELS(T, PAIR)                                                                                 \
+    _Pragma("omp parallel for schedule(static) num_threads(num_threads)")                                  \
+    for (int p = 0; p < panels; p++) {                                                                      \
+        T *dst = (T *)packed + (size_t)p * depth * LIN_NR;                                                  \
+        for (int j = 0; j < LIN_NR; j++) {                                                                  \
+            const int n = p * LIN_NR + j;                                                                   \
+            const T *src = (const T *)w + (size_t)n * w_row_stride;                                         \
+            for (int i = 0; i < depth / PAIR; i++)                                                          \
+                for (int h = 0; h < PAIR; h++) {                                                            \
+                    const int k = i * PAIR + h;                                                             \
+                    dst[((size_t)i * LIN_NR + j) * PAIR + h] = n < N && k < K ? src[k] : (T)0;              \
+                }                                                                                           \
+        }                                                                                                   \
     }
+    if (pair == 2) {
+        PACK_PANELS(uint16_t, 2)
+    } else if (elem == 2) {
+        PACK_PANELS(uint16_t, 1)
+    } else {
+        PACK_PANELS(uint32_t, 1)
+    }
+#undef PACK_PANELS
     return 0;
 }
 
