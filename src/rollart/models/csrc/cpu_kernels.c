@@ -604,12 +604,13 @@ int rl_rope_and_cache(void *qkv, int64_t row_stride, int64_t N, int H, int Hkv, 
 }
 
 /* y = x W^T (+ bias) for the engine's matmuls, with W prepacked by rl_pack_linear into panels of LIN_NR columns:
- * panel p holds W[p LIN_NR + j][k] at (p K + k) LIN_NR + j, zeros past N, in the weight's dtype. A tile of LIN_MR
- * rows by LIN_NR columns keeps its sums in registers: each k loads the panel's LIN_NR weights once (as fp32; a
- * bf16 one by a shift) and adds them times each row's x[k], so every weight is read once per LIN_MR rows and the
- * panel block (LIN_PB panels, a few hundred KB) stays in L2 while all rows pass over it: at the few rows of a
- * decode step the weights stream from memory once, at the bandwidth the step is bound by. x is copied into fp32
- * rows first (zero rows pad the last tile). Accumulation in fp32, in order of k. */
+ * panel p holds W[p LIN_NR + j][k] at (p K + k) LIN_NR + j, zeros past N, in the weight's dtype (bf16 on a CPU
+ * with vdpbf16ps: pairs of k, below). A tile of LIN_MR rows by LIN_NR columns keeps its sums in registers: each k
+ * loads the panel's LIN_NR weights once (as fp32; a bf16 one by a shift) and adds them times each row's x[k], so
+ * every weight is read once per LIN_MR rows and the panel block (LIN_PB panels, a few hundred KB) stays in L2
+ * while all rows pass over it; the first rows' pass asks for the next panel while it computes, so at the few rows
+ * of a decode step the weights stream from memory while the arithmetic runs instead of between. x is copied into
+ * fp32 rows first (bf16 rows of even depth for pair panels; zero rows pad the last tile). Sums in fp32. */
 #if LANES == 16
 #define LIN_MR 8
 #else
