@@ -647,15 +647,15 @@ int rl_pack_linear(const void *w, int64_t w_row_stride, int N, int K, void *pack
     _Pragma("omp parallel for schedule(static) num_threads(num_threads)")                                  \
     for (int p = 0; p < panels; p++) {                                                                      \
         T *dst = (T *)packed + (size_t)p * depth * LIN_NR;                                                  \
-        for (int j = 0; j < LIN_NR; j++) {                                                                  \
-            const int n = p * LIN_NR + j;                                                                   \
-            const T *src = (const T *)w + (size_t)n * w_row_stride;                                         \
-            for (int i = 0; i < depth / PAIR; i++)                                                          \
+        const T *src[LIN_NR];                                                                               \
+        for (int j = 0; j < LIN_NR; j++)                                                                    \
+            src[j] = p * LIN_NR + j < N ? (const T *)w + (size_t)(p * LIN_NR + j) * w_row_stride : NULL;    \
+        for (int i = 0; i < depth / PAIR; i++)           /* the panel written in order, its rows read along */ \
+            for (int j = 0; j < LIN_NR; j++)                                                                \
                 for (int h = 0; h < PAIR; h++) {                                                            \
                     const int k = i * PAIR + h;                                                             \
-                    dst[((size_t)i * LIN_NR + j) * PAIR + h] = n < N && k < K ? src[k] : (T)0;              \
+                    *dst++ = src[j] && k < K ? src[j][k] : (T)0;                                            \
                 }                                                                                           \
-        }                                                                                                   \
     }
     if (pair == 2) {
         PACK_PANELS(uint16_t, 2)
