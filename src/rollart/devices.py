@@ -77,11 +77,10 @@ def _warn_bf16_without_native(key: str) -> None:
 
     cpu = cpu_features()
     if not cpu.native_bf16:
-        engine = key.startswith("engine")  # the engine's matmul is its own on the CPU, the trainer's F.linear
-        slowdown = bf16_linear_slowdown(engine)
+        slowdown = bf16_linear_slowdown()
         advice = f"; {key}=auto (float32) is faster on this CPU" if slowdown > 1 else ""
-        log.warning("%s=bfloat16 on a CPU without native bf16 (%s): a bf16 %s took %.1fx the time of a float32 "
-                    "one here%s", key, cpu.describe(), "engine matmul" if engine else "linear", slowdown, advice)
+        log.warning("%s=bfloat16 on a CPU without native bf16 (%s): a bf16 linear took %.1fx the time of a float32 "
+                    "one here%s", key, cpu.describe(), slowdown, advice)
 
 
 @dataclass(frozen=True)

@@ -61,11 +61,7 @@ def test_bf16_asked_for_on_a_cpu_without_native_bf16_is_said_in_one_line(portabl
         assert devices.resolve_dtype("auto", torch.device("cpu"), key="engine.dtype") is torch.float32
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and lines[0].startswith("engine.dtype=bfloat16 on a CPU without native bf16")
-    assert "a bf16 engine matmul took" in lines[0] and "x the time of a float32 one here" in lines[0]
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="rollart.devices"):  # the trainer's matmul is F.linear: that is timed
-        devices.resolve_dtype("bfloat16", torch.device("cpu"), key="trainer.dtype")
-    assert "a bf16 linear took" in caplog.records[0].getMessage()
+    assert "x the time of a float32 one here" in lines[0]
     devices._warn_bf16_without_native.cache_clear()
 
 
