@@ -1,6 +1,7 @@
 """Covers the torch trainer in one process: GRPO/PPO steps, micro-batch invariance, off-policy correction,
 staleness masking, KL to a frozen reference and the backend registry."""
 import math
+import random
 
 import pytest
 import torch
@@ -10,8 +11,9 @@ from rollart.trainer.networks import forward_logits
 from rollart.trainer.batching import select_rows
 from rollart.trainer.losses import token_logprobs
 from rollart.trainer.torch_trainer import TorchTrainer
+from rollart.types import Trajectory
 
-from tiny_policy import make_model, make_trajectories, params_of
+from tiny_policy import VOCAB, make_model, make_trajectories, params_of
 
 
 def _trainer(**kw) -> TorchTrainer:
@@ -46,6 +48,33 @@ def test_micro_batching_does_not_change_the_update():
     for (k, a), (_, b) in zip(params_of(big.policy).items(), params_of(small.policy).items()):
         assert torch.allclose(a, b, atol=1e-6), k
     assert mb["losses/policy"] == pytest.approx(ms["losses/policy"], abs=1e-6)
+
+
+def _policy_forwards(tr: TorchTrainer, trajs) -> int:
+    calls = []
+    handle = tr.policy.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        tr.train_step(trajs)
+    finally:
+        handle.remove()
+    return len(calls)
+
+
+def test_micro_batch_budget_defaults_by_device_and_an_explicit_one_takes_effect():
+    """Unset, the budget is 2048 padded tokens on the CPU (16384 on a GPU); 40 rows of 100 tokens (4,000 padded)
+    then train in two micro-batches, with an explicit 16384 in one."""
+    assert TrainerConfig().micro_batch_tokens_on("cpu") == 2048
+    assert TrainerConfig().micro_batch_tokens_on("cuda") == 16384
+    assert TrainerConfig(micro_batch_tokens=512).micro_batch_tokens_on("cuda") == 512
+    rng = random.Random(5)
+    trajs = [Trajectory(trajectory_id=f"t{i}", group_id=f"g{i // 4}", task="toy",
+                        token_ids=[rng.randrange(VOCAB) for _ in range(100)], loss_mask=[0] * 20 + [1] * 80,
+                        logprobs=[0.0] * 20 + [-3.0] * 80, versions=[-1] * 20 + [0] * 80, reward=float(i % 2))
+             for i in range(40)]
+    unset, whole = _trainer(), _trainer(micro_batch_tokens=16384)
+    assert unset.micro_batch_tokens == 2048
+    assert _policy_forwards(unset, trajs) == 2
+    assert _policy_forwards(whole, trajs) == 1
 
 
 def test_repeated_steps_raise_logprob_of_rewarded_tokens():

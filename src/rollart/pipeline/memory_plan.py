@@ -125,7 +125,8 @@ def plan_memory(shape: Shape, engine, trainer, *, device: str, total: int, other
     trainer_resident = 4 * P * copies + 8 * trained + CONTEXT_BYTES  # float32 masters, AdamW's two moments
     if trainer.lora.enabled:
         trainer_resident += 4 * trained  # the adapters' own float32 weights beside the frozen base
-    t, h, i, L, V = trainer.micro_batch_tokens, shape.hidden, shape.intermediate, shape.layers, shape.vocab
+    t = trainer.micro_batch_tokens_on("cuda")
+    h, i, L, V = shape.hidden, shape.intermediate, shape.layers, shape.vocab
     per_layer = shape.saved_bytes_per_token_layer(trainer_dtype_bytes)
     activations = t * (per_layer + 4 * h * L if trainer.gradient_checkpointing else per_layer * L)
     trainer_step = 4 * trained + activations + 12 * t * V

@@ -65,6 +65,11 @@ class Trainer:
         self.autocast_dtype: torch.dtype | None = None
         """Set by backends that compute under torch.autocast (fp32 weights); None: the model's own dtype."""
 
+    @property
+    def micro_batch_tokens(self) -> int:
+        """The padded-token budget of one micro-batch on this trainer's device (``cfg.micro_batch_tokens``)."""
+        return self.cfg.micro_batch_tokens_on(self.device.type)
+
     # ------------------------------------------------------------------ hooks for backends
     policy: nn.Module  # callable forward (a DeepSpeed engine for that backend)
     ref_model: nn.Module | None = None
@@ -245,7 +250,7 @@ class Trainer:
             self._precompute(batch)
         if normalizer is None:
             normalizer = max(num_loss_tokens(batch), 1)
-        micros = micro_batches(batch, self.cfg.micro_batch_tokens)
+        micros = micro_batches(batch, self.micro_batch_tokens)
         # ranks with fewer micro-batches run zero-loss passes so collectives inside forward
         # (ZeRO-3 parameter gathers) and the gradient reduction line up on every rank
         n_passes = self._max_over_ranks(len(micros))
@@ -307,7 +312,7 @@ class Trainer:
         local["old_values"] = torch.zeros(B, T, device=self.device)
         if cfg.algorithm == "ppo":
             local["returns"] = torch.zeros(B, T, device=self.device)
-        groups = micro_batch_rows(local["lengths"].tolist(), cfg.micro_batch_tokens) if B else []
+        groups = micro_batch_rows(local["lengths"].tolist(), self.micro_batch_tokens) if B else []
         if need_prox:
             for _ in range(self._max_over_ranks(len(groups)) - len(groups)):
                 self._forward_nothing()

@@ -84,9 +84,11 @@ class TrainerConfig:
     """AdamW epsilon."""
     grad_clip: float = 1.0
     """Global gradient-norm clip; 0 disables."""
-    micro_batch_tokens: int = 16384
+    micro_batch_tokens: int | None = None
     """Padded-token budget (rows x longest row) of one forward/backward micro-batch: bounds activation memory;
-    gradients are accumulated over micro-batches, so the update does not depend on it."""
+    gradients are accumulated over micro-batches, so the update does not depend on it. None: 2048 on the CPU
+    (a micro-batch's activations then stay in the caches: the quickstart's train step was 1.85x faster than with
+    16384), 16384 on a GPU (large micro-batches keep it busy)."""
     num_minibatches: int = 1
     """Optimizer steps per train_step (the batch is split into this many mini-batches)."""
     ppo_epochs: int = 1
@@ -127,7 +129,7 @@ class TrainerConfig:
             raise ConfigError(f"trainer.off_policy={self.off_policy!r}: use 'decoupled' or 'none'")
         for name in ("clip_eps", "lr", "is_cap", "micro_batch_tokens", "num_minibatches", "ppo_epochs",
                      "num_threads", "world_size"):
-            if getattr(self, name) <= 0:
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"trainer.{name}={getattr(self, name)} must be positive")
         for name in ("kl_coef", "entropy_coef", "grad_clip", "weight_decay"):
             if getattr(self, name) < 0:
@@ -140,3 +142,13 @@ class TrainerConfig:
             raise ConfigError(f"trainer.zero_stage={self.zero_stage}: DeepSpeed ZeRO stages are 0, 1, 2, 3")
         if self.max_staleness is not None and self.max_staleness < 0:
             raise ConfigError(f"trainer.max_staleness={self.max_staleness} must be >= 0 or None")
+
+    def micro_batch_tokens_on(self, device_type: str) -> int:
+        """The micro-batch budget a trainer on ``device_type`` ('cpu', 'cuda') uses."""
+        if self.micro_batch_tokens is not None:
+            return self.micro_batch_tokens
+        return CPU_MICRO_BATCH_TOKENS if device_type == "cpu" else GPU_MICRO_BATCH_TOKENS
+
+
+CPU_MICRO_BATCH_TOKENS = 2048
+GPU_MICRO_BATCH_TOKENS = 16384
