@@ -202,3 +202,22 @@ def test_engine_linears_serve_packed_weights_and_pass_others_to_f_linear(kernels
         w.mul_(2.0)  # changed in place: stale until packed again, as the engine repacks after every update
     lin.pack([w])
     torch.testing.assert_close(lin(x, w), x @ w.T, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_engine_linears_send_a_prefill_s_rows_to_torch_s_gemm_where_it_has_the_dtype(kernels, dtype, monkeypatch):
+    """Below GEMM_ROWS rows (a decode step) the C kernel multiplies; from GEMM_ROWS on, torch's GEMM in float32, and in
+    bfloat16 only where the CPU has native bf16 (else the C kernel still); both paths give x @ W^T."""
+    w = torch.randn(40, 24).to(dtype)
+    lin = kernels.linears()
+    lin.pack([w])
+    in_c = []
+    real = kernels.linear
+    monkeypatch.setattr(kernels, "linear", lambda x, *a: in_c.append(x.shape[0]) or real(x, *a))
+    few, many = torch.randn(8, 24).to(dtype), torch.randn(cpu_kernels.GEMM_ROWS, 24).to(dtype)
+    for x in (few, many):
+        torch.testing.assert_close(lin(x, w).float(), x.float() @ w.float().T, atol=0.05 if dtype == torch.bfloat16
+                                   else 1e-4, rtol=0.02 if dtype == torch.bfloat16 else 1e-5)
+    expected = [8] if cpu_kernels.gemm_rows_go_to_torch(dtype) else [8, cpu_kernels.GEMM_ROWS]
+    assert in_c == expected
+    assert cpu_kernels.gemm_rows_go_to_torch(torch.float32)
