@@ -248,8 +248,8 @@ GEMM_ROWS = 512
 """From this many rows on, a matmul has work enough for a GEMM library's cache blocking (MKL's, oneDNN's), which
 keeps a block of rows in cache across the weight's panels where :meth:`Kernels.linear` streams every row once per
 panel: on an AVX2-only AMD EPYC, one thread, fp32 576 -> 1536 over 30 distinct weights, torch's GEMM reached 55-57
-GFLOP/s at 512-2048 rows against the C kernel's 40-43, and 32-65 against 29-58 at 32-128 rows (a tie within the
-noise, so the decode steps stay in C)."""
+GFLOP/s at 512-2048 rows against the C kernel's 40-43. A decode step's few rows stay in C: over every matmul of a
+SmolLM2 step at 16 rows (``tools/bench/cpu_linear.py``) the C kernel was 2.22x torch's fp32 GEMM on that CPU."""
 
 
 def gemm_rows_go_to_torch(dtype: torch.dtype) -> bool:
