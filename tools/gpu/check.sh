@@ -85,7 +85,7 @@ stage bench "$DIR/bench_gpu.log" timeout -k 10 "${BENCH_S:-200}" "$V" tools/benc
 
 # 5) the quickstart on CUDA (prints its memory plan, peak_gpu_memory_gb and final_success)
 if [[ $DRY == 1 ]]; then
-  QS=(device=cpu total_steps=2 eval_episodes=1 "logdir=$DIR/runs")
+  QS=(device=cpu total_steps=2 warmup_steps=4 eval_episodes=1 "logdir=$DIR/runs")  # the stage runs, not the learning
 else
   QS=(device=cuda "logdir=$DIR/runs")
 fi
