@@ -202,6 +202,38 @@ async def test_retire_before_next_aborts_and_evicts_what_no_later_batch_can_take
     assert await areal.retire_before_next(5) == 0 and areal.buffered == 1  # AReaL never evicts for staleness
 
 
+class SecondMemberBlocks(Blocking):
+    """Only the trajectory ending in -1 waits at its second turn; its sibling finishes."""
+
+    async def generate(self, tid, prompt, sampling=None, task="default"):
+        if not tid.endswith("-1"):
+            return await ScriptedPolicy.generate(self, tid, prompt, sampling, task)
+        return await super().generate(tid, prompt, sampling, task)
+
+
+async def test_a_group_holding_a_member_no_batch_can_take_stops_without_replacements(tokenizer):
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=4))
+    policy = SecondMemberBlocks(tokenizer)  # weights at version 0: both members start at version 0
+    manager = make_manager(policy, tokenizer, gate=buf)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager,
+                                 SchedulerConfig(group_size=2, max_concurrency=4), buffer=buf)
+    producer = asyncio.create_task(scheduler.run(max_groups=1))
+    await policy.at_second_turn.wait()  # g0-1 mid-flight; g0-0 runs to its end
+    async with asyncio.timeout(10):
+        while scheduler.counters["launched"] < 2 or "g0-0" in buf._inflight:
+            await asyncio.sleep(0.01)
+    assert await buf.retire_before_next(2) == 1  # g0-1 aborted: nothing begun at version 0 joins [1, 2]
+    async with asyncio.timeout(10):
+        await producer
+    # the finished g0-0 began at version 0 too: the group stops at once instead of replacing g0-1 with a
+    # trajectory at the current version and completing only to be evicted on arrival
+    assert scheduler.counters["groups_stale"] == 1 and scheduler.counters["replaced"] == 0
+    assert scheduler.counters["groups_failed"] == 0 and scheduler._failed_in_a_row == 0
+    assert buf.counters["accepted"] == 0 and buf.outstanding_groups == 0 and buf.accounting_ok()
+    assert manager.pool.live == 0 and buf.inflight == 0
+    assert buf.can_join(1) and not buf.can_join(0)
+
+
 async def test_areal_start_bound_keeps_rollout_at_most_alpha_batches_ahead():
     buf = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=1, capacity=8, max_outstanding_groups=4))
     for _ in range(4):

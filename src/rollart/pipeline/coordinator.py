@@ -128,5 +128,6 @@ class Coordinator:
                      else await evaluator.evaluate() if cfg.eval_at_end else {})
         return RunResult(steps=len(st.history), version=parts.weights.version, final_success=final,
                          history=st.history, evals=st.evals, timings=st.timings, wall_s=time.perf_counter() - started,
-                         run_dir=str(self.run_dir), buffer=parts.buffer.stats(), workers=workers, devices=devices)
+                         run_dir=str(self.run_dir), buffer=parts.buffer.stats(), rollout=parts.scheduler.stats(),
+                         workers=workers, devices=devices)
 

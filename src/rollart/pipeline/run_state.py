@@ -77,6 +77,9 @@ class RunResult:
     run_dir: str = ""
     buffer: dict = field(default_factory=dict)
     """SampleBuffer counters at the end (accepted / trained / evicted by reason)."""
+    rollout: dict = field(default_factory=dict)
+    """RolloutScheduler counters at the end: trajectories launched, replaced, cancelled as extras; groups complete
+    and failed; reasons (what generation went to trajectories that never trained)."""
     timings: list[dict] = field(default_factory=list)
     """Per trained trajectory: seconds in env_reset, env_step, generate, reward and total."""
     workers: dict = field(default_factory=dict)

@@ -90,6 +90,9 @@ class SampleBuffer:
         self._closed = False
         self.outstanding_groups = 0
         """Groups admitted to start and not yet trained or discarded (see max_outstanding_groups)."""
+        self._retired_before = self.window_start()
+        """Per-turn modes: trajectories begun before this version can join no batch (the window's start, or further
+        on once ``retire_before_next`` has retired what the next batch cannot take)."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -109,6 +112,11 @@ class SampleBuffer:
             self.aborted["stale"] += 1
             return reason
         return None
+
+    def can_join(self, start_version: int) -> bool:
+        """Whether a trajectory begun at ``start_version`` can still be trained (a group holding one that cannot
+        is dropped whole when it completes: the scheduler stops such a group at once)."""
+        return not self.per_turn or start_version >= max(self._retired_before, self.window_start())
 
     def track(self, trajectory_id: str, start_version: int, task: asyncio.Task) -> None:
         self._inflight[trajectory_id] = (start_version, task)
@@ -162,6 +170,7 @@ class SampleBuffer:
         after ``version + alpha`` are aborted. Returns (trajectories kept, trajectories dropped)."""
         limit = version + self.config.alpha
         self.version = version
+        self._retired_before = self.window_start()
         for tid, (start, task) in list(self._inflight.items()):
             if start > limit and tid not in self._stale:
                 self._stale[tid] = f"rewound: started at version {start}, policy back at {version}"
@@ -192,6 +201,7 @@ class SampleBuffer:
         if not self.per_turn:
             return 0
         cutoff = next_version - self.config.alpha
+        self._retired_before = max(self._retired_before, cutoff)
         n = self._abort_inflight_before(cutoff, "stale_ahead", "started at version {start}: cannot join the "
                                         f"next batch (version >= {next_version}, alpha {self.config.alpha})")
         async with self._changed:

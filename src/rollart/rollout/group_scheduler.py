@@ -5,7 +5,9 @@ routes generation through hw_mapping. ``extra_envs_per_group`` launches more env
 needed and ``extra_groups`` more groups than needed (RollArt §6.3): as soon as a group has its
 target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
 env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
-that fails is replaced (same seed) while the group could still fall short. Every trajectory interacts at
+that fails is replaced (same seed) while the group could still fall short; a group holding a finished member
+that began too long ago to be trained (the per-turn α bound, ``SampleBuffer.can_join``) stops at once, its row
+dealt again, instead of completing only to be evicted. Every trajectory interacts at
 its own pace (trajectory-level interaction, RollArt §6.1); the batched baseline of Fig. 5b wraps the env
 manager (``rollart.sim.batched``).
 
@@ -67,6 +69,8 @@ class _Group:
         self.group_id, self.task, self.seed = group_id, task, seed
         self.results: asyncio.Queue[Trajectory] = asyncio.Queue()
         self.dropping = False  # set before the scheduler cancels this group's extras
+        self.stale = False
+        """The group stopped because a member it holds began too long ago to be trained (``SampleBuffer.can_join``)."""
 
 
 class RolloutScheduler:
@@ -198,6 +202,8 @@ class RolloutScheduler:
             if trajectories is None:
                 self._give_back(group)
                 await self.buffer.discard_group()
+                if group.stale:
+                    return  # the staleness bound, not the envs: no failure
                 self._failed_in_a_row += 1
                 if self._failed_in_a_row > self.config.max_failed_groups:
                     raise RolloutError(self._failure_summary(self._failed_in_a_row))
@@ -239,6 +245,11 @@ class RolloutScheduler:
                 finished += 1
                 if traj.status == "done":
                     done.append(traj)
+                if len(done) < cfg.group_size and self._stale_members(done):
+                    group.stale = True  # nothing it completes could be trained: free its envs for a group that can
+                    self.counters["groups_stale"] += 1
+                    break
+                if traj.status == "done":
                     continue
                 key = f"{traj.status}: " + re.sub(r"\d+", "N", traj.reason)[:120]
                 self.reasons[key] += 1
@@ -252,13 +263,17 @@ class RolloutScheduler:
             group.dropping = True
             for member in members:
                 if not member.done():
-                    member.cancel()  # redundant extras: generation aborted, env released
-                    self.counters["cancelled_extras"] += 1
+                    member.cancel()  # redundant extras (or a stale group's members): generation aborted, env released
+                    self.counters["cancelled_stale" if group.stale else "cancelled_extras"] += 1
         if len(done) < cfg.group_size:
-            self.counters["groups_failed"] += 1
+            if not group.stale:
+                self.counters["groups_failed"] += 1
             return None
         self.counters["groups_complete"] += 1
         return done
+
+    def _stale_members(self, done: list[Trajectory]) -> bool:
+        return self.buffer is not None and not all(self.buffer.can_join(t.start_version) for t in done)
 
     async def _trajectory(self, group: _Group, index: int) -> None:
         tid = f"{group.group_id}-{index}"
