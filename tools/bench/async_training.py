@@ -35,7 +35,12 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   training, as AReaL's controller does), no abort of in-flight ones, no affinity routing.
 * ``rollart_samehw``: ROLLART on the baselines' workers (no affinity), as §7.2's scaling study runs it:
   what its coordination alone (trajectory-level rollout, per-turn α bound) does; ``samehw_vs_*`` keys.
-* every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight.
+* every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight (1.0: the envs a Sync+ batch
+  has); the full run sweeps ``--concurrencies`` (1, 1.5, 2) for the overlapped modes and judges each at its
+  fastest (``concurrency_<mode>=`` on the last line): AReaL's start-only bound gains from more in flight,
+  ROLLART's per-turn bound loses (a trajectory has about 1-2 steps from its start to join a batch; more in
+  flight shortens the steps and aborts more of them). At 2.0 for every mode (until 2026-12-03) the full run
+  read 1.13 / 1.01 / 0.49.
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
@@ -111,8 +116,9 @@ class Workload:
     """GuessNumber tokens per turn, fixed."""
     batch_groups: int = 6
     """GRPO groups (of 4) per training batch."""
-    concurrency: float = 2.0
-    """Concurrent trajectories (envs) per trajectory of a batch (max_concurrency = this × batch size)."""
+    concurrency: float = 1.0
+    """Concurrent trajectories (envs) per trajectory of a batch (max_concurrency = this × batch size): 1.0 is the
+    env pool a Sync+ batch has; the full run also sweeps ``CONCURRENCY_SWEEP`` for the overlapped modes."""
     token_scale: float = 1.0
     """Emulated tokens per real token (``emulation.token_scale``): contexts and answers that many times longer on
     the emulated hardware."""
@@ -138,6 +144,19 @@ class Workload:
             TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 16},
                      max_new_tokens=self.game_cot, min_new_tokens=self.game_cot, max_turns=5, faults=faults),
         ]
+
+
+CONCURRENCY_SWEEP = (1.0, 1.5, 2.0)
+"""Full run: the overlapped modes (async, areal) run at each of these concurrencies and each is judged at its
+fastest, so that no mode is compared at another's best setting: AReaL's start-only bound gains from more
+trajectories in flight (it trains what they bring, however stale), ROLLART's per-turn bound loses from them
+(a trajectory must finish within about 1-2 steps of its start, so more in flight means longer steps' worth
+of work aborted). Sync+ and One-off collect one batch at a time: the setting does not change them."""
+
+
+def overlapped(cfg: PipelineConfig) -> bool:
+    """Modes whose rollout never stops, so that the envs in flight (rollout.max_concurrency) set their pace."""
+    return cfg.mode in ("async", "areal")
 
 
 MODEL_SIZES = {"tiny": {}, "small": dict(hidden=64, layers=2, head_dim=32, intermediate=192)}
@@ -191,10 +210,15 @@ async def start_trainer(system: ActorSystem, cfg: PipelineConfig, model: str, cp
                               name="trainer", mode="process", env=env)
 
 
+def envs_in_flight(concurrency: float, work: Workload) -> int:
+    """rollout.max_concurrency for ``concurrency`` trajectories in flight per trajectory of a batch (groups of 4)."""
+    return max(4, round(concurrency * 4 * work.batch_groups))
+
+
 def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineConfig:
     return PipelineConfig(
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
-        rollout=SchedulerConfig(group_size=4, max_concurrency=max(4, round(work.concurrency * 4 * work.batch_groups))),
+        rollout=SchedulerConfig(group_size=4, max_concurrency=envs_in_flight(work.concurrency, work)),
         simulate_hardware=True,  # the workers' classes only: training and weight pulls stay real (see above)
         emulation={**EMULATION, "token_scale": work.token_scale},
         sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
@@ -245,6 +269,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                success=mean("charts/success"), evals=[(s, e["mean"]) for s, e in result.evals],
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
                time_to_score_s=reached, wall_s=wall, aborted=result.buffer.get("aborted"),
+               launched=result.rollout.get("launched", 0), trained=result.buffer.get("trained", 0),
+               replaced=result.rollout.get("replaced", 0),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
                real_vs_sim=real_vs_sim, busy=busy)
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step over the last {len(hist) - skip} "
@@ -252,7 +278,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"compute {out['train_compute_s']:.2f} s, "
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s "
           f"({pull_bytes / 1e6:.2f} MB per pull, {out['pull_vs_train']:.2f} of the train time), "
-          f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']}, time-to-score {reached}, wall "
+          f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']} (trajectories launched "
+          f"{out['launched']}, replaced {out['replaced']}, trained {out['trained']}), time-to-score {reached}, wall "
           f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
@@ -357,12 +384,20 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
             if not args.quick:
                 cfg = dataclasses.replace(cfg, total_steps=args.steps or fill_steps(cfg) + 12, eval_every=0,
                                           time_limit_s=args.mode_budget_s)
-            results[name] = await run_mode(name, cfg, trainer, work)
+            runs = []
+            for c in (args.concurrencies if overlapped(cfg) else (work.concurrency,)):
+                at_c = apply_values(cfg, {"rollout.max_concurrency": envs_in_flight(c, work)})
+                runs.append({**await run_mode(f"{name}@{c:g}" if overlapped(cfg) else name, at_c, trainer, work),
+                             "concurrency": c})
+            results[name] = min(runs, key=lambda res: res["step_s"])  # each mode at its own fastest setting
+            results[name]["by_concurrency"] = {res["concurrency"]: res["step_s"] for res in runs}
         if not args.quick or args.sweep_only:
+            c = results["rollart"]["concurrency"] if "rollart" in results else work.concurrency
             for alpha in range(1, 7):
                 cfg = apply_values(dataclasses.replace(base, run_name=f"alpha{alpha}",
                                                        total_steps=alpha + 1 + args.sweep_steps,
-                                                       eval_at_end=False), {**MODES["rollart"], "alpha": alpha})
+                                                       eval_at_end=False),
+                                   {**MODES["rollart"], "alpha": alpha, "rollout.max_concurrency": envs_in_flight(c, work)})
                 sweep.append(await run_mode(f"alpha={alpha}", cfg, trainer, work))
     return results, sweep
 
@@ -387,7 +422,11 @@ def main() -> None:
     ap.add_argument("--game-cot", type=int, default=defaults.game_cot, help="GuessNumber tokens per turn, fixed")
     ap.add_argument("--batch-groups", type=int, default=defaults.batch_groups, help="groups of 4 per batch")
     ap.add_argument("--concurrency", type=float, default=defaults.concurrency,
-                    help="concurrent trajectories per trajectory of a batch (default %(default)s)")
+                    help="concurrent trajectories per trajectory of a batch (default %(default)s; the full run "
+                    "sweeps --concurrencies for the overlapped modes)")
+    ap.add_argument("--concurrencies", default=",".join(f"{c:g}" for c in CONCURRENCY_SWEEP),
+                    help="full run: the concurrencies the overlapped modes run at, each judged at its fastest "
+                    "(default %(default)s; --quick runs --concurrency only)")
     ap.add_argument("--token-scale", type=float, default=defaults.token_scale,
                     help="emulated tokens per real token (default %(default)s)")
     ap.add_argument("--model-size", default="small", choices=sorted(MODEL_SIZES),
@@ -408,6 +447,13 @@ def main() -> None:
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
     work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
                     args.concurrency, args.token_scale)
+    given = args.concurrencies
+    try:
+        args.concurrencies = (args.concurrency,) if args.quick else tuple(float(c) for c in given.split(","))
+    except ValueError:
+        args.concurrencies = ()
+    if not args.concurrencies or min(args.concurrencies) <= 0:
+        raise SystemExit(f"--concurrencies={given!r}: give numbers > 0 separated by commas, e.g. 1,1.5,2")
     logging.basicConfig(level=logging.ERROR)
     steps = args.steps or (4 if args.quick else 14)
     with tempfile.TemporaryDirectory() as tmp:
@@ -433,6 +479,10 @@ def main() -> None:
           f"{'weight-pull link (%.0f MB/s); ' % (LINK_BYTES_PER_S / 1e6) if LINK_BYTES_PER_S else ''}REAL: "
           f"tiny-model training, weight pulls (its bytes), engine, envs, actors "
           f"({args.actor_mode})")
+    swept = {n: res["by_concurrency"] for n, res in results.items() if len(res["by_concurrency"]) > 1}
+    if swept:
+        print("s/step by concurrency (each mode judged at its fastest): " + "; ".join(
+            f"{n} " + " ".join(f"{c:g}:{v:.2f}" for c, v in by.items()) for n, by in swept.items()))
     line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
             f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} pull_vs_train={r['pull_vs_train']:.3f} "
             f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
@@ -444,6 +494,8 @@ def main() -> None:
     base_tput = results["syncplus"]["tokens_per_s"]
     line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
     line += f" rollout_cost_ratio={rollout_cost(MODES['rollart']) / rollout_cost(MODES['syncplus']):.3f}"
+    line += "".join(f" concurrency_{n}={res['concurrency']:g}" for n, res in results.items()
+                    if len(res["by_concurrency"]) > 1)
     if args.quick:
         line += " measure=step_time_ratio_quick"
     else:
