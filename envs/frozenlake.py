@@ -25,6 +25,8 @@ from envs.text_space import text_space
 from rollart.rollout.env_protocol import EnvDefaults
 
 ACTIONS = {"L": 0, "D": 1, "R": 2, "U": 3}
+STEPS = {"L": (0, -1), "D": (1, 0), "R": (0, 1), "U": (-1, 0)}
+"""(row, column) change of each move."""
 WORDS = {"LEFT": "L", "DOWN": "D", "RIGHT": "R", "UP": "U"}
 _HIGHLIGHT = re.compile(r"\x1b\[41m(.)\x1b\[0m")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -142,7 +144,15 @@ class FrozenLakeText(EnvDefaults, gym.Env):
 
     # --- model-free play (rollart.rollout.play) ------------------------------------------------
     def sample_action(self, rng: np.random.Generator) -> str:
-        return str(rng.choice(list(ACTIONS)))
+        """A uniformly random move among those that leave the current cell: a move into the board's edge is a
+        no-op the rules allow and no player would choose. Holes are not avoided (that would be the task)."""
+        return str(rng.choice(self.moves_on_board()))
+
+    def moves_on_board(self) -> list[str]:
+        """The moves that do not run into the board's edge from the current cell."""
+        r, c = self.position
+        nrow, ncol = int(self._lake.nrow), int(self._lake.ncol)
+        return [a for a, (dr, dc) in STEPS.items() if 0 <= r + dr < nrow and 0 <= c + dc < ncol]
 
     def scripted_action(self, observation: str) -> str:
         """Shortest safe path to G read off the observation grid (BFS); 'D' if none exists."""
@@ -155,13 +165,12 @@ def shortest_path_action(observation: str) -> str:
     start = next((rc for rc, ch in cells.items() if ch == "P"), None)
     if start is None:
         return "D"
-    steps = {"L": (0, -1), "D": (1, 0), "R": (0, 1), "U": (-1, 0)}
     queue, first = deque([start]), {start: ""}
     while queue:
         here = queue.popleft()
         if cells[here] == "G":
             return first[here] or "D"
-        for name, (dr, dc) in steps.items():
+        for name, (dr, dc) in STEPS.items():
             nxt = (here[0] + dr, here[1] + dc)
             if nxt in cells and nxt not in first and cells[nxt] != "H":
                 first[nxt] = first[here] or name

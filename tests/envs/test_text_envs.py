@@ -135,3 +135,22 @@ def test_random_start_plays_every_frozen_cell_over_consecutive_seeds():
     assert sorted(r * 4 + c for r, c in starts) == cells
     assert env.reset(seed=5)[1]["position"] == env.reset(seed=5)[1]["position"]
     assert env.reset()[1]["position"] != [3, 3]  # seed None: still a frozen cell, never the goal
+
+
+def test_frozenlake_random_moves_never_run_into_the_edge_and_cover_the_rest_evenly():
+    """The random mover (format warm-up, play --policy random) draws among the moves its cell allows, so what it
+    answers depends on where it is: from a corner two moves, from an edge three, inside four."""
+    env = gym.make("rollart/FrozenLake-v0", random_start=True, invalid_hint=False).unwrapped
+    rng = np.random.default_rng(0)
+    expected = {(0, 0): "DR", (0, 3): "LD", (1, 0): "DRU", (2, 2): "LDRU", (3, 2): "LRU"}
+    for seed in range(11):
+        env.reset(seed=seed)
+        if tuple(env.position) not in expected:
+            continue
+        allowed = expected.pop(tuple(env.position))
+        assert sorted(env.moves_on_board()) == sorted(allowed)
+        draws = [env.sample_action(rng) for _ in range(800)]
+        counts = {a: draws.count(a) for a in "LDRU"}
+        assert all(counts[a] == 0 for a in "LDRU" if a not in allowed), counts
+        assert all(abs(counts[a] / 800 - 1 / len(allowed)) < 0.07 for a in allowed), counts
+    assert not expected, f"cells not reached: {expected}"

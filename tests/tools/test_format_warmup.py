@@ -1,5 +1,6 @@
-"""Format warm-up: a fresh tiny model learns to answer FrozenLake with a valid letter, spread evenly over the four
-(a prior, not a policy); deterministic given the seed; an env without sample_action is refused by name."""
+"""Format warm-up: a fresh tiny model learns to answer FrozenLake with a valid letter, without a strong preference
+for any (a prior, not a policy), and given the quickstart's steps it learns which moves its cell allows (it reads its
+position); deterministic given the seed; an env without sample_action is refused by name."""
 import gymnasium as gym
 import pytest
 import torch
@@ -47,6 +48,22 @@ def test_warmup_teaches_valid_answers_with_no_preference(tmp_path):
     share = after / after.sum(-1, keepdim=True)
     assert share.min() > 0.1 and share.max() < 0.45, share  # no policy: the four letters about evenly
     assert result.last_loss < result.first_loss and result.last_loss < 1.6  # ln 4 = 1.39 is the floor
+
+
+@pytest.mark.slow
+def test_warmup_of_the_quickstart_teaches_which_moves_each_cell_allows(tmp_path):
+    """The random mover never runs into the board's edge, so at the quickstart's warmup_steps the model must read its
+    position to match it: the move off the board gets little mass on the top and bottom rows, every move some inside.
+    (With all four letters as the prior it learned one distribution for every cell, and RL on seed 1 then settled on
+    an open-loop policy.)"""
+    folder = make_tiny_model(tmp_path / "m", seed=0)
+    format_warmup(folder, [LAKE], steps=200, seed=0)
+    share = answer_probs(folder)
+    share = share / share.sum(-1, keepdim=True)
+    top, bottom, inside = [0, 1, 2, 3], [9, 10], [5, 8]  # start cells by seed: r0c0..r0c3, r3c1, r3c2; r1c2, r2c2
+    assert share[top, LETTERS.index("U")].max() < 0.1, share
+    assert share[bottom, LETTERS.index("D")].max() < 0.1, share
+    assert share[inside].min() > 0.12, share
 
 
 def test_warmup_is_deterministic(tmp_path):

@@ -1,16 +1,21 @@
 """Teach a fresh model the answer format of text envs, and nothing of their tasks: supervised steps on
-transcripts of uniformly random actions.
+transcripts of random valid actions.
 
-    python -m rollart.tools.format_warmup MODEL_DIR rollart/FrozenLake-v0 --import envs --steps 60 \
+    python -m rollart.tools.format_warmup MODEL_DIR rollart/FrozenLake-v0 --import envs --steps 200 \
         --env-kwargs '{"random_start": true, "spell_position": true, "invalid_hint": false}'
 
 A random-init model spreads its answer over its whole vocabulary (~500 tokens for the tiny model), so nearly
 every answer is invalid; on the quickstart the first ~50 RL steps went to learning to answer with a letter at
 all, and on some seeds the policy collapsed onto a wrong answer in a few states before it had explored them. A
 pretrained LLM arrives knowing the format. This gives the tiny model the same start: it plays episodes of
-each task with the env's own ``sample_action(rng)`` (drawn independently of the observation) and trains
-next-token prediction on the answer tokens only, so the model learns a uniform prior over valid answers in
-every state, and no policy: its greedy success afterwards is what a uniformly random mover's would be.
+each task with the env's own ``sample_action(rng)`` (a random answer the rules allow in the current state, e.g.
+FrozenLake's moves that do not run into the board's edge, which depend on the observation) and trains
+next-token prediction on the answer tokens only, so the model learns a uniform prior over the valid answers of
+every state, and no policy: its greedy success afterwards is what such a random mover's would be. Where the valid
+answers depend on the state, the model must read the observation to match them; a prior that did not (FrozenLake's
+four letters in every cell, until 2026-12-03) taught it to ignore the observation, and RL from there could settle
+on an open-loop policy that never reads it (the quickstart's seed 1: the same first move from every start cell,
+0.82 after 261 steps).
 
 The transcripts are built exactly as a rollout builds them (rollart.rollout.chat): system prompt, each
 observation as a user turn, each answer as the assistant turn, with the stop token as a target when the task's
