@@ -11,7 +11,7 @@ with its position marked P and spelt out (`position r1c2`) and answers one lette
 the goal, -0.1 per invalid answer. Each episode starts on a random frozen cell of the map (S or F, 11 cells).
 The inference worker, the trainer and the weight store run as separate actor processes.
 
-Before RL the fresh model gets a format warm-up (warmup_steps=200, ~1 min; rollart.tools.format_warmup):
+Before RL the fresh model gets a format warm-up (warmup_steps=200, ~40 s on an idle machine; rollart.tools.format_warmup):
 supervised steps on transcripts of random moves that stay on the board, so it starts answering with a letter,
 evenly over the moves its cell allows (it learns to read where it is), as a pretrained LLM starts knowing the
 format and the rules, and knowing nothing of the way to the goal: holes are not avoided. With a prior of all four

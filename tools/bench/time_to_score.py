@@ -14,8 +14,8 @@ Workload: the quickstart (recipes/grpo_frozenlake.py) as it is: FrozenLake 4x4 n
 starting on a random one of the 11 frozen cells (trajectories of 1 to 12 turns: a long tail of lengths), the
 position spelt out, reward 1 at the goal and -0.1 per invalid answer; the quickstart's starting model, one per
 seed (the 0.9M-parameter tiny model after its format warm-up: it answers with a letter, evenly over the moves
-its cell allows, and knows nothing of the way; built once per seed, shared by that seed's modes, not timed: the paper's runs
-also start from a pretrained model), 4 groups × 16 episodes per step, AdamW lr 5e-4, entropy bonus 0.01. Only
+its cell allows, and knows nothing of the way; built once per seed, shared by that seed's modes, not timed: the
+paper's runs also start from a pretrained model), 4 groups × 16 episodes per step, AdamW lr 5e-4, entropy bonus 0.01. Only
 the mode changes:
 
 * ``sync``: Sync — rollout, then training, then the weight update, with env interaction batched (each turn
@@ -39,8 +39,8 @@ evaluation completed that run. A run that does not get there within ``--budget-s
 ratio built on one is a bound (``tts_vs_*_bound=lower|upper|none``; ``exact`` when both medians were reached).
 
 Duration: 18 runs of at most ``--budget-s`` (300 s) of training plus a few seconds of start-up each, and one
-format warm-up per seed (~20 s then; ~45 s since the warm-up's 200 steps of 2026-12-03): 38 minutes on a quiet machine (2026-11-25), where the runs took 35-119 steps
-(73-300 s) to the target at 1.9-2.5 s/step.
+format warm-up per seed (~20 s then; ~40 s since the warm-up's 200 steps of 2026-12-03): 38 minutes on a quiet
+machine (2026-11-25), where the runs took 35-119 steps (73-300 s) to the target at 1.9-2.5 s/step.
 
 Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+1) so that the load of this
 shared machine falls on the modes alike; each run's line carries its UTC time and load averages.

@@ -52,7 +52,8 @@ class PipelineConfig:
     warmup_steps: int = 0
     """Format warm-up of that tiny model before RL (rollart.tools.format_warmup): supervised steps on the training
     tasks' transcripts of random valid actions (each env's ``sample_action``), so it starts knowing how to answer
-    and the rules and nothing of how to play, as a pretrained LLM would; 0: none. Applies only to the tiny model built when ``model`` is empty."""
+    and the rules and nothing of how to play, as a pretrained LLM would; 0: none. Applies only to the tiny model
+    built when ``model`` is empty."""
     device: str = "auto"
     """Where engine, trainer and weights live: auto | cpu | cuda | cuda:N (auto: CUDA where a GPU is visible,
     else the CPU). resolve() hands it to every component whose own device is auto (engine.device=...,

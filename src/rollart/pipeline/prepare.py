@@ -55,7 +55,8 @@ def build_tiny(cfg: PipelineConfig, tasks: Sequence[TaskSpec] = ()) -> str:
             from rollart.tools.format_warmup import format_warmup
             if not cfg.quiet:
                 print(f"format warm-up of the tiny model: {cfg.warmup_steps} supervised steps on transcripts of "
-                      "random valid actions (the answer format and the rules, no policy) ...", file=sys.stderr, flush=True)
+                      "random valid actions (the answer format and the rules, no policy) ...",
+                      file=sys.stderr, flush=True)
             warm = format_warmup(building, tasks, cfg.warmup_steps, seed=cfg.seed)
             (building / "warmup.json").write_text(json.dumps(asdict(warm), indent=2) + "\n")
             log.info("format warm-up: %d steps in %.1f s, answer loss %.2f -> %.2f", warm.steps, warm.seconds,

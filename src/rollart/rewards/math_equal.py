@@ -14,6 +14,7 @@ math-verify cannot read raises ValueError; an answer it cannot read is simply no
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 import json
 import os
@@ -43,19 +44,14 @@ def _reference_text(reference: str) -> str:
     return reference if any(d in reference for d in ("$", "\\(", "\\[", "\\boxed")) else f"${reference}$"
 
 
-_warm = False
-
-
+@functools.cache
 def warm_up() -> None:
     """math-verify's first parse and first comparison in a process set up sympy and its LaTeX grammar (0.35 s on an
     idle core, over the 3-s limit on a loaded 2-core machine, measured): do that once on a fixed pair, under a
     generous limit, so that the one-time cost never counts against an answer (whose score would be dropped)."""
-    global _warm
-    if not _warm:
-        from math_verify import parse, verify
-        verify(parse("$1/2$", parsing_timeout=WARM_UP_TIMEOUT_S),
-               parse(r"\boxed{\frac{2}{4}}", parsing_timeout=WARM_UP_TIMEOUT_S), timeout_seconds=WARM_UP_TIMEOUT_S)
-        _warm = True
+    from math_verify import parse, verify
+    verify(parse("$1/2$", parsing_timeout=WARM_UP_TIMEOUT_S),
+           parse(r"\boxed{\frac{2}{4}}", parsing_timeout=WARM_UP_TIMEOUT_S), timeout_seconds=WARM_UP_TIMEOUT_S)
 
 
 def compare(text: str, reference: str, timeout_s: int = TIMEOUT_S) -> bool:
