@@ -2,6 +2,7 @@
 
     python tools/bench/gpu_weights.py                      # on a GPU machine (on a CPU one: skipped=no_cuda)
     python tools/bench/gpu_weights.py --device cpu --layers 2   # exercises the same path on a CPU
+    python tools/bench/gpu_weights.py --quick              # one version per path instead of --rounds
 
 Model: hidden 1024, 28 layers, 16 heads, 8 KV heads, head_dim 128, intermediate 3072, vocab 151936, tied
 embeddings, random init, bf16 (~0.6B parameters, ~1.2 GB). A TrainerActor, a WeightStore and one
@@ -141,7 +142,10 @@ if __name__ == "__main__":
     parser.add_argument("--layers", type=int, default=SHAPE["layers"], help="decoder layers (28: the 0.6B shape)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bucket-mb", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="one version per path (--rounds 1)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sys.path.insert(0, os.path.join(HERE, "..", "..", "src"))
     result = measure_weight_sync(args.device, args.layers, args.rounds, args.bucket_mb)
