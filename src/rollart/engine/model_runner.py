@@ -102,7 +102,13 @@ class ModelRunner:
             self.model.paged_ops = PagedOps(linear=self.packed)
             self.repack()
         if self.kernel == "cpu":
-            self.model.paged_ops = cpu_kernels.kernels().paged_ops(linear=self.model.paged_ops.linear)
+            kernels = cpu_kernels.kernels()
+            self.model.paged_ops = kernels.paged_ops(linear=self.model.paged_ops.linear)
+            if self.packed is not None:  # the C matmuls: every layer of a step in one call where the model fits
+                layers = self.model.paged_ops.layers = kernels.decoder_layers(self.model, self.packed, placement.dtype)
+                why = layers.unfit()
+                log.info("engine: decoder layers -> %s", f"the model's layer loop ({why})" if why else
+                         f"one C call a step (steps under {cpu_kernels.GEMM_ROWS} rows)")
         if placement.device.type == "cpu" and config.reuse_freed_memory:
             log.info("engine: %s", cpu_memory.reuse_freed_memory())
         self.forward_tokens = 0

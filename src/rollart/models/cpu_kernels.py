@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from rollart.cpu_features import PORTABLE_ENV, cpu_features, cpu_name, portable_forced
+from rollart.models.cpu_layers import DecoderLayers
 from rollart.models.cpu_linear import PackedLinears
 from rollart.models.paged_ops import PagedOps, rope_and_cache, silu_and_mul
 
@@ -124,6 +125,9 @@ class Kernels:
         self.lib.rl_linear.restype = i32
         self.lib.rl_linear_packed_size.argtypes = [i32, i32, i32]
         self.lib.rl_linear_packed_size.restype = i64
+        self.lib.rl_decoder_layers.argtypes = [p, i32, p, i64, i32, i32, i32, i32, i32, p, p, i64, p, p, i64, p, i64,
+                                               p, p, i32, i32, f32, f32, i32, i32]
+        self.lib.rl_decoder_layers.restype = i32
         self.panel_columns = self.lib.rl_linear_panels()
         """Output columns per panel of a packed weight (the build's vector width times two)."""
 
@@ -228,6 +232,11 @@ class Kernels:
             return self.linear(x, packed, w.shape[0], bias)
 
         return PackedLinears(self.pack_linear, apply)
+
+    def decoder_layers(self, model, packed: PackedLinears, dtype: torch.dtype) -> DecoderLayers:
+        """``PagedOps.layers`` for ``model``, whose matmuls :meth:`linears` (``packed``) serves; steps of
+        ``GEMM_ROWS`` rows or more take the layer loop where their matmuls go to torch."""
+        return DecoderLayers(self.lib, DTYPES, model, packed, GEMM_ROWS if gemm_rows_go_to_torch(dtype) else None)
 
     def sample_rows(self, logits: Tensor, temperature: Tensor, uniform: Tensor) -> tuple[Tensor, Tensor]:
         """logits (R, V) float32, temperature (R,) float32 (0: greedy), uniform (R,) float64 in [0, 1) ->

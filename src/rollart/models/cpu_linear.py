@@ -77,6 +77,8 @@ class PackedLinears:
         """``pack(weight) -> packed``; ``apply(x, packed, weight, bias) -> x @ weight.T + bias``."""
         self._pack, self._apply = pack, apply
         self._packed: dict[int, tuple[Tensor, Tensor]] = {}
+        self.generation = 0
+        """How many times :meth:`pack` ran: what holds on to packed copies rebuilds when it moved."""
 
     @classmethod
     def onednn(cls, batch_hint: int) -> "PackedLinears":
@@ -90,6 +92,12 @@ class PackedLinears:
         with torch.no_grad():
             for w in weights:
                 self._packed[id(w)] = (w, self._pack(w.detach()))
+        self.generation += 1
+
+    def packed_of(self, weight: Tensor) -> Tensor | None:
+        """The packed copy of ``weight``, or None where it has none (never packed, or replaced since)."""
+        hit = self._packed.get(id(weight))
+        return hit[1] if hit is not None and hit[0] is weight else None
 
     def __call__(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         hit = self._packed.get(id(weight))

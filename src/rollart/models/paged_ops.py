@@ -43,3 +43,6 @@ class PagedOps:
     """``gate_up (N, 2I) -> silu(gate) * up (N, I)``."""
     rope_and_cache: Callable = rope_and_cache
     """As :func:`rope_and_cache`."""
+    layers: Callable | None = None
+    """``(x, cos, sin, kv_cache, batch) -> x`` after every decoder layer in one call, or None where a step takes the
+    model's layer loop (``rollart.models.cpu_layers``); None: always the loop."""

@@ -220,9 +220,13 @@ class CausalLM(nn.Module):
         cos, sin = self.rotary.tables(n_pos, x.device, x.dtype)
         cos, sin = cos[batch.positions][:, None], sin[batch.positions][:, None]  # (N, 1, D)
         ops = self.paged_ops
-        for i, layer in enumerate(self.model.layers):
-            x = x + layer.self_attn.forward_paged(layer.input_layernorm(x), self.rotary, cos, sin, kv_cache[i], batch,
-                                                  ops)
-            x = x + layer.mlp(layer.post_attention_layernorm(x), ops)
+        layers_out = ops.layers(x, cos, sin, kv_cache, batch) if ops.layers is not None else None
+        if layers_out is not None:
+            x = layers_out
+        else:
+            for i, layer in enumerate(self.model.layers):
+                x = x + layer.self_attn.forward_paged(layer.input_layernorm(x), self.rotary, cos, sin, kv_cache[i],
+                                                      batch, ops)
+                x = x + layer.mlp(layer.post_attention_layernorm(x), ops)
         x = self.model.norm(x[logits_index])                                # (S, h)
         return ops.linear(x, self.lm_head.weight)                           # (S, V)

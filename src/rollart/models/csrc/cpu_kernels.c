@@ -769,3 +769,101 @@ int rl_linear(const void *x, int64_t x_row_stride, int64_t M, int K, const void 
     free(rows);
     return 0;
 }
+
+/* out[out_at..] = rms_norm(x[x_at..]) * w over n elements, as the model's RMSNorm: x r in fp32 (r = 1 /
+ * sqrt(mean(x^2) + eps)), rounded to bf16 before the weight (wf, as fp32) where the dtype is bf16, then times w. */
+static void rms_norm_row(const void *x, int64_t x_at, void *out, int64_t out_at, int n, const float *restrict wf,
+                         float eps, int dtype, float *restrict row) {
+    load_row(x, x_at, dtype, n, row);
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < n; i++) ss += row[i] * row[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    if (dtype == DT_BF16) {
+        for (int i = 0; i < n; i++) row[i] = bf16_to_f32(f32_to_bf16(row[i] * r)) * wf[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < n; i++) row[i] = row[i] * r * wf[i];
+    }
+    store_row(out, out_at, dtype, n, row);
+}
+
+/* x += d over n elements, each sum rounded to the dtype as torch's add rounds it. */
+static void add_in_place(void *x, const void *d, int64_t n, int dtype) {
+    if (dtype == DT_BF16) {
+        uint16_t *a = x;
+        const uint16_t *b = d;
+        for (int64_t i = 0; i < n; i++) a[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+    } else {
+        float *a = x;
+        const float *b = d;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) a[i] += b[i];
+    }
+}
+
+/* One decoder layer's weights, as the engine holds them: RMSNorm weights (h,), matmuls packed by rl_pack_linear
+ * (qkv: the fused q | k | v projection, (H + 2 Hkv) D outputs; gate_up: gate | up, 2 I outputs); qkv_bias, and the
+ * per-head RMSNorm weights (D,) of q and k (Qwen3's, before RoPE), or NULL. */
+typedef struct {
+    const void *ln_in, *qkv, *qkv_bias, *q_norm, *k_norm, *o, *ln_post, *gate_up, *down;
+} rl_layer;
+
+/* Every decoder layer of one step, a Llama-shaped layer after another, in one call: the same kernels and values as
+ * the model's layer loop calling them one by one (rollart.models.transformer), without the ~20 calls through
+ * Python and torch a layer makes there, each of which finds its code and data evicted from the caches by the
+ * weights the matmul before it streamed.
+ *   x          (N, h) the residual stream, updated in place
+ *   cos, sin   (N, D) rows cs_row_stride apart; slots (N,) the cache slot of each token
+ *   kv_cache   (L, 2, blocks, block_size, Hkv, D) contiguous: layer l's k at 2 l kv_half elements, v after it
+ *   block_tables, query_start, context_lens, S: as rl_paged_attention's */
+int rl_decoder_layers(const rl_layer *layers, int L, void *x, int64_t N, int h, int H, int Hkv, int D, int I,
+                      const void *cos, const void *sin, int64_t cs_row_stride, const int64_t *slots, void *kv_cache,
+                      int64_t kv_half, const int64_t *block_tables, int64_t bt_row_stride, const int64_t *query_start,
+                      const int64_t *context_lens, int S, int block_size, float scale, float eps, int dtype,
+                      int num_threads) {
+    if (N <= 0) return 0;
+    const size_t elem = dtype == DT_BF16 ? 2 : 4;
+    const int64_t qkv_w = (int64_t)(H + 2 * Hkv) * D, att_w = (int64_t)H * D;
+    const int64_t sizes[6] = {N * h, N * qkv_w, N * att_w, N * h, N * 2 * (int64_t)I, N * (int64_t)I};
+    int64_t total = 0;
+    for (int i = 0; i < 6; i++) total += sizes[i];
+    char *buf = malloc(elem * (size_t)total + sizeof(float) * (2 * (size_t)h + 2 * (size_t)D));
+    if (!buf) return -2;
+    char *normed = buf, *qkv = normed + elem * sizes[0], *att = qkv + elem * sizes[1], *proj = att + elem * sizes[2];
+    char *gate_up = proj + elem * sizes[3], *act = gate_up + elem * sizes[4];
+    float *row = (float *)(act + elem * sizes[5]), *wf = row + h, *wq = wf + h, *wk = wq + D;
+    int rc = 0;
+    for (int l = 0; l < L && rc == 0; l++) {
+        const rl_layer *ly = layers + l;
+        char *k_cache = (char *)kv_cache + elem * (size_t)(2 * l) * kv_half, *v_cache = k_cache + elem * kv_half;
+        load_row(ly->ln_in, 0, dtype, h, wf);
+        for (int64_t n = 0; n < N; n++) rms_norm_row(x, n * h, normed, n * h, h, wf, eps, dtype, row);
+        rc = rl_linear(normed, h, N, h, ly->qkv, (int)qkv_w, ly->qkv_bias, qkv, qkv_w, dtype, num_threads);
+        if (!rc && ly->q_norm) {
+            load_row(ly->q_norm, 0, dtype, D, wq);
+            load_row(ly->k_norm, 0, dtype, D, wk);
+            for (int64_t n = 0; n < N; n++)
+                for (int hd = 0; hd < H + Hkv; hd++) {
+                    const int64_t at = n * qkv_w + (int64_t)hd * D;
+                    rms_norm_row(qkv, at, qkv, at, D, hd < H ? wq : wk, eps, dtype, row);
+                }
+        }
+        if (!rc) rc = rl_rope_and_cache(qkv, qkv_w, N, H, Hkv, D, cos, sin, cs_row_stride, slots, k_cache, v_cache,
+                                        dtype, num_threads);
+        if (!rc) rc = rl_paged_attention(qkv, qkv_w, att, att_w, k_cache, v_cache, block_tables, bt_row_stride,
+                                         query_start, context_lens, S, H, Hkv, D, block_size, scale, dtype,
+                                         num_threads);
+        if (!rc) rc = rl_linear(att, att_w, N, (int)att_w, ly->o, h, NULL, proj, h, dtype, num_threads);
+        if (rc) break;
+        add_in_place(x, proj, N * h, dtype);
+        load_row(ly->ln_post, 0, dtype, h, wf);
+        for (int64_t n = 0; n < N; n++) rms_norm_row(x, n * h, normed, n * h, h, wf, eps, dtype, row);
+        rc = rl_linear(normed, h, N, h, ly->gate_up, 2 * I, NULL, gate_up, 2 * (int64_t)I, dtype, num_threads);
+        if (!rc) rc = rl_silu_and_mul(gate_up, 2 * (int64_t)I, act, N, I, dtype, num_threads);
+        if (!rc) rc = rl_linear(act, I, N, I, ly->down, h, NULL, proj, h, dtype, num_threads);
+        if (!rc) add_in_place(x, proj, N * h, dtype);
+    }
+    free(buf);
+    return rc;
+}
