@@ -210,71 +210,79 @@ static inline void key_rows(const int64_t *table, int64_t first, int n, int bloc
     }
 }
 
-/* A decode item: the G query heads of kv head kvh of a one-token sequence (head_dim a multiple of LANES, DC = D /
- * LANES vectors a row), over keys 0..ctx-1 a tile of LANES keys at a time: each key's G dot products kept as
- * partial-sum vectors and summed by one transposing tree per head (sum_lanes), so no dot product ends in a
- * horizontal sum of its own; then an exact softmax per head; then the values, the G x DC accumulators staying in
- * registers where G_ and D_ are compile-time constants (0: the runtime values). */
+/* A decode item: every query head of a one-token sequence (Hkv kv heads of G query heads each, head_dim a
+ * multiple of LANES, DC = D / LANES vectors a head), over keys 0..ctx-1 a tile of LANES keys at a time, each key's
+ * whole cache row (all kv heads, contiguous) read once: each key's dot products kept as partial-sum vectors and
+ * summed by one transposing tree per query head (sum_lanes), so no dot product ends in a horizontal sum of its
+ * own; then an exact softmax per head; then the values. Query head kvh G + g reads kv head kvh. G_ and D_ are
+ * compile-time constants where they are not 0. (One item per kv head read a third of every row per pass, and at a
+ * few hundred tokens of context the sequence's rows no longer stayed in L2 between the passes.) */
 static inline __attribute__((always_inline)) void decode_item_lanes(
-        const int G_, const int D_, int G, int D, const work_item *it, const void *q, int64_t q_at, void *out,
-        int64_t out_at, const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int Hkv,
-        int block_size, float scale, int dtype, float *restrict scores, vlanes *restrict qv, vlanes *restrict part,
-        vlanes *restrict acc) {
+        const int G_, const int D_, int G, int D, int Hkv, const void *q, int64_t q_at, void *out, int64_t out_at,
+        const void *k_cache, const void *v_cache, const int64_t *table, int64_t ctx, int block_size, float scale,
+        int dtype, float *restrict scores, vlanes *restrict qv, vlanes *restrict part, vlanes *restrict acc) {
     if (G_) G = G_;
     if (D_) D = D_;
-    const int DC = D / LANES, kvh = it->kvh;
+    const int DC = D / LANES, H = G * Hkv;
     int64_t rows[LANES];
-    for (int g = 0; g < G; g++)
-        for (int c = 0; c < DC; c++) qv[g * DC + c] = load_lanes(q, q_at + g * D + c * LANES, dtype) * scale;
+    for (int h = 0; h < H; h++)
+        for (int c = 0; c < DC; c++) qv[h * DC + c] = load_lanes(q, q_at + h * D + c * LANES, dtype) * scale;
     /* 1) scores; the next tile's keys are asked for meanwhile, and this tile's values (read in 3) */
-    const int elem = dtype == DT_BF16 ? 2 : 4, row_bytes = D * elem;
+    const int elem = dtype == DT_BF16 ? 2 : 4, row_bytes = Hkv * D * elem;
     int64_t ahead[LANES];
     for (int64_t first = 0; first < ctx; first += LANES) {
         const int n = ctx - first < LANES ? (int)(ctx - first) : LANES;
-        key_rows(table, first, n, block_size, Hkv, kvh, D, rows);
+        key_rows(table, first, n, block_size, Hkv, 0, D, rows);
         const int64_t later = first + LANES;
         const int na = ctx - later < LANES ? (int)(ctx - later) : LANES;
-        if (na > 0) key_rows(table, later, na, block_size, Hkv, kvh, D, ahead);
+        if (na > 0) key_rows(table, later, na, block_size, Hkv, 0, D, ahead);
         for (int j = 0; j < na; j++)
             for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch((const char *)k_cache + ahead[j] * elem + b);
         for (int j = 0; j < n; j++)
             for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch((const char *)v_cache + rows[j] * elem + b, 0, 2);
         for (int j = 0; j < LANES; j++) {
             if (j >= n) {
-                for (int g = 0; g < G; g++) part[g * LANES + j] = (vlanes){0};
+                for (int h = 0; h < H; h++) part[h * LANES + j] = (vlanes){0};
                 continue;
             }
-            vlanes k[DC];
-            for (int c = 0; c < DC; c++) k[c] = load_lanes(k_cache, rows[j] + c * LANES, dtype);
-            for (int g = 0; g < G; g++) {
-                vlanes pg = qv[g * DC] * k[0];
-                for (int c = 1; c < DC; c++) pg += qv[g * DC + c] * k[c];
-                part[g * LANES + j] = pg;
+            for (int kvh = 0; kvh < Hkv; kvh++) {
+                vlanes k[DC];
+                for (int c = 0; c < DC; c++) k[c] = load_lanes(k_cache, rows[j] + kvh * D + c * LANES, dtype);
+                for (int g = 0; g < G; g++) {
+                    const int h = kvh * G + g;
+                    vlanes pg = qv[h * DC] * k[0];
+                    for (int c = 1; c < DC; c++) pg += qv[h * DC + c] * k[c];
+                    part[h * LANES + j] = pg;
+                }
             }
         }
-        for (int g = 0; g < G; g++) {
-            const vlanes sc = sum_lanes(part + g * LANES);
-            memcpy(scores + g * ctx + first, &sc, sizeof(float) * (size_t)n);
+        for (int h = 0; h < H; h++) {
+            const vlanes sc = sum_lanes(part + h * LANES);
+            memcpy(scores + h * ctx + first, &sc, sizeof(float) * (size_t)n);
         }
     }
     /* 2) softmax per query head */
-    for (int g = 0; g < G; g++) softmax_in_place(scores + g * ctx, ctx);
+    for (int h = 0; h < H; h++) softmax_in_place(scores + h * ctx, ctx);
     /* 3) probabilities times values */
-    for (int i = 0; i < G * DC; i++) acc[i] = (vlanes){0};
+    for (int i = 0; i < H * DC; i++) acc[i] = (vlanes){0};
     for (int64_t first = 0; first < ctx; first += LANES) {
         const int n = ctx - first < LANES ? (int)(ctx - first) : LANES;
-        key_rows(table, first, n, block_size, Hkv, kvh, D, rows);
+        key_rows(table, first, n, block_size, Hkv, 0, D, rows);
         for (int j = 0; j < n; j++)
-            for (int c = 0; c < DC; c++) {
-                const vlanes v = load_lanes(v_cache, rows[j] + c * LANES, dtype);
-                for (int g = 0; g < G; g++) acc[g * DC + c] += scores[g * ctx + first + j] * v;
-            }
+            for (int kvh = 0; kvh < Hkv; kvh++)
+                for (int c = 0; c < DC; c++) {
+                    const vlanes v = load_lanes(v_cache, rows[j] + kvh * D + c * LANES, dtype);
+                    for (int g = 0; g < G; g++) {
+                        const int h = kvh * G + g;
+                        acc[h * DC + c] += scores[h * ctx + first + j] * v;
+                    }
+                }
     }
-    for (int g = 0; g < G; g++)
+    for (int h = 0; h < H; h++)
         for (int c = 0; c < DC; c++) {
             float o[LANES];
-            memcpy(o, &acc[g * DC + c], sizeof o);
-            store_row(out, out_at + g * D + c * LANES, dtype, LANES, o);
+            memcpy(o, &acc[h * DC + c], sizeof o);
+            store_row(out, out_at + h * D + c * LANES, dtype, LANES, o);
         }
 }
 
@@ -359,7 +367,7 @@ static inline __attribute__((always_inline)) void prefill_item(
  *                context_lens[s] tokens (whose keys are already in the cache)
  *   k/v_cache    (num_blocks, block_size, Hkv, D), contiguous; block_tables (S, bt_row_stride) int64
  * Query head h reads kv head h / (H / Hkv); scores, softmax and sums in fp32. A one-token sequence is one work
- * item per kv head (decode_item_lanes) where head_dim is a multiple of LANES and a kv head has at most LANES query
+ * item (decode_item_lanes, every kv head) where head_dim is a multiple of LANES and a kv head has at most LANES query
  * heads; every other sequence is split into items of up to LANES query vectors (prefill_item). */
 int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t out_row_stride, const void *k_cache,
                        const void *v_cache, const int64_t *block_tables, int64_t bt_row_stride,
@@ -375,7 +383,7 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
     for (int s = 0; s < S; s++) {
         const int64_t q_len = query_start[s + 1] - query_start[s];
         if (q_len < 0 || q_len > context_lens[s]) return -1;
-        total += q_len == 1 && laned ? Hkv : ((q_len + rows - 1) / rows) * Hkv * ((G + ng - 1) / ng);
+        total += q_len == 1 && laned ? 1 : ((q_len + rows - 1) / rows) * Hkv * ((G + ng - 1) / ng);
         if (context_lens[s] > max_ctx) max_ctx = context_lens[s];
     }
     work_item *items = malloc(sizeof(work_item) * (size_t)(total ? total : 1));
@@ -383,12 +391,12 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
     int64_t k = 0;
     for (int s = 0; s < S; s++) {
         const int q_len = (int)(query_start[s + 1] - query_start[s]);
+        if (q_len == 1 && laned) {
+            work_item w = {s, 0, 0, 1, 0, G};
+            items[k++] = w;
+            continue;
+        }
         for (int kvh = 0; kvh < Hkv; kvh++) {
-            if (q_len == 1 && laned) {
-                work_item w = {s, kvh, 0, 1, 0, G};
-                items[k++] = w;
-                continue;
-            }
             for (int g0 = 0; g0 < G; g0 += ng)
                 for (int r0 = 0; r0 < q_len; r0 += rows) {
                     work_item w = {s, kvh, r0, q_len - r0 < rows ? q_len - r0 : rows, g0, G - g0 < ng ? G - g0 : ng};
@@ -399,13 +407,13 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
     int failed = 0;
 #pragma omp parallel num_threads(num_threads)
     {
-        float *scores = malloc(sizeof(float) * (size_t)(G * max_ctx));
+        float *scores = malloc(sizeof(float) * (size_t)(H * max_ctx));
         float *kf = malloc(sizeof(float) * (size_t)(LANES * D));
         float *vf = malloc(sizeof(float) * (size_t)(LANES * D));
-        const size_t nvec = (size_t)(D > G * (D / LANES + 1) ? D : G * (D / LANES + 1));
-        vlanes *qt = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);    /* prefill: D; decode: G x DC */
+        const size_t nvec = (size_t)(D > H * (D / LANES + 1) ? D : H * (D / LANES + 1));
+        vlanes *qt = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);    /* prefill: D; decode: H x DC */
         vlanes *acc = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * nvec);
-        vlanes *part = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * (size_t)(G * LANES));
+        vlanes *part = aligned_alloc(sizeof(vlanes), sizeof(vlanes) * (size_t)(H * LANES));
         if (!scores || !kf || !vf || !qt || !acc || !part) {
 #pragma omp atomic write
             failed = 1;
@@ -417,10 +425,9 @@ int rl_paged_attention(const void *q, int64_t q_row_stride, void *out, int64_t o
                 const int64_t *table = block_tables + (int64_t)s * bt_row_stride;
                 const int64_t q_start = query_start[s], q_len = query_start[s + 1] - q_start, ctx = context_lens[s];
                 if (q_len == 1 && laned) {
-                    const int64_t q_at = q_start * q_row_stride + (int64_t)it->kvh * G * D;
-                    const int64_t out_at = q_start * out_row_stride + (int64_t)it->kvh * G * D;
-#define LANED(G_, D_) decode_item_lanes(G_, D_, G, D, it, q, q_at, out, out_at, k_cache, v_cache, table, ctx, \
-                                        Hkv, block_size, scale, dtype, scores, qt, part, acc)
+                    const int64_t q_at = q_start * q_row_stride, out_at = q_start * out_row_stride;
+#define LANED(G_, D_) decode_item_lanes(G_, D_, G, D, Hkv, q, q_at, out, out_at, k_cache, v_cache, table, ctx, \
+                                        block_size, scale, dtype, scores, qt, part, acc)
                     if (D == 64 && G == 1) LANED(1, 64);
                     else if (D == 64 && G == 2) LANED(2, 64);
                     else if (D == 64 && G == 3) LANED(3, 64);
