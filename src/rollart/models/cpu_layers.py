@@ -91,10 +91,9 @@ class DecoderLayers:
         slots, query_start, context_lens = (batch.slot_mapping.contiguous(), v.query_start.contiguous(),
                                             v.context_lens.contiguous())
         tables = v.block_tables if v.block_tables.stride(-1) == 1 else v.block_tables.contiguous()
-        kv_half = kv_cache[0, 0].numel()
         rc = self.lib.rl_decoder_layers(
             self.table, len(self.table), x.data_ptr(), N, cfg.hidden_size, H, Hkv, D, cfg.intermediate_size,
-            cos.data_ptr(), sin.data_ptr(), cos.stride(0), slots.data_ptr(), kv_cache.data_ptr(), kv_half,
+            cos.data_ptr(), sin.data_ptr(), cos.stride(0), slots.data_ptr(), kv_cache.data_ptr(), kv_cache.stride(1),
             tables.data_ptr(), tables.stride(0), query_start.data_ptr(), context_lens.data_ptr(),
             context_lens.shape[0], kv_cache.shape[3], D ** -0.5, cfg.rms_norm_eps, self.dtypes[x.dtype],
             torch.get_num_threads())

@@ -795,6 +795,13 @@ static void rms_norm_row(const void *x, int64_t x_at, void *out, int64_t out_at,
     store_row(out, out_at, dtype, n, row);
 }
 
+/* rms_norm_row over each of N contiguous rows of h elements, with one weight w (h,) in the dtype. */
+static void rms_norm_rows(const void *x, void *out, int64_t N, int h, const void *w, float eps, int dtype,
+                          float *restrict row, float *restrict wf) {
+    load_row(w, 0, dtype, h, wf);
+    for (int64_t n = 0; n < N; n++) rms_norm_row(x, n * h, out, n * h, h, wf, eps, dtype, row);
+}
+
 /* x += d over n elements, each sum rounded to the dtype as torch's add rounds it. */
 static void add_in_place(void *x, const void *d, int64_t n, int dtype) {
     if (dtype == DT_BF16) {
@@ -844,8 +851,7 @@ int rl_decoder_layers(const rl_layer *layers, int L, void *x, int64_t N, int h, 
     for (int l = 0; l < L && rc == 0; l++) {
         const rl_layer *ly = layers + l;
         char *k_cache = (char *)kv_cache + elem * (size_t)(2 * l) * kv_half, *v_cache = k_cache + elem * kv_half;
-        load_row(ly->ln_in, 0, dtype, h, wf);
-        for (int64_t n = 0; n < N; n++) rms_norm_row(x, n * h, normed, n * h, h, wf, eps, dtype, row);
+        rms_norm_rows(x, normed, N, h, ly->ln_in, eps, dtype, row, wf);
         rc = rl_linear(normed, h, N, h, ly->qkv, (int)qkv_w, ly->qkv_bias, qkv, qkv_w, dtype, num_threads);
         if (!rc && ly->q_norm) {
             load_row(ly->q_norm, 0, dtype, D, wq);
@@ -864,8 +870,7 @@ int rl_decoder_layers(const rl_layer *layers, int L, void *x, int64_t N, int h, 
         if (!rc) rc = rl_linear(att, att_w, N, (int)att_w, ly->o, h, NULL, proj, h, dtype, num_threads);
         if (rc) break;
         add_in_place(x, proj, N * h, dtype);
-        load_row(ly->ln_post, 0, dtype, h, wf);
-        for (int64_t n = 0; n < N; n++) rms_norm_row(x, n * h, normed, n * h, h, wf, eps, dtype, row);
+        rms_norm_rows(x, normed, N, h, ly->ln_post, eps, dtype, row, wf);
         rc = rl_linear(normed, h, N, h, ly->gate_up, 2 * I, NULL, gate_up, 2 * (int64_t)I, dtype, num_threads);
         if (!rc) rc = rl_silu_and_mul(gate_up, 2 * (int64_t)I, act, N, I, dtype, num_threads);
         if (!rc) rc = rl_linear(act, I, N, I, ly->down, h, NULL, proj, h, dtype, num_threads);
