@@ -22,6 +22,13 @@ def test_measure_engine_tiny_on_cpu():
         assert res[f"engine_vs_plain_b{b}"] > 0 and row["engine"]["step_s"] > 0
     assert res["batches"][4]["hf"]["tokens"] == 32 and res["engine_vs_hf_b4"] > 0
     assert "decode_roofline_frac" not in res                               # no HBM bandwidth on a CPU
+    prof = res["batches"][4]["profile"]                                     # where a decode step's time goes
+    assert prof["batch"] == 4 and prof["timed"] == "host" and prof["step_s"] > 0
+    assert prof["top"] and all(s > 0 and n >= 1 for _, s, n in prof["top"])
+    assert sum(s for _, s, _ in prof["top"]) <= prof["step_s"] * 1.5      # own times: not counted twice over
+    host = prof["host_s"]
+    assert set(host) == {"schedule", "forward", "sample", "rest"} and host["forward"] > 0 and host["schedule"] > 0
+    assert sum(host.values()) <= prof["step_s"] * 1.05
 
 
 def test_main_without_gpu_says_skipped():

@@ -85,6 +85,69 @@ def run_engine(engine: LLMEngine, prompts: list[list[int]], new_tokens: int) -> 
     return {"tokens": tokens, "seconds": dt, "tok_s": tokens / dt, "step_s": statistics.median(decode_steps)}
 
 
+def profile_decode(engine: LLMEngine, prompts: list[list[int]], steps: int = 16, top: int = 6) -> dict:
+    """Where a decode step's time goes: ``steps`` decode steps of ``prompts`` under torch.profiler (after their
+    prefill), per step: the wall time, the device's busy time (the kernels' own time; 0 on a CPU), the time the
+    device sat idle (wall minus busy: host work the device waited on), and the ``top`` operations by their own
+    time (device time on a GPU, host time on a CPU). A report for reading where the engine loses to the plain
+    loop, not a judged figure."""
+    from torch.profiler import ProfilerActivity, profile
+    sp = SamplingParams(temperature=1.0, max_tokens=steps + 2, ignore_eos=True)
+    for i, p in enumerate(prompts):
+        engine.add_request(GenerateRequest(f"prof{i}", p, sp))
+    running = engine.scheduler.running
+    while engine.scheduler.waiting or any(s.num_computed_tokens < s.num_prompt_tokens for s in running):
+        engine.step()                                                       # the prefill, not profiled
+    device = engine.runner.device
+    on_gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    sync(device)
+    phases = {"schedule": (engine.scheduler, "schedule"), "forward": (engine.runner, "run"),
+              "sample": (engine.runner, "sample")}
+    for name, (owner, method) in phases.items():                           # named host ranges, this pass only
+        setattr(owner, method, _ranged(f"engine.{name}", getattr(owner, method)))
+    try:
+        with profile(activities=activities) as prof:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                engine.step()
+            sync(device)
+            wall = (time.perf_counter() - t0) / steps
+    finally:
+        for owner, method in phases.values():
+            delattr(owner, method)                                          # back to the class's own method
+    while engine.has_unfinished_requests():
+        engine.step()
+    rows = prof.key_averages()
+    own = (lambda e: getattr(e, "self_device_time_total", 0)) if on_gpu else (lambda e: e.self_cpu_time_total)
+    busy = sum(getattr(e, "self_device_time_total", 0) for e in rows) / 1e6 / steps if on_gpu else 0.0
+    ranked = sorted([e for e in rows if not e.key.startswith("engine.")], key=own, reverse=True)[:top]
+    host = {e.key.removeprefix("engine."): e.cpu_time_total / 1e6 / steps for e in rows if e.key.startswith("engine.")}
+    host["rest"] = max(0.0, wall - sum(host.values()))                      # bookkeeping between the phases
+    return {"batch": len(prompts), "step_s": wall, "device_busy_s": busy,
+            "device_idle_s": max(0.0, wall - busy) if on_gpu else 0.0, "timed": "device" if on_gpu else "host",
+            "host_s": host, "top": [(e.key[:60], own(e) / 1e6 / steps, e.count // steps) for e in ranked]}
+
+
+def _ranged(name: str, fn):
+    """``fn`` inside a profiler range called ``name``."""
+    from torch.profiler import record_function
+
+    def call(*args, **kwargs):
+        with record_function(name):
+            return fn(*args, **kwargs)
+    return call
+
+
+def profile_lines(prof: dict) -> list[str]:
+    head = (f"[profile b={prof['batch']}] decode step {prof['step_s'] * 1e3:.2f} ms: device busy "
+            f"{prof['device_busy_s'] * 1e3:.2f} ms, idle {prof['device_idle_s'] * 1e3:.2f} ms"
+            if prof["timed"] == "device" else f"[profile b={prof['batch']}] decode step {prof['step_s'] * 1e3:.2f} ms")
+    host = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in prof["host_s"].items())
+    return [head, f"  host ms a step (launches and waits included): {host}"] + [
+        f"  {s * 1e3:7.3f} ms {prof['timed']} a step, {n} calls: {name}" for name, s, n in prof["top"]]
+
+
 # ---- a plain hand-written decode loop ------------------------------------------------------------------
 class PlainDecoder:
     """Dense static KV cache (L, B, Hkv, T, D) per K and V, SDPA, Gumbel-max sampling; one CUDA graph a step."""
@@ -265,6 +328,10 @@ def measure_engine(batch_sizes=(16, 64, 256), *, device: str = "cuda", tiny: boo
             bw = hbm_bytes_per_s(dev)
             if bw:
                 row["decode_roofline_frac"] = decode_bytes(model, b, prompt_len + new_tokens / 2) / bw / e["step_s"]
+        if b == ref_b:
+            row["profile"] = profile_decode(engine, prompts(b).tolist())
+            for line in profile_lines(row["profile"]):
+                log(line)
         res["batches"][b] = row
         log(f"[b={b}] engine {e['tok_s']:.0f} tok/s (decode step {e['step_s'] * 1e3:.2f} ms), plain "
             f"{pl['tok_s']:.0f} tok/s, engine_vs_plain={row['engine_vs_plain']:.2f}"

@@ -90,7 +90,10 @@ async def _measure(device: str, layers: int, rounds: int, bucket_mb: int) -> dic
     folder = build_model(os.path.join(tempfile.mkdtemp(prefix="gpu_weights_"), "model"), layers)
     progress("model written")
     tkw, trainer_on = _with_device(TrainerConfig, dict(model_path=folder, dtype="bfloat16", num_threads=4), device)
-    ekw, engine_on = _with_device(EngineConfig, dict(model=folder, dtype="bfloat16", num_kv_blocks=8), device)
+    # the worker decodes nothing here: no CUDA graphs to capture at its start (8 buckets of 28 layers, with the
+    # kernels' first compilation on a bare machine), which is start-up time, not weight sync
+    ekw, engine_on = _with_device(EngineConfig, dict(model=folder, dtype="bfloat16", num_kv_blocks=8, max_num_seqs=1,
+                                                     cuda_graphs=False), device)
     out: dict = {"device": device, "layers": layers}
     if not (trainer_on and engine_on):
         out["note"] = "trainer or engine has no device setting here: their weights stay on the CPU"
