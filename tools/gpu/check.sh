@@ -94,5 +94,5 @@ stage quickstart "$DIR/quickstart.log" timeout -k 10 "${QUICKSTART_S:-110}" "$V"
 
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"
-grep -h "final_success=\|peak_gpu_memory_gb\|skipped=no_cuda\|trainer_vs_plain_torch=\|^memory plan" "$DIR"/bench_gpu.log "$DIR"/quickstart.log || true
+grep -h "final_success=\|peak_gpu_memory_gb\|skipped=no_cuda\|trainer_vs_plain_torch=\|^memory plan\|^\[profile b=\|host ms a step" "$DIR"/bench_gpu.log "$DIR"/quickstart.log || true
 exit $FAILED
