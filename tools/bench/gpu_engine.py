@@ -27,6 +27,7 @@ import argparse
 import os
 import statistics
 import time
+from operator import attrgetter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -118,11 +119,18 @@ def profile_decode(engine: LLMEngine, prompts: list[list[int]], steps: int = 16,
             delattr(owner, method)                                          # back to the class's own method
     while engine.has_unfinished_requests():
         engine.step()
+    from torch.autograd import DeviceType
     rows = prof.key_averages()
-    own = (lambda e: getattr(e, "self_device_time_total", 0)) if on_gpu else (lambda e: e.self_cpu_time_total)
-    busy = sum(getattr(e, "self_device_time_total", 0) for e in rows) / 1e6 / steps if on_gpu else 0.0
-    ranked = sorted([e for e in rows if not e.key.startswith("engine.")], key=own, reverse=True)[:top]
-    host = {e.key.removeprefix("engine."): e.cpu_time_total / 1e6 / steps for e in rows if e.key.startswith("engine.")}
+    on_host = [e for e in rows if e.device_type == DeviceType.CPU]
+    if on_gpu:  # the kernels themselves (a host op's row would count its kernels' time a second time)
+        timed = [e for e in rows if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+    else:
+        timed = [e for e in on_host if not e.key.startswith("engine.")]
+    own = attrgetter("self_device_time_total" if on_gpu else "self_cpu_time_total")
+    busy = sum(own(e) for e in timed) / 1e6 / steps if on_gpu else 0.0
+    ranked = sorted(timed, key=own, reverse=True)[:top]
+    host = {e.key.removeprefix("engine."): e.cpu_time_total / 1e6 / steps for e in on_host
+            if e.key.startswith("engine.")}
     host["rest"] = max(0.0, wall - sum(host.values()))                      # bookkeeping between the phases
     return {"batch": len(prompts), "step_s": wall, "device_busy_s": busy,
             "device_idle_s": max(0.0, wall - busy) if on_gpu else 0.0, "timed": "device" if on_gpu else "host",
