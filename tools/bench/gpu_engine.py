@@ -148,9 +148,9 @@ def _ranged(name: str, fn):
 
 
 def profile_lines(prof: dict) -> list[str]:
-    head = (f"[profile b={prof['batch']}] decode step {prof['step_s'] * 1e3:.2f} ms: device busy "
-            f"{prof['device_busy_s'] * 1e3:.2f} ms, idle {prof['device_idle_s'] * 1e3:.2f} ms"
-            if prof["timed"] == "device" else f"[profile b={prof['batch']}] decode step {prof['step_s'] * 1e3:.2f} ms")
+    head = f"[profile b={prof['batch']}] decode step {prof['step_s'] * 1e3:.2f} ms"
+    if prof["timed"] == "device":
+        head += f": device busy {prof['device_busy_s'] * 1e3:.2f} ms, idle {prof['device_idle_s'] * 1e3:.2f} ms"
     host = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in prof["host_s"].items())
     return [head, f"  host ms a step (launches and waits included): {host}"] + [
         f"  {s * 1e3:7.3f} ms {prof['timed']} a step, {n} calls: {name}" for name, s, n in prof["top"]]
