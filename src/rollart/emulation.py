@@ -31,6 +31,11 @@ TABLE3_RDMA = {"Qwen3-8B": (15.26, 5.466), "Qwen3-14B": (27.51, 5.817), "Qwen3-3
 FIG3_STEP_SHARES = {"generation": 0.54, "training": 0.23, "env_reset": 0.15}
 """RollArt §3.1, Fig. 3: shares of a Qwen3-8B training step on 32 H800 GPUs (SWE-bench, batch 128, successful
 iterations, 366 s on average); the rest is other overhead."""
+FIG3_STEP_S = 366.0
+"""RollArt Fig. 3: the average Qwen3-8B step those shares are of (s)."""
+TABLE4_PULL_S = {"Qwen3-8B": 6.2, "Qwen3-14B": 16.3, "Qwen3-32B": 29.7}
+"""RollArt Table 4: accumulated weight pull (s) a version, store -> inference workers over the cross-cluster link
+(ROLLART exposed 1.4 / 5.1 / 9.6 s of them: 67-78 % hidden by ongoing rollout)."""
 TRAIN_MFU = 0.4
 """Model FLOPs utilization of a training step. The papers give none: an assumption (dense-model training on
 Megatron commonly reaches 0.35-0.45), stated where it is used."""
@@ -45,6 +50,15 @@ def link_gb_s(model: str, fabric: str = "tcp") -> float:
         model = min(table, key=lambda m: abs(table[m][0] - size))
     gb, seconds = table[model]
     return gb / seconds
+
+
+def paper_pull_s(phase_s: float, phases: tuple[str, ...] = ("generation",)) -> float:
+    """A Qwen3-8B weight pull in the time frame of a workload whose ``phases`` of Fig. 3 (their shares of a step)
+    last ``phase_s`` seconds a step: Table 4's accumulated pull keeps its share of Fig. 3's step. The paper's
+    trajectories are far longer than a CPU workload's, so a pull sized by the link alone would span many of its
+    steps; sized so, it is as long against the step as the paper measured it."""
+    share = sum(FIG3_STEP_SHARES[p] for p in phases)
+    return phase_s * TABLE4_PULL_S["Qwen3-8B"] / (share * FIG3_STEP_S)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 
 import envs  # noqa: F401
 from rollart.config import ConfigError
-from rollart.emulation import TABLE3_TCP, TrainerSpeedConfig, link_gb_s
+from rollart.emulation import TABLE3_TCP, TrainerSpeedConfig, link_gb_s, paper_pull_s
 from rollart.hardware import model_shape
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
@@ -32,6 +32,11 @@ def test_the_link_is_table_3s_measured_rate():
     size = model_shape("Qwen3-4B").weight_bytes / 1e9  # not in Table 3: the nearest measured model's rate
     nearest = min(TABLE3_TCP, key=lambda m: abs(TABLE3_TCP[m][0] - size))
     assert link_gb_s("Qwen3-4B") == pytest.approx(TABLE3_TCP[nearest][0] / TABLE3_TCP[nearest][1])
+
+
+def test_a_pull_sized_against_the_step_keeps_table_4s_share_of_fig_3s_step():
+    assert paper_pull_s(0.54 * 366.0) == pytest.approx(6.2)  # the paper's own generation: its own pull
+    assert paper_pull_s(0.69 * 366.0 / 100, ("generation", "env_reset")) == pytest.approx(0.062)  # a 100x shorter step
 
 
 @pytest.mark.parametrize("fields,says", [

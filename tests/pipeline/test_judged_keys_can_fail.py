@@ -6,6 +6,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
@@ -70,6 +72,14 @@ def test_exposed_pull_frac_misses_when_the_update_waits_for_the_pulls(tmp_path, 
     frac = async_training.exposed_pull_frac(hist, cfg)
     assert frac > 0.2 and not math.isnan(frac)
     assert all(h["system/weight_pull_accum_s"] > 0.1 for h in hist)  # the pulls really took their time
+
+
+def test_the_async_bench_sizes_its_pulls_from_sync_plus_rollout_and_splits_them_as_the_paper_does(tiny_model):
+    link, pull_s = async_training.paper_link({"rollout_s": 2.0, "pull_bytes": 560_000})
+    assert pull_s == pytest.approx(2.0 * 6.2 / (0.69 * 366.0)) and link == pytest.approx(560_000 / pull_s)
+    from rollart.models import ModelConfig
+    n = ModelConfig.from_pretrained(tiny_model).num_params() * 4
+    assert math.ceil(n / async_training.paper_bucket_bytes(tiny_model)) == async_training.PAPER_BUCKETS
 
 
 def test_gpu_hours_saved_misses_when_packed_jobs_collide(monkeypatch):

@@ -45,16 +45,23 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
-RollArt Table 2, ×sim_time_scale); env latency is injected sleep. Weight pulls are REAL: the bench model's
-own bytes through the real weight plane (store -> workers) at its real speed, against the real train steps.
+RollArt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls go over a SIMULATED link.
+
+Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
+makes a pull last what Qwen3-8B's does in the paper against its step: Table 4's accumulated pull (6.2 s) keeps
+its share of Fig. 3's step, 6.2 / (0.69 × 366 s) of the rollout (generation + environment) seconds of a Sync+
+step (``rollart.emulation.paper_pull_s``). Sync+ runs first and sizes the link for every mode after it; its own
+pulls run at the real plane's speed (a pull is a few hundredths of a second either way: the line after its run
+gives both). A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
+of this workload's steps, whose trajectories are hundreds of times shorter than the paper's; where the real
+plane is the slower, a pull lasts its real time.
 
 ``exposed_pull_frac`` (ROLLART, steady-state steps) = the part of each pull that outlasted the train step
-running beside it / the whole pull. Pull and train step are of the same model on the same machine, so their
-ratio (``pull_vs_train``: pull seconds / train seconds per step, printed beside it) does not depend on the
-parameter count (pull ~ 2·P / link rate, train ~ 6·P·tokens / FLOP rate): a larger model with the same
-tokens per step and the same link-to-FLOP ratio has the same one. The key fails (> 0.2) when pulls are not overlapped with training (a pull
-that starts only after the step it should hide behind, or an update point that waits for it), or when the
-plane's throughput falls below model bytes / train-step time (``pull_vs_train`` > 1).
+running beside it / the whole pull (the paper: 1.4 of 6.2 s exposed, 0.23; ``pull_vs_train``, pull seconds over
+train seconds a step, is printed beside it: the paper's is 6.2 / (0.23 × 366) = 0.07). The key fails (> 0.2)
+when pulls are not overlapped with training (a pull that starts only after the step it should hide behind, or
+an update point that waits for it: tests/pipeline/test_judged_keys_can_fail.py), or when a pull outlasts the
+train step (``pull_vs_train`` > 1).
 
 Step time is measured in steady state: over the steps after the pipeline fills (the first α+1 steps of
 async/areal, the first of sync/one-off), at least 10 of them in the full run (``--steps``, default
@@ -83,6 +90,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
 from rollart.config import exit_on_config_error  # noqa: E402
+from rollart.emulation import paper_pull_s  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.config import apply_values  # noqa: E402
@@ -97,10 +105,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_core import cross_core_slowdown  # noqa: E402
 
 EMULATION = {"trainer_hw_class": "", "weight_link": "none"}
-"""What besides the workers' classes the run emulates (rollart.emulation): nothing (training and pulls real)."""
-LINK_BYTES_PER_S = 0.0
-"""Store -> inference link for weight pulls: 0 = the weight plane's real speed, pulling the model's real bytes
-(a rate > 0 would add a SIMULATED slower link)."""
+"""What besides the workers' classes the run emulates (rollart.emulation): the trainer runs at its real speed;
+the link is not Table 3's (see ``paper_link``), so it is set as a rate once Sync+ has run."""
+PULL_PHASES = ("generation", "env_reset")
+"""The phases of Fig. 3's step a Sync+ step's rollout seconds cover: the pull is sized against them."""
+PAPER_BUCKETS = 16
+"""Buckets a version moves in: Qwen3-8B's 15.3 GB in RollArt §6.3's 1 GB buckets. The workers relay them down a
+chain (weights.relay_fanout=1), each hop over the simulated link, so the bucket count sets how far the hops
+overlap: in one bucket a chain of five would take five pulls' time."""
 
 
 @dataclasses.dataclass
@@ -167,11 +179,12 @@ AFFINITY = {"FrozenLake": "H800", "default": "H20"}
 BASELINE_WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
+    # Sync+ first: its rollout sizes the weight pulls of every mode after it (paper_link)
+    "syncplus": dict(mode="sync", **BASELINE_WORKERS),
     # RollArt §7.3 R1: 64 H800 + 24 H20 against 72 H800, cost-equivalent by Table 2 (206 vs 205);
     # here 2 H800 + 3 H20 against 3 H800 (8.70 vs 8.55). Decode-heavy tasks go to the H20s, the rest to the H800s.
     "rollart": {"mode": "async", "alpha": 1, "num_inference_workers": 5,
                 "hw_classes": ("H800", "H800", "H20", "H20", "H20"), "proxy.hw_affinity": AFFINITY},
-    "syncplus": dict(mode="sync", **BASELINE_WORKERS),
     "oneoff": dict(mode="oneoff", **BASELINE_WORKERS),
     "areal": dict(mode="areal", alpha=1, **BASELINE_WORKERS),
     # ROLLART on the baselines' all-H800 workers, as in §7.2's scaling study (Fig. 10c): its coordination
@@ -215,13 +228,19 @@ def envs_in_flight(concurrency: float, work: Workload) -> int:
     return max(4, round(concurrency * 4 * work.batch_groups))
 
 
+def paper_bucket_bytes(model: str) -> int:
+    """Bucket size that splits the model's float32 weights into PAPER_BUCKETS buckets."""
+    from rollart.models import ModelConfig
+    return max(1 << 12, -(-ModelConfig.from_pretrained(model).num_params() * 4 // PAPER_BUCKETS))
+
+
 def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineConfig:
     return PipelineConfig(
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=envs_in_flight(work.concurrency, work)),
-        simulate_hardware=True,  # the workers' classes only: training and weight pulls stay real (see above)
+        simulate_hardware=True,  # the workers' classes; the trainer stays real, the link is set by paper_link
         emulation={**EMULATION, "token_scale": work.token_scale},
-        sim_time_scale=work.gen_scale, bucket_bytes=1 << 20, weight_link_bytes_per_s=LINK_BYTES_PER_S,
+        sim_time_scale=work.gen_scale, bucket_bytes=paper_bucket_bytes(model),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
 
@@ -263,6 +282,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
+               rollout_s=mean("system/rollout_s"),
                pull_bytes=pull_bytes, pull_vs_train=accum / pull_train if pull_train else float("nan"),
                exposed_pull_frac=exposed_pull_frac(hist, cfg),
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
@@ -289,6 +309,13 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
              if result.evals else ""),
           flush=True)
     return out
+
+
+def paper_link(syncplus: dict) -> tuple[float, float]:
+    """(bytes/s, seconds): the SIMULATED link over which the model's real bytes take as long as Table 4's pull
+    does against the paper's step, sized from the Sync+ run's rollout seconds a step (``PULL_PHASES``)."""
+    pull_s = paper_pull_s(syncplus["rollout_s"], PULL_PHASES)
+    return syncplus["pull_bytes"] / pull_s, pull_s
 
 
 def steady_pulls(hist: list[dict], cfg: PipelineConfig, skip: int) -> list[dict]:
@@ -391,6 +418,14 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
                              "concurrency": c})
             results[name] = min(runs, key=lambda res: res["step_s"])  # each mode at its own fastest setting
             results[name]["by_concurrency"] = {res["concurrency"]: res["step_s"] for res in runs}
+            if name == "syncplus":
+                link, pull_s = paper_link(results[name])
+                base = dataclasses.replace(base, weight_link_bytes_per_s=link)
+                print(f"weight pulls from here on: {pull_s:.3f} s a version as Table 4 sizes them against the step "
+                      f"(Sync+ rolled out {results[name]['rollout_s']:.2f} s a step; its own real pulls took "
+                      f"{results[name]['pull_accum_s'] / max(results[name]['steady_steps'], 1):.3f} s): a SIMULATED "
+                      f"link of {link / 1e6:.1f} MB/s for the model's {results[name]['pull_bytes'] / 1e6:.2f} MB",
+                      flush=True)
         if not args.quick or args.sweep_only:
             c = results["rollart"]["concurrency"] if "rollart" in results else work.concurrency
             for alpha in range(1, 7):
@@ -476,8 +511,8 @@ def main() -> None:
     frac = r["exposed_pull_frac"]
     print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{work.gen_scale}), env latency (injected "
           f"sleep N({10 * work.env_scale:g}, {5 * work.env_scale:g}) s/turn + stragglers), "
-          f"{'weight-pull link (%.0f MB/s); ' % (LINK_BYTES_PER_S / 1e6) if LINK_BYTES_PER_S else ''}REAL: "
-          f"tiny-model training, weight pulls (its bytes), engine, envs, actors "
+          "weight-pull link (sized by Table 4 against the step, after Sync+); REAL: "
+          f"tiny-model training, the weight plane (its bytes), engine, envs, actors "
           f"({args.actor_mode})")
     swept = {n: res["by_concurrency"] for n, res in results.items() if len(res["by_concurrency"]) > 1}
     if swept:

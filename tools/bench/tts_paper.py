@@ -34,15 +34,11 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_pull_s
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.pipeline.emulated import on_emulated_gpus
 from rollart.messages import ResetTrainer
 
-TABLE4_PULL_S = 6.2
-"""RollArt Table 4: accumulated weight pull of Qwen3-8B (s), against Fig. 3's 366 s step."""
-FIG3_STEP_S = 366.0
-"""RollArt Fig. 3: average Qwen3-8B step (successful iterations)."""
 MODEL = "Qwen3-8B"
 """The model every role emulates (RollArt Fig. 3's step)."""
 WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
@@ -134,7 +130,7 @@ def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float
     gen, share = generation_s, FIG3_STEP_SHARES
     devices = max(1, round(train_1_s / (gen * share["training"] / share["generation"])))
     env_mean = trajectory_generation_s * share["env_reset"] / share["generation"] / (turns + 1)  # reset + steps
-    pull_s = gen * TABLE4_PULL_S / (share["generation"] * FIG3_STEP_S)
+    pull_s = paper_pull_s(gen)
     cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, gen)
     cal.line = (f"calibration (Sync+, {steps} steps, SIMULATED timing): time scale x{time_scale:g} (real/emulated "
                 f"engine {real_over_emulated:.2f}), generation {gen:.2f} s/step, trainer {devices} x H800 "
