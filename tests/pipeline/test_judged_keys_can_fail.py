@@ -6,8 +6,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
@@ -74,14 +72,6 @@ def test_exposed_pull_frac_misses_when_the_update_waits_for_the_pulls(tmp_path, 
     assert all(h["system/weight_pull_accum_s"] > 0.1 for h in hist)  # the pulls really took their time
 
 
-def test_the_async_bench_sizes_its_pulls_from_sync_plus_rollout_and_splits_them_as_the_paper_does(tiny_model):
-    link, pull_s = async_training.paper_link({"rollout_s": 2.0, "pull_bytes": 560_000})
-    assert pull_s == pytest.approx(2.0 * 6.2 / (0.69 * 366.0)) and link == pytest.approx(560_000 / pull_s)
-    from rollart.models import ModelConfig
-    n = ModelConfig.from_pretrained(tiny_model).num_params() * 4
-    assert math.ceil(n / async_training.paper_bucket_bytes(tiny_model)) == async_training.PAPER_BUCKETS
-
-
 def test_gpu_hours_saved_misses_when_packed_jobs_collide(monkeypatch):
     """The §6.2 simulation slows packed jobs whose training phases collide: with the paper's phase shapes (training
     ~20-30 % of a cycle) two jobs interleave and the saving nears its bound T / (2 (R + T)); with training half of
@@ -119,3 +109,4 @@ def test_the_real_scheduler_overhead_misses_when_decisions_are_slow(monkeypatch)
         return decide(self)
     monkeypatch.setattr(ElasticScheduler, "_decide", slow)
     assert asyncio.run(actions_real.real_cpu(quick=True))["overhead_pct"] > 3
+

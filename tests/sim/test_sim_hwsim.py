@@ -57,3 +57,8 @@ def test_observer_sees_every_request_and_paired_runs_roll_out_the_same_trajector
                    paired=True).run(batch(mix, 8))
         tokens[str(routing)] = sorted((o[5], o[3]) for o in obs)
     assert tokens["{}"] == tokens[str({"default": "H20"})]
+
+
+def test_decode_per_prefill_tells_a_decode_heavy_profile_from_a_prefill_heavy_one():
+    assert DECODE_HEAVY.decode_per_prefill == pytest.approx(2 * 3000 / (300 + 100))  # the second turn adds 100
+    assert PREFILL_HEAVY.decode_per_prefill == pytest.approx(10 * 10 / (600 + 9 * 512))

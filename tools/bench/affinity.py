@@ -24,6 +24,8 @@ rollout with continuous batching, prefix caching, a KV budget and sticky routing
    baselines' 96 rollout H800s vs ROLLART's 64 H800 + 32 H20 (a third of the H800s replaced count for
    count: 83 % of the cost), mix routed as above. This isolates what hardware affinity alone can add to
    ROLLART's step-time gain over AReaL (the paper credits that whole 1.22-1.36x gap to it, §7.2).
+   The same comparison with the token profiles of async_training.py's CPU-scaled stand-ins (a report): where
+   they show no such difference, hardware affinity cannot pay in that bench.
 4. Live check: two real InferenceWorkers (the tiny model on this CPU) declared H800 and H20 with the
    speed model at time_scale 4, behind LLMProxy (task routing), run a prefill-heavy and a decode-heavy
    request set; the measured wall-time ratios are printed beside the model's prediction, showing that
@@ -51,9 +53,9 @@ MIX_ROUTING = {"frozenlake": "H800", "webshop": "H800", "math": "H20", "game": "
 TP = {"Qwen3-8B": 1, "Qwen3-14B": 2, "Qwen3-32B": 4}
 
 
-def fig4(batch_sizes: list[int]) -> dict:
+def fig4(batch_sizes: list[int], tasks: tuple[TaskProfile, ...] = (FROZENLAKE, MATH)) -> dict:
     rows = {}
-    for task in (FROZENLAKE, MATH):
+    for task in tasks:
         for bs in batch_sizes:
             h800 = RolloutSim({"H800": 2}, "Qwen3-8B", 1, H800_ONLY, seed=bs).run(batch([task], bs))
             h20 = RolloutSim({"H20": 6}, "Qwen3-8B", 1, H20_ONLY, seed=bs).run(batch([task], bs))
@@ -73,6 +75,20 @@ FIG11A = [({"H800": 72}, H800_ONLY), ({"H20": 208}, H20_ONLY), ({"H800": 64, "H2
 """Fig. 11a's equal-cost pools: H800-only, H20-only, the affinity mix."""
 S71 = [({"H800": 96}, H800_ONLY), ({"H800": 64, "H20": 32}, MIX_ROUTING)]
 """§7.1's rollout GPUs: the baselines' 96 H800 and ROLLART's 64 H800 + 32 H20."""
+
+
+def cpu_scaled_fig4(batch_sizes: list[int]) -> dict:
+    """Fig. 4's comparison run with the token profiles of async_training.py's tasks: whether its prefill- and
+    decode-heavy stand-ins differ between H800 and H20 as the paper's tasks do (where they do not, hardware
+    affinity cannot pay in that bench)."""
+    from pathlib import Path
+
+    from async_training import MODEL_SIZES, Workload
+    from rollart.tools.make_tiny_model import make_tiny_model
+    with tempfile.TemporaryDirectory() as tmp:
+        model = str(make_tiny_model(Path(tmp) / "tiny", **MODEL_SIZES["small"]))
+        profiles = Workload().profiles(model)
+    return fig4(batch_sizes, tuple(profiles))
 
 
 async def live_check() -> dict:
@@ -170,6 +186,12 @@ def main(argv: list[str] | None = None) -> None:
         ratio, what = (h800 / h20, "H800/H20, as low as 0.53") if task == "frozenlake" else \
             (h20 / h800, "H20/H800, 0.49-0.79")
         print(f"{task:<11}{bs:>6}{h800:>9.1f}{h20:>9.1f}{ratio:>8.2f}   {what}")
+    scaled = cpu_scaled_fig4([8, 16, 32, 64])
+    print("\nSIMULATED Fig. 4 with async_training.py's CPU-scaled tasks (token profiles from its model's tokenizer, "
+          "FrozenLake's turns at their cap): time on 6 x H20 / time on 2 x H800 at batch 8, 16, 32, 64 (the paper's "
+          "GEM-Math 0.49-0.79, its FrozenLake 1 / 0.53 = 1.9 and more)")
+    for task in dict.fromkeys(t for t, _ in scaled):
+        print(f"{task:<12} " + " ".join(f"{h20 / h800:.2f}" for (t, _), (h800, h20) in scaled.items() if t == task))
     models = ["Qwen3-8B"] if args.quick else ["Qwen3-8B", "Qwen3-14B", "Qwen3-32B"]
     f11 = pools(models, FIG11A)
     print("\nSIMULATED Fig. 11a - 512 trajectories (FrozenLake/WebShop/GEM-Math/GEM-game), equal-cost pools")

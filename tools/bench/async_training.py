@@ -28,6 +28,12 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   H800, 206 against 205 by Table 2's normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
   ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks to the H20s. Each run prints
   both costs (``rollout_cost_ratio`` on the last line).
+* what affinity can pay here: the run prints the tokens each class generated per prompt token it computed
+  (``decode_per_prefill_<class>`` on the last line) beside the paper's profiles' (tools/bench/affinity.py: GEM-Math
+  19.4, FrozenLake 0.049), and tools/bench/affinity.py runs Fig. 4's comparison with these tasks' token profiles
+  (``Workload.profiles``). Measured 2026-12-04: the stand-ins are neither decode- nor prefill-heavy enough for the
+  roofline to favour either class (6 H20 against 2 H800: 0.96-1.18 for every task, the paper's 0.49-0.79 and
+  1.9), so the cost-equivalent mix only splits the capacity of 3 H800 into two pools.
 * ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing, the configuration above.
 * ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
 * ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
@@ -103,6 +109,7 @@ from rollart.messages import ResetTrainer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cross_core import cross_core_slowdown  # noqa: E402
+from affinity import FROZENLAKE, MATH  # noqa: E402
 
 EMULATION = {"trainer_hw_class": "", "weight_link": "none"}
 """What besides the workers' classes the run emulates (rollart.emulation): the trainer runs at its real speed;
@@ -156,6 +163,28 @@ class Workload:
             TaskSpec(name="GuessNumber", env_id="rollart/GuessNumber-v0", env_kwargs={"high": 16},
                      max_new_tokens=self.game_cot, min_new_tokens=self.game_cot, max_turns=5, faults=faults),
         ]
+
+
+    def profiles(self, model: str) -> list:
+        """Each task's token profile as this bench's model tokenizes it (``rollart.sim.hwsim.TaskProfile``): the
+        first prompt (system prompt, template, observation), what a later turn adds, the turns and the answer
+        lengths; for tools/bench/affinity.py's Fig. 4 with this workload."""
+        import gymnasium as gym
+
+        from rollart.models import load_tokenizer
+        from rollart.rollout.chat import ChatFormat
+        from rollart.rollout.env_protocol import env_defaults
+        from rollart.sim.hwsim import TaskProfile
+        tokenizer, out = load_tokenizer(model), []
+        for task, action in zip(self.tasks(latency=False), ("R", "<calc>1+1</calc>", "8")):
+            env = gym.make(task.env_id, **task.env_kwargs)
+            chat = ChatFormat(tokenizer, env_defaults(env)[0])
+            first = chat.first_prompt(env.reset(seed=0)[0])
+            later = chat.next_turn(env.step(action)[0], chat.encode(action))
+            env.close()
+            answer = (task.min_new_tokens or 1, task.max_new_tokens)
+            out.append(TaskProfile(task.name, len(first), (task.max_turns, task.max_turns), len(later), answer))
+        return out
 
 
 CONCURRENCY_SWEEP = (1.0, 1.5, 2.0)
@@ -275,6 +304,11 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
         load[st["hw_class"]] = (real + st.get("engine_seconds", 0.0),
                                 sim + st.get("simulated_scaled_seconds", 0.0))
     real_vs_sim = {hw: r / s if s else float("nan") for hw, (r, s) in load.items()}
+    tokens = {}  # per hardware class: (prompt tokens computed, tokens generated)
+    for st in result.workers.values():
+        prefilled, generated = tokens.get(st["hw_class"], (0, 0))
+        tokens[st["hw_class"]] = (prefilled + st.get("prompt_tokens", 0) - st.get("cached_tokens", 0),
+                                  generated + st.get("generated_tokens", 0))
     wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
     busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), steady_steps=len(hist) - skip,
@@ -292,7 +326,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                launched=result.rollout.get("launched", 0), trained=result.buffer.get("trained", 0),
                replaced=result.rollout.get("replaced", 0),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
-               real_vs_sim=real_vs_sim, busy=busy)
+               real_vs_sim=real_vs_sim, busy=busy,
+               decode_per_prefill={hw: g / p if p else float("nan") for hw, (p, g) in tokens.items()})
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step over the last {len(hist) - skip} "
           f"(train {out['train_s']:.2f} s, of it "
           f"compute {out['train_compute_s']:.2f} s, "
@@ -304,6 +339,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
           "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items())
+          + "; tokens generated per prompt token computed " + " ".join(
+              f"{hw} {v:.2f}" for hw, v in out["decode_per_prefill"].items())
           + "; simulated busy " + " ".join(f"{hw} {b:.2f}" for hw, b in busy) + ")"
           + (" evals: " + " ".join(f"{step}:" + "/".join(f"{v:.2f}" for v in e.values()) for step, e in result.evals)
              if result.evals else ""),
@@ -514,6 +551,12 @@ def main() -> None:
           "weight-pull link (sized by Table 4 against the step, after Sync+); REAL: "
           f"tiny-model training, the weight plane (its bytes), engine, envs, actors "
           f"({args.actor_mode})")
+    mix = r["decode_per_prefill"]
+    print(f"token profile (ROLLART's routing): the H20s' tasks (MathTool, GuessNumber) generate "
+          f"{mix.get('H20', float('nan')):.2f} tokens per prompt token computed, the paper's GEM-Math profile "
+          f"{MATH.decode_per_prefill:.1f}; the H800s' (FrozenLake) {mix.get('H800', float('nan')):.3f}, the paper's "
+          f"FrozenLake {FROZENLAKE.decode_per_prefill:.3f} (tools/bench/affinity.py): hardware affinity pays where "
+          "the two differ as the paper's do")
     swept = {n: res["by_concurrency"] for n, res in results.items() if len(res["by_concurrency"]) > 1}
     if swept:
         print("s/step by concurrency (each mode judged at its fastest): " + "; ".join(
@@ -528,6 +571,7 @@ def main() -> None:
     line += " steady_steps_min=%d" % min(res["steady_steps"] for res in results.values())
     base_tput = results["syncplus"]["tokens_per_s"]
     line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
+    line += "".join(f" decode_per_prefill_{hw}={v:.3f}" for hw, v in mix.items())
     line += f" rollout_cost_ratio={rollout_cost(MODES['rollart']) / rollout_cost(MODES['syncplus']):.3f}"
     line += "".join(f" concurrency_{n}={res['concurrency']:g}" for n, res in results.items()
                     if len(res["by_concurrency"]) > 1)

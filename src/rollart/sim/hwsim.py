@@ -39,6 +39,13 @@ class TaskProfile:
     env_latency_s: float = 0.1
     max_context: int = 32768
 
+    @property
+    def decode_per_prefill(self) -> float:
+        """Tokens generated per prompt token computed in a trajectory of this profile (the ranges' means; with
+        prefix caching each later turn prefills only what the environment added): high is decode-heavy."""
+        turns = sum(self.turns) / 2
+        return turns * sum(self.response_tokens) / 2 / (self.prompt_tokens + (turns - 1) * self.obs_tokens)
+
 
 @dataclass
 class _Request:
