@@ -1,5 +1,6 @@
-"""tools/bench/async_training.py's calibration: weight pulls sized as Table 4 measured them against the step, and the
-token profiles of its tasks (what tools/bench/affinity.py's Fig. 4 runs for them)."""
+"""tools/bench/async_training.py's calibration: the emulated trainer sized by Fig. 3's training share, weight pulls as
+Table 4 measured them against the step, and the token profiles of its tasks (what tools/bench/affinity.py's Fig. 4
+runs for them)."""
 import math
 import sys
 from pathlib import Path
@@ -14,9 +15,22 @@ finally:
     sys.path.pop(0)
 
 
-def test_the_async_bench_sizes_its_pulls_from_sync_plus_rollout_and_splits_them_as_the_paper_does(tiny_model):
-    link, pull_s = async_training.paper_link({"rollout_s": 2.0, "pull_bytes": 560_000})
-    assert pull_s == pytest.approx(2.0 * 6.2 / (0.69 * 366.0)) and link == pytest.approx(560_000 / pull_s)
+def test_the_calibration_sizes_the_trainer_and_the_pull_as_fig_3_and_table_4_do():
+    work = async_training.Workload()
+    cal = async_training.Calibration(rollout_s=2.0, tokens=6500, pull_bytes=560_000, work=work)
+    one_h800 = 6 * 8.19e9 * 6500 / (989.5e12 * 0.4) * work.gen_scale  # Qwen3-8B's step on one emulated H800
+    assert cal.one_h800_s == pytest.approx(one_h800)
+    assert cal.train_target_s == pytest.approx(2.0 * 23 / 69)  # training against generation + environment
+    assert cal.trainer_devices == round(one_h800 / (2.0 * 23 / 69))
+    assert cal.pull_s == pytest.approx(2.0 * 6.2 / (0.69 * 366.0))  # Table 4's pull against Fig. 3's step
+    fields = cal.emulation()
+    assert fields["emulation"]["trainer_hw_class"] == "H800"
+    assert fields["emulation"]["trainer_devices"] == cal.trainer_devices
+    assert fields["weight_link_bytes_per_s"] == pytest.approx(560_000 / cal.pull_s)
+    assert "trainer %d × H800" % cal.trainer_devices in cal.line() and "SIMULATED" in cal.line()
+
+
+def test_a_version_moves_in_as_many_buckets_as_qwen3_8b_in_1_gb_ones(tiny_model):
     from rollart.models import ModelConfig
     n = ModelConfig.from_pretrained(tiny_model).num_params() * 4
     assert math.ceil(n / async_training.paper_bucket_bytes(tiny_model)) == async_training.PAPER_BUCKETS

@@ -9,6 +9,10 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 * disaggregated on one machine (R4: "training and rollout execute concurrently on separate GPUs"): one
   trainer process pinned to core 0 serves every mode (``reset`` to the initial weights between modes);
   this coordinator — envs, scheduler, rewards, inference workers — is pinned to the other core(s).
+* calibration first (``calibrate``, 3 Sync+ steps, judged nowhere): it measures the workload's rollout seconds
+  and tokens a step, and sizes from them the two emulated roles every mode then runs with — the trainer, as
+  many emulated H800s as make a Sync+ train step 23/69 of its rollout (Fig. 3: training 23 %, generation 54 %,
+  environment 15 % of a step), and the weight link (below). The calibration line says what it chose.
 * the simulated hardware must set the workers' speed, not this CPU: each mode prints its workers' real
   engine time / simulated time (``real_vs_sim_max`` on the last line; well below 1 means the simulation
   rules). The 0.9M "tiny" model's engine steps took more real time than the simulated ones (ratio 0.5-0.7,
@@ -21,9 +25,9 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   heavy-tailed stragglers (rollout/env_faults.py; the shape of §7.3 R2). The time scales are calibrated to the
   paper's measured step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %): with
   ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale 3`` trajectories spend about
-  78 % generating and 22 % in env steps as in the paper (54:15), while a Sync+ step trains only 11-17 % of
-  its time (23 % would take ~2.5x the tokens per batch: more real engine load on the rollout core and a
-  slower --quick); each run prints the breakdown to check it on the machine at hand.
+  78 % generating and 22 % in env steps as in the paper (54:15), and the emulated trainer makes a Sync+ step
+  train for about 23/(23 + 69) of it (the real train step, 8-11 % of a Sync+ step until 2026-12-04, runs
+  underneath); each run prints the breakdown to check it on the machine at hand.
 * hardware cost-equivalent, as RollArt's affinity ablation compares it (§7.3 R1: 64 H800 + 24 H20 against 72
   H800, 206 against 205 by Table 2's normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
   ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks to the H20s. Each run prints
@@ -51,14 +55,14 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
-RollArt Table 2, ×sim_time_scale); env latency is injected sleep; weight pulls go over a SIMULATED link.
+RollArt Table 2, ×sim_time_scale); a train step counts done only after Qwen3-8B's 6·P·tokens on the calibrated
+H800s at MFU 0.4 (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the longer); env
+latency is injected sleep; weight pulls go over a SIMULATED link.
 
 Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
 makes a pull last what Qwen3-8B's does in the paper against its step: Table 4's accumulated pull (6.2 s) keeps
 its share of Fig. 3's step, 6.2 / (0.69 × 366 s) of the rollout (generation + environment) seconds of a Sync+
-step (``rollart.emulation.paper_pull_s``). Sync+ runs first and sizes the link for every mode after it; its own
-pulls run at the real plane's speed (a pull is a few hundredths of a second either way: the line after its run
-gives both). A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
+step (``rollart.emulation.paper_pull_s``), measured by the calibration. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
 of this workload's steps, whose trajectories are hundreds of times shorter than the paper's; where the real
 plane is the slower, a pull lasts its real time.
 
@@ -96,7 +100,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
 from rollart.config import exit_on_config_error  # noqa: E402
-from rollart.emulation import paper_pull_s  # noqa: E402
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_pull_s  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.config import apply_values  # noqa: E402
@@ -112,10 +116,13 @@ from cross_core import cross_core_slowdown  # noqa: E402
 from affinity import FROZENLAKE, MATH  # noqa: E402
 
 EMULATION = {"trainer_hw_class": "", "weight_link": "none"}
-"""What besides the workers' classes the run emulates (rollart.emulation): the trainer runs at its real speed;
-the link is not Table 3's (see ``paper_link``), so it is set as a rate once Sync+ has run."""
-PULL_PHASES = ("generation", "env_reset")
-"""The phases of Fig. 3's step a Sync+ step's rollout seconds cover: the pull is sized against them."""
+"""What besides the workers' classes a run emulates (rollart.emulation) before the calibration sets the trainer's
+GPUs and the link's rate (``Calibration.emulation``): nothing, the trainer and the weight plane at their real speed."""
+ROLLOUT_PHASES = ("generation", "env_reset")
+"""The phases of Fig. 3's step a Sync+ step's rollout seconds cover: the train step and the pull are sized
+against them."""
+CALIBRATION_STEPS = 3
+"""Sync+ steps of the calibration run (the first is not counted: it includes the pipeline's start)."""
 PAPER_BUCKETS = 16
 """Buckets a version moves in: Qwen3-8B's 15.3 GB in RollArt §6.3's 1 GB buckets. The workers relay them down a
 chain (weights.relay_fanout=1), each hop over the simulated link, so the bucket count sets how far the hops
@@ -195,6 +202,14 @@ trajectories in flight (it trains what they bring, however stale), ROLLART's per
 of work aborted). Sync+ and One-off collect one batch at a time: the setting does not change them."""
 
 
+def judged_modes(args) -> list[str]:
+    """The modes a run compares: every one (``--only`` picks some), --quick without ``rollart_samehw`` (a report)."""
+    if args.sweep_only:
+        return []
+    names = [n for n in MODES if not (args.quick and n == "rollart_samehw")]
+    return [n for n in names if n in args.only.split(",")] if args.only else names
+
+
 def overlapped(cfg: PipelineConfig) -> bool:
     """Modes whose rollout never stops, so that the envs in flight (rollout.max_concurrency) set their pace."""
     return cfg.mode in ("async", "areal")
@@ -208,7 +223,6 @@ AFFINITY = {"FrozenLake": "H800", "default": "H20"}
 BASELINE_WORKERS = {"num_inference_workers": 3, "hw_classes": ("H800",), "proxy.hw_affinity": {}}
 """The paper's baselines roll out on H800s only (96 of 128 GPUs; 32 train)."""
 MODES = {
-    # Sync+ first: its rollout sizes the weight pulls of every mode after it (paper_link)
     "syncplus": dict(mode="sync", **BASELINE_WORKERS),
     # RollArt §7.3 R1: 64 H800 + 24 H20 against 72 H800, cost-equivalent by Table 2 (206 vs 205);
     # here 2 H800 + 3 H20 against 3 H800 (8.70 vs 8.55). Decode-heavy tasks go to the H20s, the rest to the H800s.
@@ -267,7 +281,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
     return PipelineConfig(
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=envs_in_flight(work.concurrency, work)),
-        simulate_hardware=True,  # the workers' classes; the trainer stays real, the link is set by paper_link
+        simulate_hardware=True,  # the workers' classes; the trainer's GPUs and the link: calibrate()
         emulation={**EMULATION, "token_scale": work.token_scale},
         sim_time_scale=work.gen_scale, bucket_bytes=paper_bucket_bytes(model),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
@@ -316,7 +330,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                train_s=mean("system/train_s"), train_compute_s=mean("system/train_step_s"),
                wait_s=mean("system/get_batch_wait_s"),
                push_s=mean("system/weight_push_s"), pull_accum_s=accum, pull_exposed_s=exposed,
-               rollout_s=mean("system/rollout_s"),
+               rollout_s=mean("system/rollout_s"), tokens_step=mean("system/tokens_per_step"),
+               train_outran=int(sum(h.get("system/train_outran", 0.0) for h in hist)),
                pull_bytes=pull_bytes, pull_vs_train=accum / pull_train if pull_train else float("nan"),
                exposed_pull_frac=exposed_pull_frac(hist, cfg),
                staleness_max=max((h.get("rollout/staleness_max", 0.0) for h in hist), default=0.0),
@@ -348,11 +363,60 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     return out
 
 
-def paper_link(syncplus: dict) -> tuple[float, float]:
-    """(bytes/s, seconds): the SIMULATED link over which the model's real bytes take as long as Table 4's pull
-    does against the paper's step, sized from the Sync+ run's rollout seconds a step (``PULL_PHASES``)."""
-    pull_s = paper_pull_s(syncplus["rollout_s"], PULL_PHASES)
-    return syncplus["pull_bytes"] / pull_s, pull_s
+@dataclasses.dataclass
+class Calibration:
+    """The emulated trainer and link every mode runs with, sized from a short Sync+ run of this workload."""
+    rollout_s: float
+    """Rollout (generation + env) seconds of a Sync+ step."""
+    tokens: float
+    """Tokens of a training batch."""
+    pull_bytes: float
+    """The model's real bytes a version moves."""
+    work: Workload
+
+    @property
+    def one_h800_s(self) -> float:
+        """A train step of the batch's tokens on one emulated H800 (Qwen3-8B, ×gen_scale)."""
+        return TrainerSpeedConfig("H800", 1, "Qwen3-8B", TRAIN_MFU, self.work.gen_scale,
+                                  self.work.token_scale).step_seconds(int(self.tokens))
+
+    @property
+    def train_target_s(self) -> float:
+        """Fig. 3's training share against its rollout (generation + env) share, of this rollout."""
+        share = FIG3_STEP_SHARES
+        return self.rollout_s * share["training"] / sum(share[p] for p in ROLLOUT_PHASES)
+
+    @property
+    def trainer_devices(self) -> int:
+        return max(1, round(self.one_h800_s / self.train_target_s))
+
+    @property
+    def pull_s(self) -> float:
+        """Table 4's accumulated pull, against the step as in the paper (``rollart.emulation.paper_pull_s``)."""
+        return paper_pull_s(self.rollout_s, ROLLOUT_PHASES)
+
+    def emulation(self) -> dict:
+        """PipelineConfig fields: the trainer on ``trainer_devices`` emulated H800s, pulls over the sized link."""
+        return {"emulation": {**EMULATION, "trainer_hw_class": "H800", "trainer_devices": self.trainer_devices,
+                              "token_scale": self.work.token_scale},
+                "weight_link_bytes_per_s": self.pull_bytes / self.pull_s}
+
+    def line(self) -> str:
+        train_s = self.one_h800_s / self.trainer_devices
+        return (f"calibration (Sync+, {CALIBRATION_STEPS} steps, not judged; SIMULATED timing): rollout "
+                f"{self.rollout_s:.2f} s and {self.tokens:.0f} tokens a step -> trainer {self.trainer_devices} × H800 "
+                f"({train_s:.2f} s a step, {train_s / self.rollout_s:.2f} of the rollout; Fig. 3: 23/69 = 0.33), "
+                f"weight pull {self.pull_s:.3f} s a version (Table 4's 6.2 s of Fig. 3's 366 s step) over a link of "
+                f"{self.pull_bytes / self.pull_s / 1e6:.1f} MB/s for the model's {self.pull_bytes / 1e6:.2f} MB")
+
+
+async def calibrate(base: PipelineConfig, trainer, work: Workload) -> Calibration:
+    """A short Sync+ run with the trainer and the weight plane at their real speed measures what the emulated ones
+    are sized against."""
+    cfg = apply_values(dataclasses.replace(base, run_name="calibration", total_steps=CALIBRATION_STEPS,
+                                           eval_at_end=False, eval_every=0), MODES["syncplus"])
+    r = await run_mode("calibration", cfg, trainer, work)
+    return Calibration(r["rollout_s"], r["tokens_step"], r["pull_bytes"], work)
 
 
 def steady_pulls(hist: list[dict], cfg: PipelineConfig, skip: int) -> list[dict]:
@@ -386,10 +450,10 @@ def plot(results: dict, sweep: list[dict], path: Path, quick: bool) -> None:
     ax.bar(names, [results[n]["step_s"] for n in names], color=["tab:green", "tab:gray", "tab:blue", "tab:orange", "tab:olive"][:len(names)],
            label="step time")
     ax.bar(names, [results[n]["train_s"] for n in names], width=0.3, color="black", alpha=0.6,
-           label="train_step (CPU-real)")
+           label="train_step (emulated H800s)")
     ax.set_ylabel("s / step")
     ax.legend(fontsize=8)
-    ax.set_xlabel("gen + env latency SIMULATED, training CPU-real", fontsize=8)
+    ax.set_xlabel("SIMULATED timing: generation, training, env latency, weight link", fontsize=8)
     ax.set_title("step time by mode" + (" (--quick: few steps)" if quick else ""))
     if not quick:
         ax = axes[0][1]
@@ -418,7 +482,7 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
-    sweep_panel(ax, sweep, "s / step (SIMULATED gen + env latency, CPU-real training)")
+    sweep_panel(ax, sweep, "s / step (SIMULATED timing)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -438,11 +502,11 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
     results, sweep = {}, []
     async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
         trainer = await start_trainer(system, base, model, trainer_cpus)
-        for name, over in MODES.items():
-            if args.sweep_only:
-                break
-            if args.only and name not in args.only.split(","):
-                continue
+        cal = await calibrate(base, trainer, work)
+        print(cal.line(), flush=True)
+        base = dataclasses.replace(base, **cal.emulation())
+        for name in judged_modes(args):
+            over = MODES[name]
             cfg = apply_values(dataclasses.replace(base, run_name=name, total_steps=steps,
                                                    eval_at_end=not args.quick), over)
             if not args.quick:
@@ -455,14 +519,6 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
                              "concurrency": c})
             results[name] = min(runs, key=lambda res: res["step_s"])  # each mode at its own fastest setting
             results[name]["by_concurrency"] = {res["concurrency"]: res["step_s"] for res in runs}
-            if name == "syncplus":
-                link, pull_s = paper_link(results[name])
-                base = dataclasses.replace(base, weight_link_bytes_per_s=link)
-                print(f"weight pulls from here on: {pull_s:.3f} s a version as Table 4 sizes them against the step "
-                      f"(Sync+ rolled out {results[name]['rollout_s']:.2f} s a step; its own real pulls took "
-                      f"{results[name]['pull_accum_s'] / max(results[name]['steady_steps'], 1):.3f} s): a SIMULATED "
-                      f"link of {link / 1e6:.1f} MB/s for the model's {results[name]['pull_bytes'] / 1e6:.2f} MB",
-                      flush=True)
         if not args.quick or args.sweep_only:
             c = results["rollart"]["concurrency"] if "rollart" in results else work.concurrency
             for alpha in range(1, 7):
@@ -533,12 +589,12 @@ def main() -> None:
     if args.sweep_only:
         plot_sweep(sweep, Path(__file__).parent / "plots" / "async_training_alpha.png")
         best = min(sweep, key=lambda r: r["step_s"])
-        print("SIMULATED generation + env latency as in the mode comparison; REAL tiny-model training and pulls")
+        print("SIMULATED timing (generation, training, env latency, weight link) as in the mode comparison")
         print(" ".join(f"alpha{r['alpha']}_step_s={r['step_s']:.2f}" for r in sweep)
               + f" alpha_best={best['alpha']} alpha_best_vs_1={sweep[0]['step_s'] / best['step_s']:.2f}"
               + f" sweep_steps={args.sweep_steps}")
         return
-    if len(results) < len(MODES):
+    if len(results) < len(judged_modes(args)) or args.only:
         return
     plot(results, sweep, Path(__file__).parent / "plots" / "async_training.png", args.quick)
     if args.json:
@@ -548,7 +604,7 @@ def main() -> None:
     frac = r["exposed_pull_frac"]
     print(f"SIMULATED: generation time (Qwen3-8B roofline on H800/H20 x{work.gen_scale}), env latency (injected "
           f"sleep N({10 * work.env_scale:g}, {5 * work.env_scale:g}) s/turn + stragglers), "
-          "weight-pull link (sized by Table 4 against the step, after Sync+); REAL: "
+          "train steps (emulated H800s) and the weight-pull link, both sized by the calibration; REAL underneath: "
           f"tiny-model training, the weight plane (its bytes), engine, envs, actors "
           f"({args.actor_mode})")
     mix = r["decode_per_prefill"]
@@ -564,11 +620,13 @@ def main() -> None:
     line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
             f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} pull_vs_train={r['pull_vs_train']:.3f} "
             f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
-    same = results["rollart_samehw"]["step_s"]
-    line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))
+    if "rollart_samehw" in results:
+        same = results["rollart_samehw"]["step_s"]
+        line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))
     line += f" cross_core_slowdown={args.cross_core:.2f}"
     line += " real_vs_sim_max=%.2f" % max(v for res in results.values() for v in res["real_vs_sim"].values())
     line += " steady_steps_min=%d" % min(res["steady_steps"] for res in results.values())
+    line += " train_outran=%d" % sum(res["train_outran"] for res in results.values())
     base_tput = results["syncplus"]["tokens_per_s"]
     line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
     line += "".join(f" decode_per_prefill_{hw}={v:.3f}" for hw, v in mix.items())
