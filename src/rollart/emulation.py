@@ -33,9 +33,11 @@ FIG3_STEP_SHARES = {"generation": 0.54, "training": 0.23, "env_reset": 0.15}
 iterations, 366 s on average); the rest is other overhead."""
 FIG3_STEP_S = 366.0
 """RollArt Fig. 3: the average Qwen3-8B step those shares are of (s)."""
-TABLE4_PULL_S = {"Qwen3-8B": 6.2, "Qwen3-14B": 16.3, "Qwen3-32B": 29.7}
-"""RollArt Table 4: accumulated weight pull (s) a version, store -> inference workers over the cross-cluster link
-(ROLLART exposed 1.4 / 5.1 / 9.6 s of them: 67-78 % hidden by ongoing rollout)."""
+TABLE4 = {"Qwen3-8B": {"push": 32.4, "pull": 6.2}, "Qwen3-14B": {"push": 67.8, "pull": 16.3},
+          "Qwen3-32B": {"push": 127.3, "pull": 29.7}}
+"""RollArt Table 4 (s a version): the weight push, trainer -> Mooncake store over the cross-cluster TCP link, and
+the accumulated pull, store -> inference workers (ROLLART exposed 1.4 / 5.1 / 9.6 s of the pulls: 67-78 % hidden
+by ongoing rollout; a synchronous design waits for push + pull, 38.6 / 84.1 / 157.0 s)."""
 TRAIN_MFU = 0.4
 """Model FLOPs utilization of a training step. The papers give none: an assumption (dense-model training on
 Megatron commonly reaches 0.35-0.45), stated where it is used."""
@@ -52,13 +54,13 @@ def link_gb_s(model: str, fabric: str = "tcp") -> float:
     return gb / seconds
 
 
-def paper_pull_s(phase_s: float, phases: tuple[str, ...] = ("generation",)) -> float:
-    """A Qwen3-8B weight pull in the time frame of a workload whose ``phases`` of Fig. 3 (their shares of a step)
-    last ``phase_s`` seconds a step: Table 4's accumulated pull keeps its share of Fig. 3's step. The paper's
-    trajectories are far longer than a CPU workload's, so a pull sized by the link alone would span many of its
-    steps; sized so, it is as long against the step as the paper measured it."""
+def paper_transfer_s(part: str, phase_s: float, phases: tuple[str, ...] = ("generation",)) -> float:
+    """A Qwen3-8B weight ``part`` (push | pull) in the time frame of a workload whose ``phases`` of Fig. 3 (their
+    shares of a step) last ``phase_s`` seconds a step: Table 4's figure keeps its share of Fig. 3's step. The
+    paper's trajectories are far longer than a CPU workload's, so a transfer sized by the link alone would span
+    many of its steps; sized so, it is as long against the step as the paper measured it."""
     share = sum(FIG3_STEP_SHARES[p] for p in phases)
-    return phase_s * TABLE4_PULL_S["Qwen3-8B"] / (share * FIG3_STEP_S)
+    return phase_s * TABLE4["Qwen3-8B"][part] / (share * FIG3_STEP_S)
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,14 @@ def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[
 
 
 def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,
-             time_scale: float, token_scale: float = 1.0) -> str:
+             time_scale: float, token_scale: float = 1.0, push: float = 0.0) -> str:
     """The one line a run with emulated hardware prints: what it emulates."""
     counts: dict[str, int] = {}
     for hw in worker_classes:
         counts[hw] = counts.get(hw, 0) + 1
     rollout = " + ".join(f"{n}×{hw}" for hw, n in counts.items())
     train = f"trainer {trainer.devices}×{trainer.hw_class} (MFU {trainer.mfu:g})" if trainer else "trainer real"
-    pulls = f"weight link {link:.2f} GB/s" if link else "weight pulls at the real plane's speed"
+    pulls = f"weight link {link:.3g} GB/s" if link else "weight pulls at the real plane's speed"
+    pulls += f", push link {push:.3g} GB/s" if push else ""
     tokens = f", {token_scale:g} tokens per real token" if token_scale != 1 else ""
     return f"emulated: {model} on {rollout}, {train}, {pulls}{tokens}; time ×{time_scale:g} [SIMULATED timing]"

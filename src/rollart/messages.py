@@ -158,6 +158,8 @@ class FetchVersion:
     source: str
     timeout_s: float | None = None
     retries: int | None = None
+    link_bytes_per_s: float = 0.0
+    """> 0 EMULATES a slower trainer -> store link (each bucket takes its bytes over this rate)."""
 
 
 @dataclass

@@ -27,6 +27,8 @@ def test_the_calibration_sizes_the_trainer_and_the_pull_as_fig_3_and_table_4_do(
     assert fields["emulation"]["trainer_hw_class"] == "H800"
     assert fields["emulation"]["trainer_devices"] == cal.trainer_devices
     assert fields["weight_link_bytes_per_s"] == pytest.approx(560_000 / cal.pull_s)
+    assert cal.push_s == pytest.approx(2.0 * 32.4 / (0.69 * 366.0))  # and its push
+    assert fields["weight_push_bytes_per_s"] == pytest.approx(560_000 / cal.push_s)
     assert "trainer %d × H800" % cal.trainer_devices in cal.line() and "SIMULATED" in cal.line()
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import envs  # noqa: F401
 from rollart.config import ConfigError
-from rollart.emulation import TABLE3_TCP, TrainerSpeedConfig, link_gb_s, paper_pull_s
+from rollart.emulation import TABLE3_TCP, TrainerSpeedConfig, link_gb_s, paper_transfer_s
 from rollart.hardware import model_shape
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
@@ -35,8 +35,10 @@ def test_the_link_is_table_3s_measured_rate():
 
 
 def test_a_pull_sized_against_the_step_keeps_table_4s_share_of_fig_3s_step():
-    assert paper_pull_s(0.54 * 366.0) == pytest.approx(6.2)  # the paper's own generation: its own pull
-    assert paper_pull_s(0.69 * 366.0 / 100, ("generation", "env_reset")) == pytest.approx(0.062)  # a 100x shorter step
+    assert paper_transfer_s("pull", 0.54 * 366.0) == pytest.approx(6.2)  # the paper's own generation: its own pull
+    shorter = 0.69 * 366.0 / 100  # a 100x shorter step's rollout
+    assert paper_transfer_s("pull", shorter, ("generation", "env_reset")) == pytest.approx(0.062)
+    assert paper_transfer_s("push", shorter, ("generation", "env_reset")) == pytest.approx(0.324)
 
 
 @pytest.mark.parametrize("fields,says", [
@@ -84,3 +86,15 @@ def test_a_run_whose_real_compute_outran_the_emulation_says_so(tmp_path, tiny_mo
         result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
     assert result.history[0]["system/train_outran"] == 1
     assert "trainer: the real compute outran the emulated time in 1 of 1 train steps" in caplog.text
+
+
+def test_a_weight_push_lasts_its_bytes_over_the_push_link_and_the_pulls_follow_it(tmp_path, tiny_model):
+    """weight_push_bytes_per_s emulates the trainer -> store link of Table 4's push: the store takes each bucket at
+    that rate, and the workers' pulls, which wait for the store's buckets, cannot end before it."""
+    rate = 2e6
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=2, weight_push_bytes_per_s=rate, device="cpu")
+    history = asyncio.run(Coordinator(cfg, [FROZEN]).run()).history
+    for h in history:
+        assert h["system/weight_push_s"] >= 0.95 * h["system/weight_bytes"] / rate > 0.05, h
+    assert "weight_push_bytes_per_s=-1.0 must be >= 0" in str(pytest.raises(
+        ConfigError, config, tmp_path, tiny_model, weight_push_bytes_per_s=-1.0).value)

@@ -62,7 +62,9 @@ latency is injected sleep; weight pulls go over a SIMULATED link.
 Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
 makes a pull last what Qwen3-8B's does in the paper against its step: Table 4's accumulated pull (6.2 s) keeps
 its share of Fig. 3's step, 6.2 / (0.69 × 366 s) of the rollout (generation + environment) seconds of a Sync+
-step (``rollart.emulation.paper_pull_s``), measured by the calibration. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
+step (``rollart.emulation.paper_transfer_s``), measured by the calibration. The push, trainer -> store, takes
+Table 4's 32.4 s likewise (its own simulated link): a Sync+ step waits for push and pull, as the paper's
+synchronous design does (38.6 s of Table 4); the overlapped modes push while rollout goes on. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
 of this workload's steps, whose trajectories are hundreds of times shorter than the paper's; where the real
 plane is the slower, a pull lasts its real time.
 
@@ -100,7 +102,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
 from rollart.config import exit_on_config_error  # noqa: E402
-from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_pull_s  # noqa: E402
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_transfer_s  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.config import apply_values  # noqa: E402
@@ -392,21 +394,29 @@ class Calibration:
 
     @property
     def pull_s(self) -> float:
-        """Table 4's accumulated pull, against the step as in the paper (``rollart.emulation.paper_pull_s``)."""
-        return paper_pull_s(self.rollout_s, ROLLOUT_PHASES)
+        """Table 4's accumulated pull, against the step as in the paper (``rollart.emulation.paper_transfer_s``)."""
+        return paper_transfer_s("pull", self.rollout_s, ROLLOUT_PHASES)
+
+    @property
+    def push_s(self) -> float:
+        """Table 4's push (trainer -> store), against the step as in the paper."""
+        return paper_transfer_s("push", self.rollout_s, ROLLOUT_PHASES)
 
     def emulation(self) -> dict:
-        """PipelineConfig fields: the trainer on ``trainer_devices`` emulated H800s, pulls over the sized link."""
+        """PipelineConfig fields: the trainer on ``trainer_devices`` emulated H800s, push and pulls over the sized
+        links."""
         return {"emulation": {**EMULATION, "trainer_hw_class": "H800", "trainer_devices": self.trainer_devices,
                               "token_scale": self.work.token_scale},
-                "weight_link_bytes_per_s": self.pull_bytes / self.pull_s}
+                "weight_link_bytes_per_s": self.pull_bytes / self.pull_s,
+                "weight_push_bytes_per_s": self.pull_bytes / self.push_s}
 
     def line(self) -> str:
         train_s = self.one_h800_s / self.trainer_devices
         return (f"calibration (Sync+, {CALIBRATION_STEPS} steps, not judged; SIMULATED timing): rollout "
                 f"{self.rollout_s:.2f} s and {self.tokens:.0f} tokens a step -> trainer {self.trainer_devices} × H800 "
                 f"({train_s:.2f} s a step, {train_s / self.rollout_s:.2f} of the rollout; Fig. 3: 23/69 = 0.33), "
-                f"weight pull {self.pull_s:.3f} s a version (Table 4's 6.2 s of Fig. 3's 366 s step) over a link of "
+                f"weight push {self.push_s:.3f} s and pull {self.pull_s:.3f} s a version (Table 4's 32.4 s and 6.2 s "
+                f"of Fig. 3's 366 s step) over links of {self.pull_bytes / self.push_s / 1e6:.1f} and "
                 f"{self.pull_bytes / self.pull_s / 1e6:.1f} MB/s for the model's {self.pull_bytes / 1e6:.2f} MB")
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_pull_s
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_transfer_s
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.pipeline.emulated import on_emulated_gpus
 from rollart.messages import ResetTrainer
@@ -130,7 +130,7 @@ def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float
     gen, share = generation_s, FIG3_STEP_SHARES
     devices = max(1, round(train_1_s / (gen * share["training"] / share["generation"])))
     env_mean = trajectory_generation_s * share["env_reset"] / share["generation"] / (turns + 1)  # reset + steps
-    pull_s = paper_pull_s(gen)
+    pull_s = paper_transfer_s("pull", gen)
     cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, gen)
     cal.line = (f"calibration (Sync+, {steps} steps, SIMULATED timing): time scale x{time_scale:g} (real/emulated "
                 f"engine {real_over_emulated:.2f}), generation {gen:.2f} s/step, trainer {devices} x H800 "

@@ -120,6 +120,9 @@ class PipelineConfig:
     """Weight-store bucket size in bytes."""
     weight_link_bytes_per_s: float = 0.0
     """SIMULATED store -> inference link rate for weight pulls (0: real speed only); benchmarks label it simulated."""
+    weight_push_bytes_per_s: float = 0.0
+    """SIMULATED trainer -> store link rate for weight pushes (0: real speed only; RollArt Table 4 separates the
+    push from the pulls); benchmarks label it simulated."""
 
     eval_every: int = 5
     """Greedy evaluation every this many steps (0 disables; a final evaluation always runs)."""
@@ -217,8 +220,9 @@ class PipelineConfig:
                      "stop_consecutive"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        if self.weight_link_bytes_per_s < 0:
-            raise ConfigError(f"weight_link_bytes_per_s={self.weight_link_bytes_per_s} must be >= 0 (0 disables)")
+        for name in ("weight_link_bytes_per_s", "weight_push_bytes_per_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables)")
         if self.trainer_cpus and (self.trainer_actor_mode or self.actor_mode) != "process":
             raise ConfigError("trainer_cpus pins the trainer's own process: set trainer_actor_mode=process")
         if set(self.trainer_cpus) & set(self.rollout_cpus):

@@ -88,7 +88,8 @@ async def open_parts(cfg: PipelineConfig, actors: RunActors, tokenizer: Any, tas
                           lambda: actors.proxy.version, log_heldout)
     stack.push_async_callback(heldout.cancel)
     scheduler = RolloutScheduler(tasks.train, manager, cfg.rollout, buffer=buffer, rewards=scoring.dispatcher)
-    weights = WeightSync(actors.trainer, actors.store, actors.proxy, cfg.bucket_bytes, cfg.weights)
+    weights = WeightSync(actors.trainer, actors.store, actors.proxy, cfg.bucket_bytes, cfg.weights,
+                         cfg.weight_push_bytes_per_s)
     weights.store_moved.append(actors.repoint_store)
     recovery = Recovery(actors.trainer, actors.store, weights, buffer, actors.proxy, cfg.run_dir / "checkpoints",
                         cfg.alpha)

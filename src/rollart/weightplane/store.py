@@ -67,7 +67,7 @@ class WeightStore:
             raise ValueError(f"version {version} is not newer than the latest published {self.latest_version()}; "
                              "versions must increase")
         self.relay.pull(version, [msg.source], timeout_s=msg.timeout_s, retries=msg.retries,
-                        names={msg.source: "the trainer"})
+                        link_bytes_per_s=msg.link_bytes_per_s, names={msg.source: "the trainer"})
         _, stats = await self.relay.take(version)
         return {"version": version, "num_buckets": stats.num_buckets, "bytes": stats.bytes, "seconds": stats.seconds,
                 "retries": stats.retries}
@@ -165,14 +165,19 @@ class WeightSyncStats:
                 "system/weight_pull_exposed_s": self.pull_exposed_s, "system/weight_bytes": float(self.bytes)}
 
 
-async def push_weights(store: Any, buckets: Sequence[Sequence[tuple[str, torch.Tensor]]], version: int) -> WeightSyncStats:
+async def push_weights(store: Any, buckets: Sequence[Sequence[tuple[str, torch.Tensor]]], version: int,
+                       link_bytes_per_s: float = 0.0) -> WeightSyncStats:
     """Send every bucket of ``version`` to the store, then publish it (the path for a
-    trainer that serves no weight plane: the caller carries the version once)."""
+    trainer that serves no weight plane: the caller carries the version once). ``link_bytes_per_s`` > 0
+    EMULATES a slower link (each bucket takes at least its bytes over this rate)."""
     t0 = time.perf_counter()
     total = 0
     for i, named in enumerate(buckets):
-        total += await store.send(PutBucket(WeightBucket(version, {n: t.detach().contiguous() for n, t in named}, i)))
-        await asyncio.sleep(0)
+        sent = time.perf_counter()
+        nbytes = await store.send(PutBucket(WeightBucket(version, {n: t.detach().contiguous() for n, t in named}, i)))
+        total += nbytes
+        await asyncio.sleep(max(0.0, nbytes / link_bytes_per_s - (time.perf_counter() - sent))
+                            if link_bytes_per_s > 0 else 0)
     await store.send(PublishVersion(version, len(buckets)))
     return WeightSyncStats(version=version, num_buckets=len(buckets), bytes=total, push_s=time.perf_counter() - t0)
 

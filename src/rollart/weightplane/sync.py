@@ -34,11 +34,13 @@ log = logging.getLogger("rollart.pipeline")
 
 class WeightSync:
     def __init__(self, trainer: Any, store: Any, proxy: Any, bucket_bytes: int,
-                 config: WeightPlaneConfig | None = None):
+                 config: WeightPlaneConfig | None = None, push_bytes_per_s: float = 0.0):
         self.trainer = trainer
         self.store = store
         self.proxy = proxy
         self.bucket_bytes = bucket_bytes
+        self.push_bytes_per_s = push_bytes_per_s
+        """> 0 EMULATES a slower trainer -> store link (the pulls, which wait for the store's buckets, follow it)."""
         self.cfg = config or WeightPlaneConfig()
         self.version = 0
         """The newest version published (0: the initial weights every worker starts from)."""
@@ -77,13 +79,14 @@ class WeightSync:
                 info, _ = await asyncio.gather(
                     self.trainer.send(PublishWeights(version, self.bucket_bytes, ipc)),
                     self.store.send(FetchVersion(version, self.trainer_info.address, self.cfg.timeout_s,
-                                                 self.cfg.retries)))
+                                                 self.cfg.retries, self.push_bytes_per_s)))
             finally:
                 await pulls
             stats = WeightSyncStats(version, num_buckets=info.num_buckets, bytes=info.bytes)
         else:
             raw = await self.trainer.send(WeightBuckets(self.bucket_bytes))
-            stats = await push_weights(self.store, [list(zip(names, tensors)) for names, tensors in raw], version)
+            stats = await push_weights(self.store, [list(zip(names, tensors)) for names, tensors in raw], version,
+                                       self.push_bytes_per_s)
             await self.start_pulls(version)
         stats.push_s = time.perf_counter() - t0
         self.version = version
