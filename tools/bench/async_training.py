@@ -12,7 +12,7 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 * calibration first (``calibrate``, 3 Sync+ steps, judged nowhere): it measures the workload's rollout seconds
   and tokens a step, and sizes from them the two emulated roles every mode then runs with — the trainer, as
   many emulated H800s as make a Sync+ train step 23/69 of its rollout (Fig. 3: training 23 %, generation 54 %,
-  environment 15 % of a step), and the weight link (below). The calibration line says what it chose.
+  environment 15 % of a step), and the weight links (below). The calibration line says what it chose.
 * the simulated hardware must set the workers' speed, not this CPU: each mode prints its workers' real
   engine time / simulated time (``real_vs_sim_max`` on the last line; well below 1 means the simulation
   rules). The 0.9M "tiny" model's engine steps took more real time than the simulated ones (ratio 0.5-0.7,
@@ -44,7 +44,8 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 * ``areal``: mode=areal, α=1 bounded when a trajectory starts (rollout at most α batches ahead of
   training, as AReaL's controller does), no abort of in-flight ones, no affinity routing.
 * ``rollart_samehw``: ROLLART on the baselines' workers (no affinity), as §7.2's scaling study runs it:
-  what its coordination alone (trajectory-level rollout, per-turn α bound) does; ``samehw_vs_*`` keys.
+  what its coordination alone (trajectory-level rollout, per-turn α bound) does; ``samehw_vs_*`` keys (the full
+  run only: --quick leaves this report out to stay under a minute).
 * every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight (1.0: the envs a Sync+ batch
   has); the full run sweeps ``--concurrencies`` (1, 1.5, 2) for the overlapped modes and judges each at its
   fastest (``concurrency_<mode>=`` on the last line): AReaL's start-only bound gains from more in flight,
@@ -57,16 +58,17 @@ rewards, actors, ZeroMQ transport and weight store are real and run on this CPU.
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
 RollArt Table 2, ×sim_time_scale); a train step counts done only after Qwen3-8B's 6·P·tokens on the calibrated
 H800s at MFU 0.4 (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the longer); env
-latency is injected sleep; weight pulls go over a SIMULATED link.
+latency is injected sleep; weight pushes and pulls go over SIMULATED links.
 
 Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
 makes a pull last what Qwen3-8B's does in the paper against its step: Table 4's accumulated pull (6.2 s) keeps
 its share of Fig. 3's step, 6.2 / (0.69 × 366 s) of the rollout (generation + environment) seconds of a Sync+
 step (``rollart.emulation.paper_transfer_s``), measured by the calibration. The push, trainer -> store, takes
-Table 4's 32.4 s likewise (its own simulated link): a Sync+ step waits for push and pull, as the paper's
-synchronous design does (38.6 s of Table 4); the overlapped modes push while rollout goes on. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s, ×gen_scale) would last about ten
-of this workload's steps, whose trajectories are hundreds of times shorter than the paper's; where the real
-plane is the slower, a pull lasts its real time.
+Table 4's 32.4 s likewise (its own simulated link), and the pulls, which wait for the store's buckets, stream
+behind it: a Sync+ step waits for push and pull, as the paper's synchronous design does (38.6 s of Table 4); the
+overlapped modes push while rollout goes on. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s,
+×gen_scale) would last about ten of this workload's steps, whose trajectories are hundreds of times shorter than
+the paper's; where the real plane is the slower, a pull lasts its real time.
 
 ``exposed_pull_frac`` (ROLLART, steady-state steps) = the part of each pull that outlasted the train step
 running beside it / the whole pull (the paper: 1.4 of 6.2 s exposed, 0.23; ``pull_vs_train``, pull seconds over
