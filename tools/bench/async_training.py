@@ -48,10 +48,10 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   run only: --quick leaves this report out to stay under a minute).
 * every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight (1.0: the envs a Sync+ batch
   has); the full run sweeps ``--concurrencies`` (1, 1.5, 2) for the overlapped modes and judges each at its
-  fastest (``concurrency_<mode>=`` on the last line): AReaL's start-only bound gains from more in flight,
-  ROLLART's per-turn bound loses (a trajectory has about 1-2 steps from its start to join a batch; more in
-  flight shortens the steps and aborts more of them). At 2.0 for every mode (until 2026-12-03) the full run
-  read 1.13 / 1.01 / 0.49.
+  fastest (``concurrency_<mode>=`` on the last line). Since the start bound counts a batch until the weights
+  trained on it are installed (f0cbfaa, as AReaL's capacity does), it binds before the envs do and the setting
+  changes little; before, AReaL-style gained from more in flight (1.16 -> 0.91 s a step) and ROLLART's per-turn
+  bound aborted more.
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
@@ -200,10 +200,8 @@ class Workload:
 
 CONCURRENCY_SWEEP = (1.0, 1.5, 2.0)
 """Full run: the overlapped modes (async, areal) run at each of these concurrencies and each is judged at its
-fastest, so that no mode is compared at another's best setting: AReaL's start-only bound gains from more
-trajectories in flight (it trains what they bring, however stale), ROLLART's per-turn bound loses from them
-(a trajectory must finish within about 1-2 steps of its start, so more in flight means longer steps' worth
-of work aborted). Sync+ and One-off collect one batch at a time: the setting does not change them."""
+fastest, so that no mode is compared at another's best setting. Sync+ and One-off collect one batch at a time:
+the setting does not change them."""
 
 
 def judged_modes(args) -> list[str]:
