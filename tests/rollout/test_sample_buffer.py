@@ -248,9 +248,9 @@ async def test_areal_start_bound_keeps_rollout_at_most_alpha_batches_ahead():
         await buf.put(group(gid, 0, size=1))
     await asyncio.sleep(0.01)
     assert not sixth.done()
-    await buf.get_batch(2)  # taken to train: they count until the weights trained on them are installed
+    await buf.get_batch(2)  # taken to train: they count until the train step is done
     await asyncio.sleep(0.01)
     assert not sixth.done() and buf.outstanding_groups == 4
-    await buf.set_version(1)  # those weights on the workers: room for two more starts
+    await buf.batch_trained()  # trained: room for two more starts
     await asyncio.wait_for(sixth, 1)
     assert buf.outstanding_groups == 3

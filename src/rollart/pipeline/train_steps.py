@@ -86,6 +86,7 @@ class TrainSteps:
         trained_at = p.weights.version
         st.step += 1
         p.scheduler.rows_trained(batch)
+        await p.buffer.batch_trained()  # its groups no longer hold back new starts
         push = await p.recovery.publish(trained_at + 1)
         metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))

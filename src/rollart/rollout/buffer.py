@@ -9,7 +9,7 @@ while the buffer is full: backpressure). Modes, all in this one class:
   even mid-flight — checked before every generation (``admit_turn``) and, for trajectories already
   generating, by cancelling them in ``set_version`` — and stale groups are evicted before a batch forms
   (the pipeline also bounds starts with ``max_outstanding_groups``, as for areal: a batch's groups count
-  against it until the weights trained on them are installed);
+  against it until its train step is done);
 - ``areal``: the bound is checked only when a trajectory starts (AReaL); in-flight trajectories
   are never aborted and finished ones never evicted for staleness — only the capacity throttles;
 - ``oneoff``: start-only like areal with α=1, but groups started before n−1 are evicted at batch time;
@@ -46,12 +46,12 @@ class BufferConfig:
     capacity: int = 256
     """Most trajectories held at once; set about (alpha + 1) * concurrent envs."""
     max_outstanding_groups: int = 0
-    """Most groups started (``admit_group``) and not yet discarded or trained into the installed weights; AReaL's
-    start-time staleness bound is (alpha + 1) * groups per batch. A batch's groups count until the version trained
-    on them reaches the workers (``set_version``), not only until ``get_batch`` takes them: AReaL's capacity,
-    (η + version + 1) × batch over the samples accepted or running, counts them against the installed version
-    too. Freeing them at ``get_batch`` would let rollout start, while a batch trains, trajectories that the batch
-    after next takes, one version staler than α allows. 0: no bound (only capacity throttles)."""
+    """Most groups started (``admit_group``) and not yet discarded or trained; AReaL's start-time staleness bound
+    is (alpha + 1) * groups per batch. A batch's groups count until its train step is done (``batch_trained``),
+    not only until ``get_batch`` takes them: AReaL's capacity, (η + version + 1) × batch over the samples
+    accepted or running, counts them until training moves the version on. Freeing them at ``get_batch`` let
+    rollout start, while a batch trained, trajectories for the batch after next, one version staler than α
+    allows. 0: no bound (only capacity throttles)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -93,10 +93,9 @@ class SampleBuffer:
         self._changed = asyncio.Condition()
         self._closed = False
         self.outstanding_groups = 0
-        """Groups admitted to start and not yet discarded or trained into installed weights (max_outstanding_groups)."""
+        """Groups admitted to start and not yet discarded or trained (see max_outstanding_groups)."""
         self._taken: deque[int] = deque()
-        """Groups of each batch ``get_batch`` gave out whose weights are not installed yet (oldest first): each
-        version ``set_version`` moves on releases one."""
+        """Groups of each batch ``get_batch`` gave out whose train step is not done (oldest first)."""
         self._retired_before = self.window_start()
         """Per-turn modes: trajectories begun before this version can join no batch (the window's start, or further
         on once ``retire_before_next`` has retired what the next batch cannot take)."""
@@ -162,14 +161,20 @@ class SampleBuffer:
         """New policy version: abort in-flight trajectories and evict groups that left the window."""
         if version < self.version:
             raise ValueError(f"versions only go forward: {version} < current {self.version}")
-        steps, self.version = version - self.version, version
+        self.version = version
         if self.per_turn:
             self._abort_inflight_before(self.window_start(), "stale_midflight", "stale mid-flight: started at "
                                         f"version {{start}}, current {version}, alpha {self.config.alpha}")
         async with self._changed:
-            for _ in range(min(steps, len(self._taken))):  # the batches these versions were trained on
-                self.outstanding_groups = max(0, self.outstanding_groups - self._taken.popleft())
             self._evict_stale()
+            self._changed.notify_all()
+
+    async def batch_trained(self) -> None:
+        """The oldest batch ``get_batch`` gave out is trained: its groups no longer count against
+        ``max_outstanding_groups``."""
+        async with self._changed:
+            if self._taken:
+                self.outstanding_groups = max(0, self.outstanding_groups - self._taken.popleft())
             self._changed.notify_all()
 
     async def rewind(self, version: int) -> tuple[int, int]:
@@ -180,7 +185,7 @@ class SampleBuffer:
         limit = version + self.config.alpha
         self.version = version
         self._retired_before = self.window_start()
-        while self._taken:  # what was trained since the checkpoint is trained again from what is buffered
+        while self._taken:  # the batches in training went with the trainer: their replays hold back no starts
             self.outstanding_groups = max(0, self.outstanding_groups - self._taken.popleft())
         for tid, (start, task) in list(self._inflight.items()):
             if start > limit and tid not in self._stale:
@@ -239,7 +244,7 @@ class SampleBuffer:
                 batch.extend(group)
                 self.buffered -= len(group)
                 self.counters["groups_trained"] += 1
-            self._taken.append(n // g)  # they count until the weights trained on them are installed
+            self._taken.append(n // g)  # they count until their train step is done (batch_trained)
             self.counters["trained"] += len(batch)
             self._changed.notify_all()
             return batch
