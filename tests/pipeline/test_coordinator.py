@@ -24,7 +24,7 @@ def run(cfg, tasks=(FROZEN,)):
     return asyncio.run(Coordinator(cfg, list(tasks)).run())
 
 
-@pytest.mark.parametrize("mode,alpha", [("async", 1), ("areal", 1), ("async", 2)])
+@pytest.mark.parametrize("mode,alpha", [("async", 1), ("areal", 1), ("async", 2), ("areal", 0)])
 def test_overlapped_modes_train_within_the_bound(tmp_path, tiny_model, mode, alpha):
     result = run(config(tmp_path, tiny_model, mode=mode, alpha=alpha, total_steps=4), [SLOW])
     assert result.steps == 4 and result.version == 4
