@@ -48,10 +48,10 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   run only: --quick leaves this report out to stay under a minute).
 * every overlapped mode keeps ``--concurrency`` × batch-size trajectories in flight (1.0: the envs a Sync+ batch
   has); the full run sweeps ``--concurrencies`` (1, 1.5, 2) for the overlapped modes and judges each at its
-  fastest (``concurrency_<mode>=`` on the last line). Since the start bound counts a batch until the weights
-  trained on it are installed (f0cbfaa, as AReaL's capacity does), it binds before the envs do and the setting
-  changes little; before, AReaL-style gained from more in flight (1.16 -> 0.91 s a step) and ROLLART's per-turn
-  bound aborted more.
+  fastest (``concurrency_<mode>=`` on the last line). Since the start bound counts a batch until its train step
+  is done (ee42b84, as AReaL's capacity does), more in flight gains both a little (2026-12-04: rollart 1.94 ->
+  1.74 s a step, AReaL-style 1.41 -> 1.32); before, it freed the batch at ``get_batch`` and AReaL-style gained
+  more (1.16 -> 0.91 s).
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
