@@ -2,17 +2,12 @@
 at most cores / 0.5 pods at once, making later trajectories wait, and every mode plays the same actions."""
 import asyncio
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "bench"))
-try:
-    import actions_real as bench
-finally:
-    sys.path.pop(0)
+from bench_modules import bench_module
+
+bench = bench_module("actions_real")
 
 
 def test_pod_baseline_admits_two_pods_per_core_and_queues_the_rest():
@@ -34,11 +29,7 @@ def test_the_emulated_act_speedup_misses_when_test_runs_may_not_scale():
     core the actions mode keeps only its exclusive-core ordering, and on a node with a core per trajectory the
     pods never contend, so the key reads about 1, not >= 1.5."""
     from rollart.sim.coding_actions import CodingTraceConfig
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    try:
-        import actions_emulated
-    finally:
-        sys.path.pop(0)
+    actions_emulated = bench_module("actions_emulated")
     setup = actions_emulated.Setup(8, CodingTraceConfig(batch=8, turns_mean=3), scale=0.03)
     r = asyncio.run(actions_emulated.emulated_rollout(setup, speedup=(1.0,), log=lambda line: None))
     assert set(r["dop"]) == {1} and r["runs"]["actions"]["passed"] == 8

@@ -6,15 +6,13 @@ from pathlib import Path
 
 import torch
 
+from bench_modules import bench_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_measure_engine_tiny_on_cpu():
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    try:
-        from gpu_engine import measure_engine
-    finally:
-        sys.path.pop(0)
+    measure_engine = bench_module("gpu_engine").measure_engine
     res = measure_engine((2, 4), device="cpu", tiny=True, hf_batch=4, prompt_len=16, new_tokens=8, log=lambda *_: None)
     for b in (2, 4):
         row = res["batches"][b]

@@ -3,8 +3,6 @@ job's emulated step and switch, so two jobs' steps wait for each other; and tool
 emulated GPUs (tools/bench/plexrl_live.py) counts GPU time as §6.2 does and misses when the two jobs' training
 no longer fits the shared pool."""
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,14 +11,10 @@ from rollart.messages import TrainStep
 from rollart.multiplex.emulated import EmulatedJob
 from rollart.multiplex.service import ServiceConfig, TrainingService
 
+from bench_modules import bench_module
 from mx_fixtures import save_tiny_policy, trainer_config, trajectories
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "bench"))
-try:
-    import plexrl_live
-finally:
-    sys.path.pop(0)
+plexrl_live = bench_module("plexrl_live")
 
 STEP_S = 0.4
 

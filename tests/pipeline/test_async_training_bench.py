@@ -2,17 +2,12 @@
 Table 4 measured them against the step, and the token profiles of its tasks (what tools/bench/affinity.py's Fig. 4
 runs for them)."""
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "bench"))
-try:
-    import async_training
-finally:
-    sys.path.pop(0)
+from bench_modules import bench_module
+
+async_training = bench_module("async_training")
 
 
 def test_the_calibration_sizes_the_trainer_and_the_pull_as_fig_3_and_table_4_do():

@@ -3,21 +3,15 @@ misses its target (a key that cannot fail is not a result)."""
 import asyncio
 import math
 import re
-import sys
-from pathlib import Path
 
 import envs  # noqa: F401
 from rollart.pipeline import Coordinator
 from rollart.rollout.env_manager import TaskSpec
+from bench_modules import bench_module
 from run_configs import config
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "bench"))
-try:
-    import async_training
-    import planner as planner_bench
-finally:
-    sys.path.pop(0)
+async_training = bench_module("async_training")
+planner_bench = bench_module("planner")
 
 FROZEN = TaskSpec(name="FrozenLake", env_id="rollart/FrozenLake-v0", env_kwargs={"invalid_hint": False},
                   max_new_tokens=1, max_turns=6)
@@ -96,11 +90,7 @@ def test_the_real_scheduler_overhead_misses_when_decisions_are_slow(monkeypatch)
     import time as clock
 
     from rollart.actions.elastic import ElasticScheduler
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    try:
-        import actions_real
-    finally:
-        sys.path.pop(0)
+    actions_real = bench_module("actions_real")
     assert asyncio.run(actions_real.real_cpu(quick=True))["overhead_pct"] < 3
     decide = ElasticScheduler._decide
 

@@ -1,17 +1,12 @@
 """tools/bench/time_to_score.py's pure parts: when a run reaches its target, censoring at the budget, median and
 range over censored runs, the ratio's direction and bounds, the interleaved order."""
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "bench"))
-try:
-    import time_to_score as tts
-finally:
-    sys.path.pop(0)
+from bench_modules import bench_module
+
+tts = bench_module("time_to_score")
 
 
 def test_target_needs_consecutive_evaluations():
@@ -66,11 +61,7 @@ def test_runs_rotate_over_seeds():
 
 
 def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_generation():
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    try:
-        import tts_paper
-    finally:
-        sys.path.pop(0)
+    tts_paper = bench_module("tts_paper")
     cal = tts_paper.derive(generation_s=5.4, train_1_s=23.0, trajectory_generation_s=2.7, turns=8.0,
                            moved_bytes=10**6, time_scale=8.0, real_over_emulated=0.3, steps=3)
     assert cal.trainer_devices == 10  # 23 s on one H800 -> 2.3 s, 23/54 of 5.4 s
@@ -81,11 +72,7 @@ def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_gener
 
 
 def test_the_paper_profile_grows_the_time_scale_until_engine_and_trainer_fit_their_emulated_times():
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    try:
-        import tts_paper
-    finally:
-        sys.path.pop(0)
+    tts_paper = bench_module("tts_paper")
     assert tts_paper.growth(engine_ratio=0.2, real_train_s=0.1, generation_s=2.7) == 1.0  # both fit already
     assert tts_paper.growth(engine_ratio=1.0, real_train_s=0.1, generation_s=2.7) == pytest.approx(2.0)  # engine
     # a 1 s real train step against 23/54 of 1 s of generation, within 0.8 of it: the trainer sets the scale

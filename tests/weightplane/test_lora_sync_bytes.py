@@ -1,9 +1,6 @@
 """The weight_sync bench's lora_sync_bytes_frac: what a LoRA trainer publishes per version over what a full
 fine-tuning trainer publishes, on the bench's SmolLM2-135M-shaped model. Rank 16 on q/k/v/o (the recipe's LoRA)
 stays under the 0.02 target; a LoRA of rank 128 on every linear layer does not, so the key can fail."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("peft")
@@ -12,15 +9,12 @@ from rollart.models.lora import ATTENTION, MLP, LoraConfig
 from rollart.trainer import TrainerConfig
 from rollart.trainer.torch_trainer import TorchTrainer
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "weight_sync.py"
+from bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
 def smollm2_shape(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("weight_sync_bench", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench.smollm2_shaped(str(tmp_path_factory.mktemp("shape") / "smollm2"))
+    return bench_module("weight_sync").smollm2_shaped(str(tmp_path_factory.mktemp("shape") / "smollm2"))
 
 
 def _published_bytes(folder: str, lora: LoraConfig) -> int:
