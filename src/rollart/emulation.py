@@ -63,6 +63,11 @@ def paper_transfer_s(part: str, phase_s: float, phases: tuple[str, ...] = ("gene
     return phase_s * TABLE4["Qwen3-8B"][part] / (share * FIG3_STEP_S)
 
 
+def paper_train_s(phase_s: float, phases: tuple[str, ...] = ("generation",)) -> float:
+    """A train step in the same time frame: Fig. 3's training share against the share of ``phases``."""
+    return phase_s * FIG3_STEP_SHARES["training"] / sum(FIG3_STEP_SHARES[p] for p in phases)
+
+
 @dataclass(frozen=True)
 class TrainerSpeedConfig:
     """A train step's emulated time: ``6 · n_params · tokens`` FLOPs over ``devices`` GPUs of ``hw_class`` at

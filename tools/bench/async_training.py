@@ -57,8 +57,8 @@ Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the e
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
 worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
 RollArt Table 2, ×sim_time_scale); a train step counts done only after Qwen3-8B's 6·P·tokens on the calibrated
-H800s at MFU 0.4 (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the longer); env
-latency is injected sleep; weight pushes and pulls go over SIMULATED links.
+H800s at MFU 0.4 (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the
+longer); env latency is injected sleep; weight pushes and pulls go over SIMULATED links.
 
 Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
 makes a pull last what Qwen3-8B's does in the paper against its step: Table 4's accumulated pull (6.2 s) keeps
@@ -104,7 +104,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import envs  # noqa: E402,F401
 from rollart.config import exit_on_config_error  # noqa: E402
-from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_transfer_s  # noqa: E402
+from rollart.emulation import TRAIN_MFU, TrainerSpeedConfig, paper_train_s, paper_transfer_s  # noqa: E402
 from rollart.actors import ActorSystem  # noqa: E402
 from rollart.cpus import ENV_VAR, format_cpus  # noqa: E402
 from rollart.config import apply_values  # noqa: E402
@@ -385,8 +385,7 @@ class Calibration:
     @property
     def train_target_s(self) -> float:
         """Fig. 3's training share against its rollout (generation + env) share, of this rollout."""
-        share = FIG3_STEP_SHARES
-        return self.rollout_s * share["training"] / sum(share[p] for p in ROLLOUT_PHASES)
+        return paper_train_s(self.rollout_s, ROLLOUT_PHASES)
 
     @property
     def trainer_devices(self) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_transfer_s
+from rollart.emulation import FIG3_STEP_SHARES, TRAIN_MFU, TrainerSpeedConfig, paper_train_s, paper_transfer_s
 from rollart.pipeline import Coordinator, PipelineConfig
 from rollart.pipeline.emulated import on_emulated_gpus
 from rollart.messages import ResetTrainer
@@ -128,7 +128,7 @@ def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float
     """The profile from a Sync+ run's emulated generation seconds per step, its train step on one emulated H800,
     a trajectory's generation seconds and turns: Fig. 3's shares and Table 4's pull, relative to generation."""
     gen, share = generation_s, FIG3_STEP_SHARES
-    devices = max(1, round(train_1_s / (gen * share["training"] / share["generation"])))
+    devices = max(1, round(train_1_s / paper_train_s(gen)))
     env_mean = trajectory_generation_s * share["env_reset"] / share["generation"] / (turns + 1)  # reset + steps
     pull_s = paper_transfer_s("pull", gen)
     cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, gen)
