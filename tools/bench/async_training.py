@@ -516,9 +516,10 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
         base = dataclasses.replace(base, **cal.emulation())
         for name in judged_modes(args):
             over = MODES[name]
-            cfg = apply_values(dataclasses.replace(base, run_name=name, total_steps=steps,
-                                                   eval_at_end=not args.quick), over)
-            if not args.quick:
+            cfg = apply_values(dataclasses.replace(base, run_name=name, eval_at_end=not args.quick), over)
+            if args.quick:  # two steady steps a mode, whatever its fill
+                cfg = dataclasses.replace(cfg, total_steps=steps or fill_steps(cfg) + 2)
+            else:
                 cfg = dataclasses.replace(cfg, total_steps=args.steps or fill_steps(cfg) + 12, eval_every=0,
                                           time_limit_s=args.mode_budget_s)
             runs = []
@@ -544,7 +545,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few steps per mode: step-time ratios only")
     ap.add_argument("--steps", type=int, default=0,
-                    help="steps per mode (default 4 quick; full: the fill steps + 12, see fill_steps)")
+                    help="steps per mode (default: the fill steps + 2 quick, + 12 full; see fill_steps)")
     ap.add_argument("--mode-budget-s", type=float, default=600.0, help="full run: time limit per mode")
     ap.add_argument("--sweep-steps", type=int, default=10,
                     help="full run: steady steps per α in the sweep, after its α+1 fill steps")
@@ -592,7 +593,7 @@ def main() -> None:
     if not args.concurrencies or min(args.concurrencies) <= 0:
         raise SystemExit(f"--concurrencies={given!r}: give numbers > 0 separated by commas, e.g. 1,1.5,2")
     logging.basicConfig(level=logging.ERROR)
-    steps = args.steps or (4 if args.quick else 14)
+    steps = args.steps
     with tempfile.TemporaryDirectory() as tmp:
         results, sweep = asyncio.run(run_all(args, work, steps, tmp))
     if args.sweep_only:
@@ -628,7 +629,7 @@ def main() -> None:
             f"{n} " + " ".join(f"{c:g}:{v:.2f}" for c, v in by.items()) for n, by in swept.items()))
     line = (f"async_vs_syncplus={ratio['syncplus']:.2f} async_vs_oneoff={ratio['oneoff']:.2f} "
             f"async_vs_areal={ratio['areal']:.2f} exposed_pull_frac={frac:.2f} pull_vs_train={r['pull_vs_train']:.3f} "
-            f"rollart_step_s={r['step_s']:.2f} steps_per_mode={steps}")
+            f"rollart_step_s={r['step_s']:.2f} steps_per_mode={max(res['steps'] for res in results.values())}")
     if "rollart_samehw" in results:
         same = results["rollart_samehw"]["step_s"]
         line += "".join(f" samehw_vs_{n}={results[n]['step_s'] / same:.2f}" for n in ("syncplus", "oneoff", "areal"))
