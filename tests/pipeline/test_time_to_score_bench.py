@@ -5,6 +5,7 @@ import math
 import pytest
 
 from bench_modules import bench_module
+from rollart.pipeline import PipelineConfig
 
 tts = bench_module("time_to_score")
 
@@ -60,7 +61,7 @@ def test_runs_rotate_over_seeds():
     assert len({o[0] for o in orders[:-1]}) == len(modes) and orders[-1] == orders[0]  # each mode first once
 
 
-def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_generation():
+def test_the_paper_profile_takes_fig3s_shares_and_table4s_transfers_relative_to_generation():
     tts_paper = bench_module("tts_paper")
     cal = tts_paper.derive(generation_s=5.4, train_1_s=23.0, trajectory_generation_s=2.7, turns=8.0,
                            moved_bytes=10**6, time_scale=8.0, real_over_emulated=0.3, steps=3)
@@ -68,6 +69,9 @@ def test_the_paper_profile_takes_fig3s_shares_and_table4s_pull_relative_to_gener
     assert cal.env_mean_s * 9 == pytest.approx(2.7 * 15 / 54)  # a trajectory's 9 env calls: 15/54 of its generation
     pull_s = 10**6 / cal.link_bytes_per_s
     assert pull_s == pytest.approx(5.4 * 6.2 / (0.54 * 366.0))  # Table 4's pull against Fig. 3's generation
+    assert 10**6 / cal.push_bytes_per_s == pytest.approx(5.4 * 32.4 / (0.54 * 366.0))  # and its push
+    cfg = tts_paper.apply(PipelineConfig(), cal)
+    assert (cfg.weight_link_bytes_per_s, cfg.weight_push_bytes_per_s) == (cal.link_bytes_per_s, cal.push_bytes_per_s)
     assert "trainer 10 x H800" in cal.line and "SIMULATED" in cal.line
 
 

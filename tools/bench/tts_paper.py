@@ -11,8 +11,10 @@ workload's own generation (SIMULATED timing, every figure so labelled):
   generation time (Fig. 3: generation 54 %, training 23 % of a step);
 * environment: every env call (reset and step) sleeps N(μ, μ/2) with 3 % heavy-tailed stragglers, μ making a
   trajectory's env time 15/54 of its generation time (Fig. 3: environment 15 %);
-* weight pulls: Table 4's accumulated pull for Qwen3-8B (6.2 s) over Fig. 3's generation time (0.54 x 366 s) of
-  ``G``: the real model's bytes through the real weight plane at the rate that takes that long;
+* weight push and pulls: Table 4's push (trainer -> store, 32.4 s) and accumulated pull (store -> workers, 6.2 s)
+  for Qwen3-8B over Fig. 3's generation time (0.54 x 366 s) of ``G``: the real model's bytes through the real
+  weight plane at the rates that take that long (the pulls stream behind the push, so a Sync+ step waits for
+  both, as the paper's synchronous design does; since 2026-12-07, as async_training.py's links);
 * the time scale: large enough that the tiny model's real engine compute stays under half the emulated time and its
   real train step under 0.8 of the emulated one (else the CPU, not the emulated GPU, sets that role's pace).
 
@@ -63,14 +65,15 @@ class Calibration:
     trainer_devices: int
     env_mean_s: float
     link_bytes_per_s: float
+    push_bytes_per_s: float
     generation_s: float
     """Emulated generation seconds per Sync+ step (scaled)."""
     line: str = ""
 
 
-def emulated(cfg: PipelineConfig, time_scale: float, devices: int, link: float) -> PipelineConfig:
+def emulated(cfg: PipelineConfig, time_scale: float, devices: int, link: float, push: float = 0.0) -> PipelineConfig:
     return on_emulated_gpus(cfg, time_scale=time_scale, trainer_devices=devices, model=MODEL, link_bytes_per_s=link,
-                            **WORKERS)
+                            weight_push_bytes_per_s=push, **WORKERS)
 
 
 async def calibrate(base: PipelineConfig, task, trainer, time_scale: float = TIME_SCALE, steps: int = 3,
@@ -130,17 +133,17 @@ def derive(generation_s: float, train_1_s: float, trajectory_generation_s: float
     gen, share = generation_s, FIG3_STEP_SHARES
     devices = max(1, round(train_1_s / paper_train_s(gen)))
     env_mean = trajectory_generation_s * share["env_reset"] / share["generation"] / (turns + 1)  # reset + steps
-    pull_s = paper_transfer_s("pull", gen)
-    cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, gen)
+    pull_s, push_s = paper_transfer_s("pull", gen), paper_transfer_s("push", gen)
+    cal = Calibration(time_scale, devices, env_mean, moved_bytes / pull_s, moved_bytes / push_s, gen)
     cal.line = (f"calibration (Sync+, {steps} steps, SIMULATED timing): time scale x{time_scale:g} (real/emulated "
                 f"engine {real_over_emulated:.2f}), generation {gen:.2f} s/step, trainer {devices} x H800 "
                 f"({train_1_s / devices:.2f} s a step; 23/54 of generation is {gen * 23 / 54:.2f}), env "
-                f"{env_mean * 1e3:.0f} ms a call ({turns:.1f} turns), weight pull {pull_s:.2f} s")
+                f"{env_mean * 1e3:.0f} ms a call ({turns:.1f} turns), weight push {push_s:.2f} s and pull {pull_s:.2f} s")
     return cal
 
 
 def apply(cfg: PipelineConfig, cal: Calibration) -> PipelineConfig:
-    return emulated(cfg, cal.time_scale, cal.trainer_devices, cal.link_bytes_per_s)
+    return emulated(cfg, cal.time_scale, cal.trainer_devices, cal.link_bytes_per_s, cal.push_bytes_per_s)
 
 
 def with_latency(task, cal: Calibration):
