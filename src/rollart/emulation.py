@@ -38,6 +38,41 @@ TABLE4 = {"Qwen3-8B": {"push": 32.4, "pull": 6.2}, "Qwen3-14B": {"push": 67.8, "
 """RollArt Table 4 (s a version): the weight push, trainer -> Mooncake store over the cross-cluster TCP link, and
 the accumulated pull, store -> inference workers (ROLLART exposed 1.4 / 5.1 / 9.6 s of the pulls: 67-78 % hidden
 by ongoing rollout; a synchronous design waits for push + pull, 38.6 / 84.1 / 157.0 s)."""
+
+
+@dataclass(frozen=True)
+class TaskProfile:
+    """Token profile of one agentic task, as an emulated engine times it (ranges are sampled uniformly per
+    trajectory / turn)."""
+    name: str
+    prompt_tokens: int
+    turns: tuple[int, int]
+    obs_tokens: int
+    """Tokens the environment adds per turn (observation / tool output)."""
+    response_tokens: tuple[int, int]
+    env_latency_s: float = 0.1
+    max_context: int = 32768
+
+    @property
+    def decode_per_prefill(self) -> float:
+        """Tokens generated per prompt token computed in a trajectory of this profile (the ranges' means; with
+        prefix caching each later turn prefills only what the environment added): high is decode-heavy."""
+        turns = sum(self.turns) / 2
+        return turns * sum(self.response_tokens) / 2 / (self.prompt_tokens + (turns - 1) * self.obs_tokens)
+
+
+PAPER_TASKS = {p.name: p for p in (
+    TaskProfile("frozenlake", 600, (20, 40), 512, (10, 40)),
+    TaskProfile("webshop", 1500, (5, 30), 1200, (30, 150)),
+    TaskProfile("math", 300, (1, 4), 100, (1000, 6000)),
+    TaskProfile("game", 400, (1, 1), 0, (500, 3000)),
+)}
+"""RollArt's agentic tasks as token profiles, on Qwen3-8B/32K. Their turns are Table 1's (FrozenLake 20-100, here
+20-40; WebShop 5-30; GEM-math < 5; GEM-game 1); the paper gives no token counts, so the prompt, observation and
+answer lengths are this project's estimates, checked against what the paper measured of them: with these
+profiles the roofline (RollArt Table 2) puts FrozenLake on 2 H800s at 0.57x its time on 6 H20s and GEM-math on the
+H20s at 0.66-0.87x (Fig. 4: as low as 0.53x, and 0.49-0.79x; tools/bench/affinity.py)."""
+
 TRAIN_MFU = 0.4
 """Model FLOPs utilization of a training step. The papers give none: an assumption (dense-model training on
 Megatron commonly reaches 0.35-0.45), stated where it is used."""

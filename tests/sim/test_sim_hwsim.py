@@ -1,7 +1,8 @@
 """Rollout simulator: every trajectory finishes, prefill-heavy favours H800, decode-heavy H20, KV pressure evicts."""
 import pytest
 
-from rollart.sim.hwsim import RolloutSim, TaskProfile, batch
+from rollart.emulation import TaskProfile
+from rollart.sim.hwsim import RolloutSim, batch
 
 PREFILL_HEAVY = TaskProfile("fl", 600, (10, 10), 512, (10, 10))
 DECODE_HEAVY = TaskProfile("math", 300, (2, 2), 100, (3000, 3000))
@@ -31,7 +32,7 @@ def test_prefix_cache_makes_later_turns_cheaper_than_recomputing():
     cached = sim.run(batch([PREFILL_HEAVY], 4))
     no_room = RolloutSim({"H800": 1}, "Qwen3-8B", 1, {"default": "H800"})
     for e in no_room.engines["H800"]:
-        e.kv_capacity = 6000  # one trajectory's history barely fits: idle caches get evicted
+        e.timeline.kv_capacity = 6000  # one trajectory's history barely fits: idle caches get evicted
     assert no_room.run(batch([PREFILL_HEAVY], 4)) > cached
 
 

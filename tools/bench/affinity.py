@@ -42,12 +42,10 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rollart.sim.hwsim import RolloutSim, TaskProfile, batch  # noqa: E402
+from rollart.emulation import PAPER_TASKS, TaskProfile  # noqa: E402
+from rollart.sim.hwsim import RolloutSim, batch  # noqa: E402
 
-FROZENLAKE = TaskProfile("frozenlake", 600, (20, 40), 512, (10, 40))
-WEBSHOP = TaskProfile("webshop", 1500, (5, 30), 1200, (30, 150))
-MATH = TaskProfile("math", 300, (1, 4), 100, (1000, 6000))
-GAME = TaskProfile("game", 400, (1, 1), 0, (500, 3000))
+FROZENLAKE, WEBSHOP, MATH, GAME = (PAPER_TASKS[n] for n in ("frozenlake", "webshop", "math", "game"))
 H800_ONLY, H20_ONLY = {"default": "H800"}, {"default": "H20"}
 MIX_ROUTING = {"frozenlake": "H800", "webshop": "H800", "math": "H20", "game": "H20"}
 TP = {"Qwen3-8B": 1, "Qwen3-14B": 2, "Qwen3-32B": 4}

@@ -177,7 +177,7 @@ class Workload:
 
 
     def profiles(self, model: str) -> list:
-        """Each task's token profile as this bench's model tokenizes it (``rollart.sim.hwsim.TaskProfile``): the
+        """Each task's token profile as this bench's model tokenizes it (``rollart.emulation.TaskProfile``): the
         first prompt (system prompt, template, observation), what a later turn adds, the turns and the answer
         lengths; for tools/bench/affinity.py's Fig. 4 with this workload."""
         import gymnasium as gym
@@ -185,7 +185,7 @@ class Workload:
         from rollart.models import load_tokenizer
         from rollart.rollout.chat import ChatFormat
         from rollart.rollout.env_protocol import env_defaults
-        from rollart.sim.hwsim import TaskProfile
+        from rollart.emulation import TaskProfile
         tokenizer, out = load_tokenizer(model), []
         for task, action in zip(self.tasks(latency=False), ("R", "<calc>1+1</calc>", "8")):
             env = gym.make(task.env_id, **task.env_kwargs)
