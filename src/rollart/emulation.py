@@ -18,6 +18,7 @@ in one line at its end, and a figure from such a run is not emulated timing. Eve
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rollart.config import ConfigError
@@ -143,6 +144,10 @@ class EmulationConfig:
     token_scale: float = 1.0
     """Emulated tokens per real token, for every role: each real token of a prompt, an answer or a context stands
     for this many of the emulated model's (``SpeedModelConfig.token_scale``; the trainer's step counts them too)."""
+    task_profiles: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Task name -> a paper task (``PAPER_TASKS``: frozenlake, webshop, math, game): that task's requests are timed as
+    turns of the paper's task on the workers' emulated classes (``rollart.sim.engine_profiled``), whatever their
+    real tokens. Empty: every engine step is timed from the real step's tokens (x ``token_scale``)."""
     weight_link: str = "tcp"
     """The link weight pulls emulate, at Table 3's measured rate for the model (tcp: the 200 Gb/s cross-cluster
     Ethernet; rdma: 400 Gb/s InfiniBand; none: the real weight plane's speed). An explicit
@@ -159,6 +164,9 @@ class EmulationConfig:
             raise ConfigError(f"emulation.token_scale={self.token_scale} must be >= 1 (emulated tokens per real token)")
         if self.weight_link not in ("tcp", "rdma", "none"):
             raise ConfigError(f"emulation.weight_link={self.weight_link!r}: choose tcp, rdma or none")
+        unknown = {t: p for t, p in self.task_profiles.items() if p not in PAPER_TASKS}
+        if unknown:
+            raise ConfigError(f"emulation.task_profiles={unknown}: no such paper task; use one of {sorted(PAPER_TASKS)}")
 
     def trainer_speed(self, time_scale: float) -> "TrainerSpeedConfig | None":
         if not self.trainer_hw_class:
@@ -177,7 +185,8 @@ def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[
 
 
 def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,
-             time_scale: float, token_scale: float = 1.0, push: float = 0.0) -> str:
+             time_scale: float, token_scale: float = 1.0, push: float = 0.0,
+             task_profiles: dict[str, str] | None = None) -> str:
     """The one line a run with emulated hardware prints: what it emulates."""
     counts: dict[str, int] = {}
     for hw in worker_classes:
@@ -187,4 +196,6 @@ def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig 
     pulls = f"weight link {link:.3g} GB/s" if link else "weight pulls at the real plane's speed"
     pulls += f", push link {push:.3g} GB/s" if push else ""
     tokens = f", {token_scale:g} tokens per real token" if token_scale != 1 else ""
+    if task_profiles:
+        tokens += ", requests timed as the paper's " + ", ".join(f"{t}={p}" for t, p in task_profiles.items())
     return f"emulated: {model} on {rollout}, {train}, {pulls}{tokens}; time ×{time_scale:g} [SIMULATED timing]"

@@ -181,6 +181,9 @@ class SpeedModelConfig:
     for this many of the emulated model's, so a real decode step lasts ``token_scale`` emulated decode steps over
     contexts that much longer (a CPU-scaled workload of hundreds of tokens reaches the paper's 32K-token contexts,
     where a decode step's KV reads grow with the batch)."""
+    task_profiles: dict = field(default_factory=dict)
+    """Task name -> the name of the paper task (``rollart.emulation.PAPER_TASKS``) whose turns that task's requests
+    are timed as (``rollart.sim.engine_profiled``); empty: each engine step is timed from the real step's tokens."""
     custom: dict = field(default_factory=dict)
     """For hw_class='custom': HardwareSpec fields, {'tflops':..., 'memory_gb':..., 'hbm_gb_s':..., 'intra_gb_s':...}."""
 

@@ -133,6 +133,8 @@ class GenerateRequest:
     sampling: SamplingParams
     trajectory_id: str = ""
     """The trajectory it serves (for the worker's speed model and logs)."""
+    task: str = ""
+    """The task it serves (the name the proxy routed it by; an emulated engine times it as that task's turns)."""
     export_kv: str = ""
     """PD prefill side: hand back the prompt's K/V in the result ("frames" | "ipc" | "auto"; "" = no)."""
     kv: KVBlocks | None = None

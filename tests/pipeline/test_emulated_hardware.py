@@ -46,6 +46,7 @@ def test_a_pull_sized_against_the_step_keeps_table_4s_share_of_fig_3s_step():
     (dict(emulation={"trainer_hw_class": "cpu"}), "emulation.trainer_hw_class='cpu' is not a GPU"),
     (dict(emulation={"trainer_devices": 0}), "emulation.trainer_devices=0 must be >= 1"),
     (dict(emulation={"token_scale": 0.5}), "emulation.token_scale=0.5 must be >= 1"),
+    (dict(emulation={"task_profiles": {"FrozenLake": "sokoban"}}), "'FrozenLake': 'sokoban'}: no such paper task"),
 ])
 def test_bad_emulation_settings_are_one_line(tmp_path, tiny_model, fields, says):
     with pytest.raises(ConfigError, match=says):
@@ -98,3 +99,17 @@ def test_a_weight_push_lasts_its_bytes_over_the_push_link_and_the_pulls_follow_i
         assert h["system/weight_push_s"] >= 0.95 * h["system/weight_bytes"] / rate > 0.05, h
     assert "weight_push_bytes_per_s=-1.0 must be >= 0" in str(pytest.raises(
         ConfigError, config, tmp_path, tiny_model, weight_push_bytes_per_s=-1.0).value)
+
+
+def test_task_profiles_time_each_request_as_a_turn_of_the_papers_task(tmp_path, tiny_model, capsys):
+    """With emulation.task_profiles the workers time every FrozenLake request as a turn of the paper's FrozenLake
+    (a 600-token prompt, 512-token observations, 10-40-token answers), whatever the one real token it generates."""
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, simulate_hardware=True, sim_time_scale=0.05,
+                 emulation={"weight_link": "none", "task_profiles": {"FrozenLake": "frozenlake"}})
+    result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
+    assert "requests timed as the paper's FrozenLake=frozenlake" in capsys.readouterr().out
+    (worker,) = result.workers.values()
+    turns = worker["emulated_requests"]
+    assert turns == worker["requests"] > 0
+    assert 10 * turns <= worker["emulated_decode_tokens"] <= 40 * turns  # the profile's answers, not the real 1
+    assert worker["emulated_prefill_tokens"] >= 600 and worker["simulated_scaled_seconds"] > 0

@@ -126,11 +126,20 @@ ROLLOUT_PHASES = ("generation", "env_reset")
 """The phases of Fig. 3's step a Sync+ step's rollout seconds cover: the train step and the pull are sized
 against them."""
 CALIBRATION_STEPS = 3
-"""Sync+ steps of the calibration run (the first is not counted: it includes the pipeline's start)."""
+"""Sync+ steps of the calibration run (the first is not counted: it includes the pipeline's start); --quick runs 2."""
 PAPER_BUCKETS = 16
 """Buckets a version moves in: Qwen3-8B's 15.3 GB in RollArt §6.3's 1 GB buckets. The workers relay them down a
 chain (weights.relay_fanout=1), each hop over the simulated link, so the bucket count sets how far the hops
 overlap: in one bucket a chain of five would take five pulls' time."""
+
+
+PAPER_PROFILES = {"FrozenLake": "frozenlake", "MathTool": "math", "GuessNumber": "game"}
+"""The paper task each stand-in's requests are timed as (``emulation.task_profiles``, rollart.emulation.PAPER_TASKS):
+FrozenLake for the many-turn prefill-heavy tasks, GEM-math and GEM-game for the few-turn decode-heavy ones."""
+GEN_SCALE = {True: 0.025, False: 3.0}
+"""Emulated engine seconds -> seconds here, with and without the paper's profiles: a GEM-math turn (about 3,500
+tokens of reasoning, ~28 s on an H800) lasts ~0.7 s; each step's roofline time of the stand-ins' few real tokens
+needed x3 to stand above this CPU's real engine time."""
 
 
 @dataclasses.dataclass
@@ -138,8 +147,11 @@ class Workload:
     """The CPU-scaled task mix and time scales (defaults calibrated to Fig. 3, see the module docstring)."""
     env_scale: float = 0.003
     """Paper env latency × this: per-turn N(10 s, 5 s) -> N(30 ms, 15 ms), 3 % heavy-tailed stragglers."""
-    gen_scale: float = 3.0
-    """Simulated Qwen3-8B engine time × this."""
+    gen_scale: float = 0.0
+    """Simulated Qwen3-8B engine time × this (0: the workload's default, ``GEN_SCALE``)."""
+    paper_profiles: bool = True
+    """Each task's requests timed as turns of the paper's task it stands for (``PAPER_PROFILES``); off: each engine
+    step timed from the real step's tokens, as before 2026-12-07."""
     math_cot: int = 24
     """MathTool tokens per turn, fixed (min = max): a chain of thought of that length."""
     game_cot: int = 8
@@ -154,12 +166,17 @@ class Workload:
     the emulated hardware."""
 
     def __post_init__(self) -> None:
+        self.gen_scale = self.gen_scale or GEN_SCALE[self.paper_profiles]
         if self.env_scale <= 0 or self.gen_scale <= 0 or self.batch_groups < 1:
             raise SystemExit(f"--env-scale and --gen-scale must be > 0 and --batch-groups >= 1, got {self}")
         if self.token_scale < 1:
             raise SystemExit(f"--token-scale must be >= 1, got {self.token_scale}")
         if self.math_cot < 1 or self.game_cot < 1:
             raise SystemExit(f"--math-cot and --game-cot must be >= 1, got {self.math_cot}, {self.game_cot}")
+
+    @property
+    def task_profiles(self) -> dict[str, str]:
+        return PAPER_PROFILES if self.paper_profiles else {}
 
     def tasks(self, latency: bool = True) -> list[TaskSpec]:
         """The mix (Table 1's profiles): FrozenLake many turns of 1-token moves (prefill-heavy); MathTool and
@@ -284,7 +301,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=envs_in_flight(work.concurrency, work)),
         simulate_hardware=True,  # the workers' classes; the trainer's GPUs and the link: calibrate()
-        emulation={**EMULATION, "token_scale": work.token_scale},
+        emulation={**EMULATION, "token_scale": work.token_scale, "task_profiles": work.task_profiles},
         sim_time_scale=work.gen_scale, bucket_bytes=paper_bucket_bytes(model),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
@@ -298,7 +315,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
     first = result.history[0]["system/elapsed_s"] if result.history else 0.0
     hist = result.history
     elapsed = [h["system/elapsed_s"] for h in hist]
-    skip = fill_steps(cfg) if len(hist) > fill_steps(cfg) + 1 else 0  # steady state: after the pipeline filled
+    skip = steady_skip(hist, cfg)
     per_step = (elapsed[-1] - elapsed[skip - 1]) / (len(hist) - skip) if skip else elapsed[-1] / max(len(hist), 1)
     pulls = steady_pulls(hist, cfg, skip)
     accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
@@ -320,11 +337,17 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
         load[st["hw_class"]] = (real + st.get("engine_seconds", 0.0),
                                 sim + st.get("simulated_scaled_seconds", 0.0))
     real_vs_sim = {hw: r / s if s else float("nan") for hw, (r, s) in load.items()}
-    tokens = {}  # per hardware class: (prompt tokens computed, tokens generated)
+    tokens = {}  # per hardware class: (prompt tokens computed, tokens generated), emulated where they are
+    real_tokens = emulated_tokens = 0
     for st in result.workers.values():
         prefilled, generated = tokens.get(st["hw_class"], (0, 0))
-        tokens[st["hw_class"]] = (prefilled + st.get("prompt_tokens", 0) - st.get("cached_tokens", 0),
-                                  generated + st.get("generated_tokens", 0))
+        real = (st.get("prompt_tokens", 0) - st.get("cached_tokens", 0), st.get("generated_tokens", 0))
+        emulated = (st.get("emulated_prefill_tokens", 0), st.get("emulated_decode_tokens", 0))
+        tokens[st["hw_class"]] = (prefilled + (emulated[0] or real[0]), generated + (emulated[1] or real[1]))
+        real_tokens += sum(real)
+        emulated_tokens += sum(emulated)
+    late = sum(st.get("late_requests", 0) for st in result.workers.values())
+    turns = sum(st.get("emulated_requests", 0) for st in result.workers.values())
     wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
     busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
     out = dict(name=name, mode=cfg.mode, alpha=cfg.alpha, steps=len(hist), steady_steps=len(hist) - skip,
@@ -343,7 +366,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                launched=result.rollout.get("launched", 0), trained=result.buffer.get("trained", 0),
                replaced=result.rollout.get("replaced", 0),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
-               real_vs_sim=real_vs_sim, busy=busy,
+               real_vs_sim=real_vs_sim, busy=busy, late_frac=late / turns if turns else 0.0,
+               emulated_per_real_token=emulated_tokens / real_tokens if emulated_tokens and real_tokens else 1.0,
                decode_per_prefill={hw: g / p if p else float("nan") for hw, (p, g) in tokens.items()})
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step over the last {len(hist) - skip} "
           f"(train {out['train_s']:.2f} s, of it "
@@ -356,6 +380,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
           "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items())
+          + (f"; requests whose real output came after their emulated turn {out['late_frac']:.1%}" if turns else "")
           + "; tokens generated per prompt token computed " + " ".join(
               f"{hw} {v:.2f}" for hw, v in out["decode_per_prefill"].items())
           + "; simulated busy " + " ".join(f"{hw} {b:.2f}" for hw, b in busy) + ")"
@@ -375,12 +400,19 @@ class Calibration:
     pull_bytes: float
     """The model's real bytes a version moves."""
     work: Workload
+    emulated_per_real_token: float = 1.0
+    """Tokens the emulated engines computed per real token (the paper's profiles against the stand-ins' tokens):
+    the emulated trainer's batch is that many times the real one."""
+
+    @property
+    def token_scale(self) -> float:
+        return self.emulated_per_real_token if self.work.paper_profiles else self.work.token_scale
 
     @property
     def one_h800_s(self) -> float:
         """A train step of the batch's tokens on one emulated H800 (Qwen3-8B, ×gen_scale)."""
         return TrainerSpeedConfig("H800", 1, "Qwen3-8B", TRAIN_MFU, self.work.gen_scale,
-                                  self.work.token_scale).step_seconds(int(self.tokens))
+                                  self.token_scale).step_seconds(int(self.tokens))
 
     @property
     def train_target_s(self) -> float:
@@ -390,6 +422,12 @@ class Calibration:
     @property
     def trainer_devices(self) -> int:
         return max(1, round(self.one_h800_s / self.train_target_s))
+
+    @property
+    def trainer_mfu(self) -> float:
+        """The MFU at which ``trainer_devices`` H800s take exactly the target (TRAIN_MFU is an assumption; a whole
+        number of devices alone lands up to a third off, and one H800 can be faster than the target)."""
+        return TRAIN_MFU * self.one_h800_s / self.trainer_devices / self.train_target_s
 
     @property
     def pull_s(self) -> float:
@@ -405,27 +443,29 @@ class Calibration:
         """PipelineConfig fields: the trainer on ``trainer_devices`` emulated H800s, push and pulls over the sized
         links."""
         return {"emulation": {**EMULATION, "trainer_hw_class": "H800", "trainer_devices": self.trainer_devices,
-                              "token_scale": self.work.token_scale},
+                              "trainer_mfu": self.trainer_mfu,
+                              "token_scale": self.token_scale, "task_profiles": self.work.task_profiles},
                 "weight_link_bytes_per_s": self.pull_bytes / self.pull_s,
                 "weight_push_bytes_per_s": self.pull_bytes / self.push_s}
 
     def line(self) -> str:
-        train_s = self.one_h800_s / self.trainer_devices
-        return (f"calibration (Sync+, {CALIBRATION_STEPS} steps, not judged; SIMULATED timing): rollout "
-                f"{self.rollout_s:.2f} s and {self.tokens:.0f} tokens a step -> trainer {self.trainer_devices} × H800 "
-                f"({train_s:.2f} s a step, {train_s / self.rollout_s:.2f} of the rollout; Fig. 3: 23/69 = 0.33), "
+        train_s = self.train_target_s
+        return (f"calibration (Sync+, not judged; SIMULATED timing): rollout "
+                f"{self.rollout_s:.2f} s and {self.tokens:.0f} tokens a step ({self.token_scale:.3g} emulated tokens "
+                f"each) -> trainer {self.trainer_devices} × H800 at MFU {self.trainer_mfu:.2f} "
+                f"({train_s:.2f} s a step, {train_s / self.rollout_s:.2f} of the rollout: Fig. 3's 23/69), "
                 f"weight push {self.push_s:.3f} s and pull {self.pull_s:.3f} s a version (Table 4's 32.4 s and 6.2 s "
                 f"of Fig. 3's 366 s step) over links of {self.pull_bytes / self.push_s / 1e6:.1f} and "
                 f"{self.pull_bytes / self.pull_s / 1e6:.1f} MB/s for the model's {self.pull_bytes / 1e6:.2f} MB")
 
 
-async def calibrate(base: PipelineConfig, trainer, work: Workload) -> Calibration:
+async def calibrate(base: PipelineConfig, trainer, work: Workload, steps: int = CALIBRATION_STEPS) -> Calibration:
     """A short Sync+ run with the trainer and the weight plane at their real speed measures what the emulated ones
-    are sized against."""
-    cfg = apply_values(dataclasses.replace(base, run_name="calibration", total_steps=CALIBRATION_STEPS,
+    are sized against (``steps``: --quick runs one fewer)."""
+    cfg = apply_values(dataclasses.replace(base, run_name="calibration", total_steps=steps,
                                            eval_at_end=False, eval_every=0), MODES["syncplus"])
     r = await run_mode("calibration", cfg, trainer, work)
-    return Calibration(r["rollout_s"], r["tokens_step"], r["pull_bytes"], work)
+    return Calibration(r["rollout_s"], r["tokens_step"], r["pull_bytes"], work, r["emulated_per_real_token"])
 
 
 def steady_pulls(hist: list[dict], cfg: PipelineConfig, skip: int) -> list[dict]:
@@ -437,10 +477,15 @@ def steady_pulls(hist: list[dict], cfg: PipelineConfig, skip: int) -> list[dict]
 def exposed_pull_frac(hist: list[dict], cfg: PipelineConfig) -> float:
     """The judged key: the part of the steady-state pulls that outlasted the train step beside it (what rollout
     waited for), over the whole pulls."""
-    skip = fill_steps(cfg) if len(hist) > fill_steps(cfg) + 1 else 0
+    skip = steady_skip(hist, cfg)
     pulls = steady_pulls(hist, cfg, skip)
     accum = sum(h.get("system/weight_pull_accum_s", 0.0) for h in pulls)
     return sum(h.get("system/weight_pull_exposed_s", 0.0) for h in pulls) / accum if accum else float("nan")
+
+
+def steady_skip(hist: list[dict], cfg: PipelineConfig) -> int:
+    """Steps to leave out of a steady-state figure: the fill steps, when any step comes after them."""
+    return fill_steps(cfg) if len(hist) > fill_steps(cfg) else 0
 
 
 def fill_steps(cfg: PipelineConfig) -> int:
@@ -500,9 +545,9 @@ def plot_sweep(sweep: list[dict], path: Path) -> None:
 async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, list]:
     model = str(make_tiny_model(Path(tmp) / "tiny", seed=args.seed, **MODEL_SIZES[args.model_size]))
     trainer_cpus, rollout_cpus = split_cores() if args.split_cores else ((), ())
-    args.cross_core = cross_core_slowdown(trainer_cpus, rollout_cpus)
+    args.cross_core = float("nan") if args.quick else cross_core_slowdown(trainer_cpus, rollout_cpus)
     print(f"machine: a matmul loop on the trainer's core runs {args.cross_core:.2f}x slower while the rollout "
-          "core is busy (1.00 = independent, as separate clusters are)", flush=True)
+          "core is busy (1.00 = independent, as separate clusters are; not measured under --quick)", flush=True)
     print(f"rollout hardware (Table 2 cost, H20 = 1.00): rollart {'+'.join(worker_classes(MODES['rollart']))} = "
           f"{rollout_cost(MODES['rollart']):.2f}; baselines {'+'.join(worker_classes(BASELINE_WORKERS))} = "
           f"{rollout_cost(BASELINE_WORKERS):.2f}", flush=True)
@@ -511,14 +556,14 @@ async def run_all(args, work: Workload, steps: int, tmp: str) -> tuple[dict, lis
     results, sweep = {}, []
     async with ActorSystem(heartbeat_interval=1.0, heartbeat_timeout=60.0) as system:
         trainer = await start_trainer(system, base, model, trainer_cpus)
-        cal = await calibrate(base, trainer, work)
+        cal = await calibrate(base, trainer, work, CALIBRATION_STEPS - args.quick)
         print(cal.line(), flush=True)
         base = dataclasses.replace(base, **cal.emulation())
         for name in judged_modes(args):
             over = MODES[name]
             cfg = apply_values(dataclasses.replace(base, run_name=name, eval_at_end=not args.quick), over)
-            if args.quick:  # two steady steps a mode, whatever its fill
-                cfg = dataclasses.replace(cfg, total_steps=steps or fill_steps(cfg) + 2)
+            if args.quick:  # two steady steps for the overlapped modes, one for Sync+ and One-off (under a minute)
+                cfg = dataclasses.replace(cfg, total_steps=steps or fill_steps(cfg) + 1 + overlapped(cfg))
             else:
                 cfg = dataclasses.replace(cfg, total_steps=args.steps or fill_steps(cfg) + 12, eval_every=0,
                                           time_limit_s=args.mode_budget_s)
@@ -554,8 +599,12 @@ def main() -> None:
     defaults = Workload()
     ap.add_argument("--env-scale", type=float, default=defaults.env_scale,
                     help="paper env latency (mu=10 s, sigma=5 s) x this (default %(default)s)")
-    ap.add_argument("--gen-scale", type=float, default=defaults.gen_scale,
-                    help="simulated Qwen3-8B generation time x this (default %(default)s)")
+    ap.add_argument("--gen-scale", type=float, default=0.0,
+                    help="simulated Qwen3-8B generation time x this (default: %s with the paper's profiles, %s without)"
+                    % (GEN_SCALE[True], GEN_SCALE[False]))
+    ap.add_argument("--paper-profiles", action=argparse.BooleanOptionalAction, default=True,
+                    help="time each task's requests as turns of the paper's task it stands for (default on; off: each "
+                    "engine step timed from the real step's tokens)")
     ap.add_argument("--math-cot", type=int, default=defaults.math_cot, help="MathTool tokens per turn, fixed")
     ap.add_argument("--game-cot", type=int, default=defaults.game_cot, help="GuessNumber tokens per turn, fixed")
     ap.add_argument("--batch-groups", type=int, default=defaults.batch_groups, help="groups of 4 per batch")
@@ -566,7 +615,8 @@ def main() -> None:
                     help="full run: the concurrencies the overlapped modes run at, each judged at its fastest "
                     "(default %(default)s; --quick runs --concurrency only)")
     ap.add_argument("--token-scale", type=float, default=defaults.token_scale,
-                    help="emulated tokens per real token (default %(default)s)")
+                    help="emulated tokens per real token, without --paper-profiles (default %(default)s; with them "
+                    "the calibration measures it)")
     ap.add_argument("--model-size", default="small", choices=sorted(MODEL_SIZES),
                     help="the trained model's shape (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
@@ -583,8 +633,9 @@ def main() -> None:
     args = ap.parse_args()
     MODES["rollart"]["rollout.extra_envs_per_group"] = args.redundant
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
-    work = Workload(args.env_scale, args.gen_scale, args.math_cot, args.game_cot, args.batch_groups,
-                    args.concurrency, args.token_scale)
+    work = Workload(env_scale=args.env_scale, gen_scale=args.gen_scale, paper_profiles=args.paper_profiles,
+                    math_cot=args.math_cot, game_cot=args.game_cot, batch_groups=args.batch_groups,
+                    concurrency=args.concurrency, token_scale=args.token_scale)
     given = args.concurrencies
     try:
         args.concurrencies = (args.concurrency,) if args.quick else tuple(float(c) for c in given.split(","))

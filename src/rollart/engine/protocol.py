@@ -29,6 +29,9 @@ class EngineCapabilities:
     prefix_namespaces: bool = False
     """``update_weights`` honours ``namespace`` / ``reuse_cached`` (jobs sharing one engine keep their cached
     prefixes). Without it every update drops the whole prefix cache, whatever the namespace."""
+    paced: bool = False
+    """``pause_s()`` says, after each step, how long stepping again would find nothing to do (an emulated engine
+    whose step under way ends later): the loop waits that long, or until a command arrives, instead of stepping."""
 
 
 @runtime_checkable

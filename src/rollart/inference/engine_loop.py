@@ -193,6 +193,18 @@ class EngineLoop:
             # 3) publish outputs
             for out in outputs:
                 self._finish(out)
+            if self.engine.capabilities.paced:
+                await self._pause(self.engine.pause_s())
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next step, or until a command arrives."""
+        if seconds <= 0 or self._inbox:
+            return
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def _apply(self, cmd: _Command) -> None:
         try:

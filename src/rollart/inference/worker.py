@@ -10,7 +10,9 @@ It composes three parts; its own code is the actor's surface (the typed messages
   background, ``update_weights(UpdateWeights)`` installs the complete version between two engine steps, and a
   worker restarted in place pulls the store's newest version itself (``catch_up``);
 * the engine (any ``rollart.engine.protocol.Engine``), wrapped, with a ``speed`` config, in the SIMULATED
-  ``rollart.sim.engine_speed.SimulatedSpeedEngine`` whose steps last the simulated hardware's step time.
+  ``rollart.sim.engine_speed.SimulatedSpeedEngine`` whose steps last the simulated hardware's step time, or,
+  with ``speed.task_profiles``, in ``rollart.sim.engine_profiled.ProfiledSpeedEngine`` whose requests last what
+  turns of the paper's tasks take on the simulated hardware.
 
 ``InferenceWorker`` is a plain class: tests drive it in-process; the actor runtime serves it in its own
 process (``ActorSystem.spawn(InferenceWorker, ...)``), where cancelling a ``generate`` call cancels the
@@ -35,6 +37,8 @@ from rollart.weightplane.receiver import WeightReceiver
 SIMULATED_SPEED = "rollart.sim.engine_speed:SimulatedSpeedEngine"
 """The Engine wrapper a ``speed`` config puts around the engine. Named, not imported: ``rollart.sim`` runs
 product code inside its simulators, so it sits above the product and the product never imports it."""
+PROFILED_SPEED = "rollart.sim.engine_profiled:ProfiledSpeedEngine"
+"""... and the one a ``speed`` config with ``task_profiles`` puts around it (requests timed as the paper's tasks)."""
 
 
 class InferenceWorker:
@@ -66,9 +70,11 @@ class InferenceWorker:
             from rollart.engine.registry import create_engine
             engine_obj = create_engine(backend or "torch", engine)
         self.simulated: Any = None
-        """The SimulatedSpeedEngine around the engine (with a ``speed`` config), else None."""
+        """The simulated-speed engine around the engine (with a ``speed`` config), else None."""
         if speed is not None:
-            self.simulated = load(SIMULATED_SPEED, "simulated speed engine")(engine_obj, speed)
+            speed = SpeedModelConfig(**speed) if isinstance(speed, dict) else speed
+            path = PROFILED_SPEED if speed.task_profiles else SIMULATED_SPEED
+            self.simulated = load(path, "simulated speed engine")(engine_obj, speed)
         self.engine: Engine = self.simulated or engine_obj
         self.hw_class = hw_class
         self.loop = EngineLoop(self.engine, name)

@@ -132,7 +132,7 @@ class LLMProxy:
         seq = next(self._seq)
         self._active[trajectory_id] = self._active.get(trajectory_id, 0) + 1
         try:
-            request = GenerateRequest(f"{trajectory_id}#{seq}", prompt, params, trajectory_id)
+            request = GenerateRequest(f"{trajectory_id}#{seq}", prompt, params, trajectory_id, task=task)
             if self.cfg.pd_prefill_class:
                 classes = {"p": self.cfg.pd_prefill_class, "d": self.cfg.pd_decode_class}
                 result, moved = await generate_disaggregated(
