@@ -5,7 +5,9 @@ The real code runs underneath — coordinator, actors, ZeroMQ, buffer, envs, the
 learning — and each role sleeps the difference where its real compute is shorter than the emulated time:
 
 * an inference worker's engine step lasts the roofline step time of the emulated model on its class
-  (``rollart.hardware.SpeedModel``, RollArt Table 2), via ``rollart.sim.engine_speed``;
+  (``rollart.hardware.SpeedModel``, RollArt Table 2), via ``rollart.sim.engine_speed``; with
+  ``EmulationConfig.task_profiles`` a request instead lasts what a turn of the paper task it stands for
+  (``PAPER_TASKS``) takes on an emulated engine of that class, via ``rollart.sim.engine_profiled``;
 * a train step lasts ``6 · P · tokens`` FLOPs of the emulated model over ``trainer.speed.devices`` GPUs of its class
   at ``mfu`` (``TrainerSpeedConfig``; the batch's real token count): the run counts the step done only then, so
   the trainer process itself is configured alike for every run it serves;

@@ -29,11 +29,13 @@ def _engine(tiny_model, hw="H800", scale=0.01, **kw):
     return ProfiledSpeedEngine(inner, dict(hw_class=hw, time_scale=scale, task_profiles=PROFILES, **kw))
 
 
-async def _generate(engine, requests):
-    """Each (id, task, trajectory) request through a real EngineLoop; id -> (result, wall seconds)."""
+async def _generate(engine, requests, stagger_s=0.0):
+    """Each (id, task, trajectory) request through a real EngineLoop, the i-th sent ``i * stagger_s`` after the first;
+    id -> (result, wall seconds)."""
     loop = EngineLoop(engine, "w")
 
     async def one(rid, task, traj):
+        await asyncio.sleep(stagger_s * [r[0] for r in requests].index(rid))
         t0 = time.perf_counter()
         out = await loop.generate(GenerateRequest(rid, [5, 6, 7, 8], GREEDY, trajectory_id=traj, task=task))
         return rid, (out, time.perf_counter() - t0)
@@ -82,12 +84,16 @@ def test_decode_heavy_turns_are_faster_on_h20_and_prefill_heavy_ones_on_h800(tin
     assert emulated["H800", "Lake"] < emulated["H20", "Lake"]
 
 
-def test_a_short_turn_is_not_held_back_by_a_long_one_on_the_same_engine(tiny_model):
+@pytest.mark.parametrize("stagger_s", [0.0, 0.1])
+def test_a_short_turn_is_not_held_back_by_a_long_one_on_the_same_engine(tiny_model, stagger_s):
+    """Sent together, or the short one while the loop waits out the long one's emulated steps (the command wakes
+    it, and the decode stretch under way ends at its next step)."""
     engine = _engine(tiny_model, scale=0.005)
-    got = asyncio.run(_generate(engine, [("m#0", "Math", "m"), ("l#0", "Lake", "l")]))
+    got = asyncio.run(_generate(engine, [("m#0", "Math", "m"), ("l#0", "Lake", "l")], stagger_s))
     (math_out, math_wall), (lake_out, lake_wall) = got["m#0"], got["l#0"]
     assert len(math_out.token_ids) == len(lake_out.token_ids) == 4  # the same real work
-    assert lake_wall < 0.2 * math_wall  # a FrozenLake turn (<= 40 tokens) beside a GEM-math one (>= 1000)
+    assert math_wall > 0.05 + stagger_s  # the GEM-math turn (5,526 tokens at ~8 ms a step x 0.005) outlasts the send ...
+    assert lake_wall < 0.2 * math_wall  # ... and a FrozenLake turn (<= 40 tokens) far below it
 
 
 def test_a_later_turn_prefills_only_its_observation_on_the_cached_context(tiny_model):

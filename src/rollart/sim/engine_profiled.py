@@ -34,7 +34,8 @@ from rollart.emulation import PAPER_TASKS
 from rollart.engine.protocol import Engine, EngineCapabilities
 from rollart.hardware import SpeedModel, SpeedModelConfig
 from rollart.sim.engine_timeline import EmulatedRequest, EngineTimeline
-from rollart.types import EngineStats, GenerateRequest, GenerationResult, WeightBucket
+from rollart.sim.engine_wrapper import EngineWrapper
+from rollart.types import GenerateRequest, GenerationResult, WeightBucket
 
 TICK_S = 0.002
 """Wall seconds a decode-only stretch of the emulated engine is committed ahead of the present; a request that
@@ -50,7 +51,7 @@ class _Trajectory:
     turns: int = 0
 
 
-class ProfiledSpeedEngine:
+class ProfiledSpeedEngine(EngineWrapper):
     """Args:
         engine: the real engine, stepped as it is.
         speed: the class, model, time scale and ``task_profiles`` it emulates (a dict crosses processes).
@@ -58,7 +59,7 @@ class ProfiledSpeedEngine:
 
     def __init__(self, engine: Engine, speed: SpeedModelConfig | dict) -> None:
         cfg = SpeedModelConfig(**speed) if isinstance(speed, dict) else speed
-        self.inner = engine
+        super().__init__(engine)
         self.speed = SpeedModel(dataclasses.replace(cfg, token_scale=1.0))  # the profiles' tokens are emulated ones
         self.token_scale = cfg.token_scale
         self.timeline = EngineTimeline(self.speed)
@@ -76,41 +77,17 @@ class ProfiledSpeedEngine:
         """Wall time the emulated engine has run to (the start of the step under way, if one is)."""
         self._step_end: float | None = None
         self._pause = 0.0
-        self.counters = dict(engine_seconds=0.0, simulated_seconds=0.0, late_requests=0, late_seconds=0.0,
+        self.counters = dict(engine_seconds=0.0, late_requests=0, late_seconds=0.0,
                              emulated_requests=0, emulated_prefill_tokens=0, emulated_decode_tokens=0)
 
-    # ---- the Engine protocol, passed through ---------------------------------------------------
-    @property
-    def version(self) -> int:
-        return self.inner.version
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.inner.tokenizer
-
+    # ---- the Engine protocol: what the emulated engine times -----------------------------------
     @property
     def capabilities(self) -> EngineCapabilities:
         return dataclasses.replace(self.inner.capabilities, paced=True)
 
-    @property
-    def weights_device(self) -> Any:
-        return self.inner.weights_device
-
-    def named_weights(self) -> list[tuple[str, Any]]:
-        return self.inner.named_weights()
-
     def reset_prefix_cache(self) -> Any:
         self.timeline.clear_cache()
         return self.inner.reset_prefix_cache()
-
-    def release_kv(self) -> int:
-        return self.inner.release_kv()
-
-    def reclaim_kv(self) -> int:
-        return self.inner.reclaim_kv()
-
-    def stats(self) -> EngineStats:
-        return self.inner.stats()
 
     def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
         self.inner.update_weights(weights, namespace, reuse_cached)

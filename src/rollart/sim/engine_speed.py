@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
-
-from rollart.engine.protocol import Engine, EngineCapabilities
+from rollart.engine.protocol import Engine
 from rollart.hardware import SpeedModel, SpeedModelConfig, StepWork
-from rollart.types import EngineStats, GenerateRequest, GenerationResult, WeightBucket
+from rollart.sim.engine_wrapper import EngineWrapper
+from rollart.types import GenerateRequest, GenerationResult
 
 
 @dataclass
@@ -30,14 +29,14 @@ class _InFlight:
     """Engine steps taken since it was added (estimates its context length)."""
 
 
-class SimulatedSpeedEngine:
+class SimulatedSpeedEngine(EngineWrapper):
     """Args:
         engine: the real engine, stepped as it is.
         speed: the hardware class and model shape whose step time is simulated (a dict crosses processes).
     """
 
     def __init__(self, engine: Engine, speed: SpeedModelConfig | dict) -> None:
-        self.inner = engine
+        super().__init__(engine)
         self.speed = SpeedModel(SpeedModelConfig(**speed) if isinstance(speed, dict) else speed)
         self._inflight: dict[str, _InFlight] = {}
         self.engine_seconds = 0.0
@@ -47,23 +46,6 @@ class SimulatedSpeedEngine:
         self.simulated_scaled_seconds = 0.0
         """Simulated seconds x time_scale: what the steps last here."""
 
-    # ---- the Engine protocol, passed through ---------------------------------------------------
-    @property
-    def version(self) -> int:
-        return self.inner.version
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.inner.tokenizer
-
-    @property
-    def capabilities(self) -> EngineCapabilities:
-        return self.inner.capabilities
-
-    @property
-    def weights_device(self) -> Any:
-        return self.inner.weights_device
-
     def add_request(self, request: GenerateRequest) -> None:
         self.inner.add_request(request)
         self._inflight[request.request_id] = _InFlight(len(request.prompt_token_ids), request.sampling.max_tokens)
@@ -71,27 +53,6 @@ class SimulatedSpeedEngine:
     def abort_request(self, request_id: str) -> bool:
         self._inflight.pop(request_id, None)
         return self.inner.abort_request(request_id)
-
-    def has_unfinished_requests(self) -> bool:
-        return self.inner.has_unfinished_requests()
-
-    def update_weights(self, weights: WeightBucket, namespace: str | None = None, reuse_cached: bool = False) -> None:
-        self.inner.update_weights(weights, namespace, reuse_cached)
-
-    def named_weights(self) -> list[tuple[str, Any]]:
-        return self.inner.named_weights()
-
-    def reset_prefix_cache(self) -> Any:
-        return self.inner.reset_prefix_cache()
-
-    def release_kv(self) -> int:
-        return self.inner.release_kv()
-
-    def reclaim_kv(self) -> int:
-        return self.inner.reclaim_kv()
-
-    def stats(self) -> EngineStats:
-        return self.inner.stats()
 
     # ---- the simulated step --------------------------------------------------------------------
     def step(self) -> list[GenerationResult]:
