@@ -9,35 +9,39 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 * disaggregated on one machine (R4: "training and rollout execute concurrently on separate GPUs"): one
   trainer process pinned to core 0 serves every mode (``reset`` to the initial weights between modes);
   this coordinator — envs, scheduler, rewards, inference workers — is pinned to the other core(s).
-* calibration first (``calibrate``, 3 Sync+ steps, judged nowhere): it measures the workload's rollout seconds
-  and tokens a step, and sizes from them the two emulated roles every mode then runs with — the trainer, as
-  many emulated H800s as make a Sync+ train step 23/69 of its rollout (Fig. 3: training 23 %, generation 54 %,
-  environment 15 % of a step), and the weight links (below). The calibration line says what it chose.
-* the simulated hardware must set the workers' speed, not this CPU: each mode prints its workers' real
-  engine time / simulated time (``real_vs_sim_max`` on the last line; well below 1 means the simulation
-  rules). The 0.9M "tiny" model's engine steps took more real time than the simulated ones (ratio 0.5-0.7,
-  most steps over), so workers ran at CPU speed whatever their class; the small model keeps it ~0.1-0.4.
-* workload: Table 1's two profiles, sampled 3:1:1 as the paper's five tasks split 3 many-turn
-  (SWE-bench, WebShop, FrozenLake: prefill-heavy) to 2 few-turn long-CoT (GEM-math, GEM-game:
-  decode-heavy) — FrozenLake (≤ 8 turns of 1-token moves) stands in for the first three; MathTool (3
-  turns) and GuessNumber (5 turns) answer in fixed-length chains of thought (``--math-cot``,
-  ``--game-cot`` tokens per turn, min = max). Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 %
-  heavy-tailed stragglers (rollout/env_faults.py; the shape of §7.3 R2). The time scales are calibrated to the
-  paper's measured step breakdown (§3, Fig. 3: generation 54 %, training 23 %, environment 15 %): with
-  ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale 3`` trajectories spend about
-  78 % generating and 22 % in env steps as in the paper (54:15), and the emulated trainer makes a Sync+ step
-  train for about 23/(23 + 69) of it (the real train step, 8-11 % of a Sync+ step until 2026-12-04, runs
-  underneath); each run prints the breakdown to check it on the machine at hand.
+* calibration first (``calibrate``, 3 Sync+ steps, 2 under --quick, judged nowhere): it measures the workload's
+  rollout seconds and tokens a step, and sizes from them the two emulated roles every mode then runs with — the
+  trainer, as many emulated H800s as make a Sync+ train step 23/69 of its rollout (Fig. 3: training 23 %,
+  generation 54 %, environment 15 % of a step), at the MFU that makes it exactly that (the papers give no MFU),
+  over the batch's tokens as the emulated engines counted them, and the weight links (below). The calibration
+  line says what it chose.
+* workload: Table 1's two kinds of task, sampled 3:1:1 as the paper's five split 3 many-turn (SWE-bench, WebShop,
+  FrozenLake: prefill-heavy) to 2 few-turn long-CoT (GEM-math, GEM-game: decode-heavy). The real envs are
+  CPU-scaled stand-ins — FrozenLake (≤ 8 turns of 1-token moves), MathTool (3 turns) and GuessNumber (5 turns)
+  answering in fixed-length chains of thought (``--math-cot``, ``--game-cot``) — and the learning is theirs; their
+  requests are timed as turns of the paper's tasks they stand for (``PAPER_PROFILES``, since 2026-12-07:
+  ``emulation.task_profiles``, rollart.sim.engine_profiled): a FrozenLake turn as the paper's FrozenLake (a 600-token
+  prompt, 512-token observations, 10-40-token answers), a MathTool turn as GEM-math (1,000-6,000 tokens of
+  reasoning), a GuessNumber turn as GEM-game (500-3,000), each on an emulated engine of the worker's class that
+  batches, caches prefixes and runs out of KV as vLLM does. Limits: the turns are the stand-ins' (FrozenLake 8,
+  the paper's 20-100; GuessNumber 5, GEM-game 1), and an answer's emulated length does not follow its real one.
+  ``--no-paper-profiles`` times each engine step from its real tokens instead (the workload until 2026-12-04:
+  the stand-ins then were neither decode- nor prefill-heavy enough for either class to gain, 6 H20 against
+  2 H800 reading 0.96-1.18 for every task in tools/bench/affinity.py, against the paper's 0.49-0.79 and 1.9).
+  Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 % heavy-tailed stragglers (rollout/env_faults.py;
+  the shape of §7.3 R2); with ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale
+  0.025`` (a GEM-math turn ~0.7 s) trajectories spend about 75 % generating and 25 % in env steps (the paper's
+  54:15 is 78:22); each run prints the breakdown.
+* the simulated hardware must set the workers' speed, not this CPU: each mode prints the share of requests whose
+  real output came after their emulated turn (then that request's time is this CPU's) and the workers' real
+  engine time / emulated busy time (``late_frac_max``, ``late_s_max`` and ``real_vs_sim_max`` on the last line).
 * hardware cost-equivalent, as RollArt's affinity ablation compares it (§7.3 R1: 64 H800 + 24 H20 against 72
-  H800, 206 against 205 by Table 2's normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s (``BASELINE_WORKERS``, cost 8.55);
-  ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks to the H20s. Each run prints
-  both costs (``rollout_cost_ratio`` on the last line).
+  H800, 206 against 205 by Table 2's normalised cost, H800 2.85, H20 1.00): the baselines roll out on 3 H800s
+  (``BASELINE_WORKERS``, cost 8.55); ROLLART on 2 H800 + 3 H20 (cost 8.70, 1.02x), routing the decode-heavy tasks
+  to the H20s. Each run prints both costs (``rollout_cost_ratio`` on the last line).
 * what affinity can pay here: the run prints the tokens each class generated per prompt token it computed
-  (``decode_per_prefill_<class>`` on the last line) beside the paper's profiles' (tools/bench/affinity.py: GEM-Math
-  19.4, FrozenLake 0.049), and tools/bench/affinity.py runs Fig. 4's comparison with these tasks' token profiles
-  (``Workload.profiles``). Measured 2026-12-04: the stand-ins are neither decode- nor prefill-heavy enough for the
-  roofline to favour either class (6 H20 against 2 H800: 0.96-1.18 for every task, the paper's 0.49-0.79 and
-  1.9), so the cost-equivalent mix only splits the capacity of 3 H800 into two pools.
+  (``decode_per_prefill_<class>`` on the last line, emulated tokens) beside the paper's profiles' (GEM-Math 19.4,
+  FrozenLake 0.049).
 * ``rollart``: mode=async, α=1 (per-turn bound), hardware-affinity routing, the configuration above.
 * ``syncplus``: mode=sync — trajectory-level envs, async reward, then train, then update (Sync+).
 * ``oneoff``: mode=oneoff — batch k+1 rolls out with weights k-1 while batch k trains.
@@ -55,9 +59,9 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
 
 Real vs simulated: the trainer (forward/backward/AdamW of the tiny model), the engine's tokens, the envs,
 rewards, actors, ZeroMQ transport and weight store are real and run on this CPU. SIMULATED: each inference
-worker additionally sleeps the step time a Qwen3-8B engine would need on its hardware class (roofline of
-RollArt Table 2, ×sim_time_scale); a train step counts done only after Qwen3-8B's 6·P·tokens on the calibrated
-H800s at MFU 0.4 (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the
+worker returns a request once a Qwen3-8B engine of its hardware class would have served the paper task's turn
+(roofline of RollArt Table 2, ×sim_time_scale); a train step counts done only after Qwen3-8B's 6·P·tokens on the calibrated
+H800s at the calibrated MFU (×sim_time_scale; ``train_outran=`` on the last line counts the steps whose real compute was the
 longer); env latency is injected sleep; weight pushes and pulls go over SIMULATED links.
 
 Weight pulls: the model's real bytes through the real weight plane (store -> workers), over a link as slow as
@@ -347,6 +351,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
         real_tokens += sum(real)
         emulated_tokens += sum(emulated)
     late = sum(st.get("late_requests", 0) for st in result.workers.values())
+    late_s = sum(st.get("late_seconds", 0.0) for st in result.workers.values())
     turns = sum(st.get("emulated_requests", 0) for st in result.workers.values())
     wall = time.perf_counter() - t0  # simulated busy time / wall, per worker: which class is the bottleneck
     busy = [(st["hw_class"], st.get("simulated_scaled_seconds", 0.0) / wall) for st in result.workers.values()]
@@ -366,7 +371,7 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                launched=result.rollout.get("launched", 0), trained=result.buffer.get("trained", 0),
                replaced=result.rollout.get("replaced", 0),
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
-               real_vs_sim=real_vs_sim, busy=busy, late_frac=late / turns if turns else 0.0,
+               real_vs_sim=real_vs_sim, busy=busy, late_frac=late / turns if turns else 0.0, late_s=late_s,
                emulated_per_real_token=emulated_tokens / real_tokens if emulated_tokens and real_tokens else 1.0,
                decode_per_prefill={hw: g / p if p else float("nan") for hw, (p, g) in tokens.items()})
     print(f"{name:>10}: {len(hist)} steps, {per_step:.2f} s/step over the last {len(hist) - skip} "
@@ -380,7 +385,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
           "real/simulated engine time " + " ".join(f"{hw} {v:.2f}" for hw, v in real_vs_sim.items())
-          + (f"; requests whose real output came after their emulated turn {out['late_frac']:.1%}" if turns else "")
+          + (f"; requests whose real output came after their emulated turn {out['late_frac']:.1%} (held {late_s:.2f} s "
+             "past it in all)" if turns else "")
           + "; tokens generated per prompt token computed " + " ".join(
               f"{hw} {v:.2f}" for hw, v in out["decode_per_prefill"].items())
           + "; simulated busy " + " ".join(f"{hw} {b:.2f}" for hw, b in busy) + ")"
@@ -688,6 +694,9 @@ def main() -> None:
     line += " real_vs_sim_max=%.2f" % max(v for res in results.values() for v in res["real_vs_sim"].values())
     line += " steady_steps_min=%d" % min(res["steady_steps"] for res in results.values())
     line += " train_outran=%d" % sum(res["train_outran"] for res in results.values())
+    if work.paper_profiles:  # requests whose real output came after their emulated turn: this CPU's time, not emulated
+        line += " late_frac_max=%.3f late_s_max=%.2f" % (max(res["late_frac"] for res in results.values()),
+                                                         max(res["late_s"] for res in results.values()))
     base_tput = results["syncplus"]["tokens_per_s"]
     line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
     line += "".join(f" decode_per_prefill_{hw}={v:.3f}" for hw, v in mix.items())
