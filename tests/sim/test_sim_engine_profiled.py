@@ -140,3 +140,14 @@ def test_a_worker_with_task_profiles_wraps_its_engine_in_the_profiled_one(tiny_m
                         speed=SpeedModelConfig(hw_class="H20", task_profiles=PROFILES))
     assert isinstance(w.engine, ProfiledSpeedEngine) and w.engine.capabilities.paced
     assert "late_requests" in w.stats()
+
+
+def test_a_prefill_step_under_way_runs_whole_when_another_request_arrives(tiny_model):
+    engine = _engine(tiny_model, hw="H20", scale=1.0)  # a FrozenLake prompt's prefill: ~0.13 s on an H20
+    got = asyncio.run(_generate(engine, [("l#0", "Lake", "l"), ("x#0", "Lake", "x")], stagger_s=0.04))
+    model = SpeedModel(hw_class="H20")
+    prefill = model.step_seconds(StepWork(prefill_tokens=600, prefill_context=300))
+    decode = model.step_seconds(StepWork(decode_seqs=1, decode_context_tokens=600))
+    # its whole prefill step, then one step holding the other's prefill, then the rest of its 15-token answer (cut
+    # short at the arrival, its prefill would have ended at 0.04 s: ~0.27 s in all)
+    assert got["l#0"][1] >= 2 * prefill + 10 * decode

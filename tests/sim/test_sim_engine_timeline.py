@@ -35,6 +35,13 @@ def test_a_macro_step_runs_to_the_first_finish_and_truncate_keeps_the_steps_begu
     assert tl.finish_step() == [] and [f.key for f in _run_out(tl)] == ["a"] and r.decoded == 101
 
 
+def test_a_single_step_under_way_is_not_shortened():
+    tl = _timeline()
+    tl.submit(EmulatedRequest("a", prefill_left=2000, decode_total=10))
+    dt = tl.start_step()  # a prefill step
+    assert dt > 0 and tl.truncate(dt / 10) is None and tl.running[0].prefill_left == 0
+
+
 def test_a_horizon_bounds_the_macro_step():
     tl = _timeline()
     tl.submit(EmulatedRequest("a", prefill_left=0, decode_total=1000, context=10))

@@ -182,8 +182,8 @@ class ProfiledSpeedEngine(EngineWrapper):
         """Run the emulated engine up to ``now`` and end the step under way at its next step boundary: what changes
         now (a request arriving, new weights) takes effect from there."""
         self._advance(now)
-        if self._step_end is not None:
-            self._step_end = self._clock + self.timeline.truncate((now - self._clock) / self.scale) * self.scale
+        if self._step_end is not None and (kept := self.timeline.truncate((now - self._clock) / self.scale)):
+            self._step_end = self._clock + kept * self.scale
 
     def _advance(self, now: float) -> None:
         """Run the emulated engine up to ``now``: commit its steps in order, each starting where the last ended."""

@@ -177,12 +177,13 @@ class EngineTimeline:
             self._macro = _MacroStep(decoding, steps, dt)
         return dt
 
-    def truncate(self, elapsed_s: float) -> float:
+    def truncate(self, elapsed_s: float) -> float | None:
         """Shorten the macro-step started ``elapsed_s`` ago to the steps begun by then (a request arrived and
-        joins at the next step boundary); the step's duration now. A single step is not shortened."""
+        joins at the next step boundary); its duration now, or None when the step under way is a single step
+        (it runs whole)."""
         macro = self._macro
         if macro is None:
-            return 0.0
+            return None
         one = macro.dt / macro.steps
         begun = min(macro.steps, max(1, int(elapsed_s / one) + 1))
         undo = macro.steps - begun
