@@ -79,8 +79,8 @@ def test_the_paper_profile_grows_the_time_scale_until_engine_and_trainer_fit_the
     tts_paper = bench_module("tts_paper")
     assert tts_paper.growth(engine_ratio=0.2, real_train_s=0.1, generation_s=2.7) == 1.0  # both fit already
     assert tts_paper.growth(engine_ratio=1.0, real_train_s=0.1, generation_s=2.7) == pytest.approx(2.0)  # engine
-    # a 1 s real train step against 23/54 of 1 s of generation, within 0.8 of it: the trainer sets the scale
-    assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0) == pytest.approx(54 / 23 / 0.8)
+    # a 1 s real train step against 23/54 of 1 s of generation, within half of it: the trainer sets the scale
+    assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0) == pytest.approx(54 / 23 / 0.5)
     assert tts_paper.growth(engine_ratio=0.2, real_train_s=1.0, generation_s=1.0, fit_trainer=False) == 1.0
 
 

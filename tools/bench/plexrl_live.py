@@ -44,8 +44,9 @@ TRAIN_S = sum(SHAPES["7B"]["ops"])
 SWITCH_S = SETUP_S["7B"]
 ROLLOUT_GPUS, TRAIN_GPUS = table1_pools("7B")
 ENGINE_REAL_MAX = 0.25
-"""Real engine compute at most this share of its emulated time, measured alone (packed, two jobs share the core);
-the real train step at most tts_paper.TRAINER_REAL_MAX of its emulated time."""
+"""Real engine compute at most this share of its emulated time, measured alone (packed, two jobs share the core)."""
+TRAINER_REAL_MAX = 0.8
+"""The real train step at most this share of its emulated time (no train step of its full runs outran it)."""
 TIME_SCALE = 8.0
 CALIBRATION_TRAINER_GPUS = 4096
 """The calibration's trainer emulates this many GPUs, so its steps last their real time (what it must measure)."""
@@ -87,7 +88,8 @@ async def calibrate(common: dict, steps: int = 3, tries: int = 2, train_share: f
         rollout = statistics.mean(j["rollout_s"] for j in jobs)
         engine = max(j["engine_real_s"] / j["engine_emulated_s"] for j in jobs)
         real_train = max(j["train_real_max_s"] for j in jobs)
-        grow = tts_paper.growth(engine, real_train, rollout, fit_trainer, train_share, ENGINE_REAL_MAX)
+        grow = tts_paper.growth(engine, real_train, rollout, fit_trainer, train_share, ENGINE_REAL_MAX,
+                                TRAINER_REAL_MAX)
         if grow == 1.0 or attempt == tries - 1:
             break
         scale *= grow * 1.1
