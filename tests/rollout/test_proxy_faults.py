@@ -67,19 +67,24 @@ def _observation(turn):
     return [100 + turn, 101, 102]
 
 
-async def _trajectory(proxy, tid, turns, results, task):
-    """A multi-turn agent: each turn's prompt is the whole history (sticky routing reuses its prefix)."""
+async def _trajectory(proxy, tid, turns, results, task, last_turn_gate=None):
+    """A multi-turn agent: each turn's prompt is the whole history (sticky routing reuses its prefix). With a
+    gate, the last turn waits for it, so a test knows that turn is still to come when it opens the gate."""
     history = _first_prompt(int(tid[4:]))
     for turn in range(turns):
+        if last_turn_gate is not None and turn == turns - 1:
+            await last_turn_gate.wait()
         res = await proxy.generate(tid, history, GREEDY, task=task)
         results.append((tid, turn, res))
         history = history + res.token_ids + _observation(turn)
 
 
-async def _wait_for(cond, timeout=240.0):  # generous: a restart re-imports torch on a loaded machine
+async def _wait_for(cond, timeout=240.0, poll_s=0.02):
+    """Generous timeout: a restart re-imports torch on a loaded machine. poll_s=0 checks on every loop turn, for
+    conditions as short-lived as a 16-token turn of the tiny model, which can start and end between 20 ms polls."""
     async with asyncio.timeout(timeout):
         while not cond():
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(poll_s)
 
 
 async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(system, sharp_model):
@@ -99,11 +104,12 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     served_before = store.bytes_served()
     num_traj, turns = 4, 3
     results = []
-    rollout = asyncio.gather(*(_trajectory(proxy, f"traj{t}", turns, results, "frozenlake")
+    last_turn = asyncio.Event()  # held until step 2, so the rollout cannot finish before the second kill
+    rollout = asyncio.gather(*(_trajectory(proxy, f"traj{t}", turns, results, "frozenlake", last_turn)
                                for t in range(num_traj)))
 
     # 1) first kill -9, mid-rollout: the runtime restarts the worker in place and its requests are re-issued there
-    await _wait_for(lambda: len(results) >= 3 and proxy.workers["H800-0"].outstanding > 0)
+    await _wait_for(lambda: len(results) >= 3 and proxy.workers["H800-0"].outstanding > 0, poll_s=0)
     first_pid = fast.pid
     os.kill(first_pid, signal.SIGKILL)
     await _wait_for(lambda: fast.restarts == 1 and fast.state == "ready" and proxy.workers["H800-0"].healthy
@@ -114,7 +120,8 @@ async def test_kill9_restarts_in_place_then_reroutes_after_repeated_failures(sys
     assert all(res.worker == "H800-0" for _, _, res in results), ([(t, k, r.worker) for t, k, r in results], proxy.stats())
 
     # 2) second kill -9: restarts exhausted -> removed; in-flight requests finish on the compatible H20 worker
-    await _wait_for(lambda: proxy.workers["H800-0"].outstanding > 0)
+    last_turn.set()
+    await _wait_for(lambda: proxy.workers["H800-0"].outstanding > 0, poll_s=0)
     os.kill(fast.pid, signal.SIGKILL)
     await asyncio.wait_for(rollout, 240)
     assert proxy.workers["H800-0"].dead and not fast.alive
