@@ -57,10 +57,14 @@ class TaskProfile:
     max_context: int = 32768
 
     @property
+    def mean_turns(self) -> float:
+        return sum(self.turns) / 2
+
+    @property
     def decode_per_prefill(self) -> float:
         """Tokens generated per prompt token computed in a trajectory of this profile (the ranges' means; with
         prefix caching each later turn prefills only what the environment added): high is decode-heavy."""
-        turns = sum(self.turns) / 2
+        turns = self.mean_turns
         return turns * sum(self.response_tokens) / 2 / (self.prompt_tokens + (turns - 1) * self.obs_tokens)
 
 
@@ -150,6 +154,11 @@ class EmulationConfig:
     """Task name -> a paper task (``PAPER_TASKS``: frozenlake, webshop, math, game): that task's requests are timed as
     turns of the paper's task on the workers' emulated classes (``rollart.sim.engine_profiled``), whatever their
     real tokens. Empty: every engine step is timed from the real step's tokens (x ``token_scale``)."""
+    task_turns: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Task name -> the turns a trajectory of that task takes here (its ``max_turns``), for a task in
+    ``task_profiles`` whose turn count differs from the paper task's: each request then stands for the paper task's
+    mean turns / this many of its turns (observation and answer lengths scaled alike), so that a trajectory carries
+    a paper trajectory's work. A task not named: one request, one paper turn."""
     weight_link: str = "tcp"
     """The link weight pulls emulate, at Table 3's measured rate for the model (tcp: the 200 Gb/s cross-cluster
     Ethernet; rdma: 400 Gb/s InfiniBand; none: the real weight plane's speed). An explicit
@@ -169,6 +178,11 @@ class EmulationConfig:
         unknown = {t: p for t, p in self.task_profiles.items() if p not in PAPER_TASKS}
         if unknown:
             raise ConfigError(f"emulation.task_profiles={unknown}: no such paper task; use one of {sorted(PAPER_TASKS)}")
+        bad = {t: n for t, n in self.task_turns.items()
+               if t not in self.task_profiles or not isinstance(n, int) or isinstance(n, bool) or n < 1}
+        if bad:
+            raise ConfigError(f"emulation.task_turns={bad}: give each task of emulation.task_profiles its turns "
+                              "here as an integer >= 1")
 
     def trainer_speed(self, time_scale: float) -> "TrainerSpeedConfig | None":
         if not self.trainer_hw_class:
@@ -188,7 +202,7 @@ def train_delay(speed: TrainerSpeedConfig, tokens: int, real_s: float) -> tuple[
 
 def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig | None, link: float,
              time_scale: float, token_scale: float = 1.0, push: float = 0.0,
-             task_profiles: dict[str, str] | None = None) -> str:
+             task_profiles: dict[str, str] | None = None, task_turns: dict[str, int] | None = None) -> str:
     """The one line a run with emulated hardware prints: what it emulates."""
     counts: dict[str, int] = {}
     for hw in worker_classes:
@@ -199,5 +213,8 @@ def describe(model: str, worker_classes: list[str], trainer: TrainerSpeedConfig 
     pulls += f", push link {push:.3g} GB/s" if push else ""
     tokens = f", {token_scale:g} tokens per real token" if token_scale != 1 else ""
     if task_profiles:
-        tokens += ", requests timed as the paper's " + ", ".join(f"{t}={p}" for t, p in task_profiles.items())
+        turns = task_turns or {}
+        tokens += ", requests timed as the paper's " + ", ".join(
+            f"{t}={p}" + (f" ({turns[t]} turns as {PAPER_TASKS[p].mean_turns:g})" if t in turns else "")
+            for t, p in task_profiles.items())
     return f"emulated: {model} on {rollout}, {train}, {pulls}{tokens}; time ×{time_scale:g} [SIMULATED timing]"

@@ -184,6 +184,8 @@ class SpeedModelConfig:
     task_profiles: dict = field(default_factory=dict)
     """Task name -> the name of the paper task (``rollart.emulation.PAPER_TASKS``) whose turns that task's requests
     are timed as (``rollart.sim.engine_profiled``); empty: each engine step is timed from the real step's tokens."""
+    task_turns: dict = field(default_factory=dict)
+    """Task name -> its turns here, where they differ from its paper task's (``EmulationConfig.task_turns``)."""
     custom: dict = field(default_factory=dict)
     """For hw_class='custom': HardwareSpec fields, {'tflops':..., 'memory_gb':..., 'hbm_gb_s':..., 'intra_gb_s':...}."""
 

@@ -29,6 +29,9 @@ def test_the_calibration_sizes_the_trainer_and_the_pull_as_fig_3_and_table_4_do(
     assert fields["emulation"]["trainer_devices"] == cal.trainer_devices
     assert fields["emulation"]["token_scale"] == 30.0 and fields["emulation"]["trainer_mfu"] == cal.trainer_mfu
     assert fields["emulation"]["task_profiles"] == {"FrozenLake": "frozenlake", "MathTool": "math", "GuessNumber": "game"}
+    # each stand-in trajectory carries a paper trajectory's work: its turns are its TaskSpec's max_turns
+    assert fields["emulation"]["task_turns"] == {"FrozenLake": 8, "MathTool": 3, "GuessNumber": 5}
+    assert async_training.Workload(paper_turns=False).emulation()["task_turns"] == {}
     assert fields["weight_link_bytes_per_s"] == pytest.approx(560_000 / cal.pull_s)
     assert cal.push_s == pytest.approx(2.0 * 32.4 / (0.69 * 366.0))  # and its push
     assert fields["weight_push_bytes_per_s"] == pytest.approx(560_000 / cal.push_s)

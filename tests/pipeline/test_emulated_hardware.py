@@ -47,6 +47,10 @@ def test_a_pull_sized_against_the_step_keeps_table_4s_share_of_fig_3s_step():
     (dict(emulation={"trainer_devices": 0}), "emulation.trainer_devices=0 must be >= 1"),
     (dict(emulation={"token_scale": 0.5}), "emulation.token_scale=0.5 must be >= 1"),
     (dict(emulation={"task_profiles": {"FrozenLake": "sokoban"}}), "'FrozenLake': 'sokoban'}: no such paper task"),
+    (dict(emulation={"task_profiles": {"FrozenLake": "frozenlake"}, "task_turns": {"MathTool": 3}}),
+     r"task_turns=\{'MathTool': 3\}: give each task of emulation.task_profiles its turns"),
+    (dict(emulation={"task_profiles": {"FrozenLake": "frozenlake"}, "task_turns": {"FrozenLake": 0}}),
+     "task_turns=.'FrozenLake': 0.: give each task"),
 ])
 def test_bad_emulation_settings_are_one_line(tmp_path, tiny_model, fields, says):
     with pytest.raises(ConfigError, match=says):
@@ -113,3 +117,15 @@ def test_task_profiles_time_each_request_as_a_turn_of_the_papers_task(tmp_path, 
     assert turns == worker["requests"] > 0
     assert 10 * turns <= worker["emulated_decode_tokens"] <= 40 * turns  # the profile's answers, not the real 1
     assert worker["emulated_prefill_tokens"] >= 600 and worker["simulated_scaled_seconds"] > 0
+
+
+def test_task_turns_reach_the_workers_and_the_emulated_line(tmp_path, tiny_model, capsys):
+    """emulation.task_turns: a FrozenLake stand-in of 8 turns has each request stand for 30 / 8 paper turns."""
+    cfg = config(tmp_path, tiny_model, mode="sync", total_steps=1, simulate_hardware=True, sim_time_scale=0.01,
+                 emulation={"weight_link": "none", "task_profiles": {"FrozenLake": "frozenlake"},
+                            "task_turns": {"FrozenLake": 8}})
+    result = asyncio.run(Coordinator(cfg, [FROZEN]).run())
+    assert "FrozenLake=frozenlake (8 turns as 30)" in capsys.readouterr().out
+    (worker,) = result.workers.values()
+    turns = worker["emulated_requests"]
+    assert round(3.75 * 10) * turns <= worker["emulated_decode_tokens"] <= round(3.75 * 40) * turns

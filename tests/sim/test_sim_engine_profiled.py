@@ -107,6 +107,31 @@ def test_a_later_turn_prefills_only_its_observation_on_the_cached_context(tiny_m
     assert engine.seconds()["emulated_prefill_tokens"] - before > 600 + 2 * 512
 
 
+def test_with_task_turns_a_trajectorys_requests_carry_the_paper_trajectorys_work(tiny_model):
+    """A stand-in of 8 turns for the paper's FrozenLake (30 turns on average): each request stands for 3.75 turns;
+    GEM-game's one turn spread over a stand-in's 5: each request a fifth of its answer."""
+    lake, game = PAPER_TASKS["frozenlake"], PAPER_TASKS["game"]
+    engine = _engine(tiny_model, scale=1e-6, task_turns={"Lake": 8})
+    asyncio.run(_generate(engine, [("l#0", "Lake", "l")]))
+    asyncio.run(_generate(engine, [("l#1", "Lake", "l")]))
+    s = engine.seconds()
+    assert s["emulated_prefill_tokens"] == lake.prompt_tokens + round(2.75 * lake.obs_tokens) + round(3.75 * lake.obs_tokens)
+    low, high = lake.response_tokens
+    assert 2 * round(3.75 * low) <= s["emulated_decode_tokens"] <= 2 * round(3.75 * high)
+
+    decoded = {}
+    for turns in (1, 5):
+        engine = ProfiledSpeedEngine(LLMEngine(EngineConfig(model=tiny_model, num_kv_blocks=256, seed=0)),
+                                     dict(hw_class="H20", time_scale=1e-6, task_profiles={"Game": "game"},
+                                          task_turns={"Game": turns}))
+        for i in range(turns):
+            asyncio.run(_generate(engine, [(f"g#{i}", "Game", "g")]))
+        decoded[turns] = engine.seconds()["emulated_decode_tokens"]
+        assert engine.seconds()["emulated_prefill_tokens"] == game.prompt_tokens  # no observations: one prompt
+    assert game.response_tokens[0] <= decoded[1] <= game.response_tokens[1]
+    assert game.response_tokens[0] * 0.9 <= decoded[5] <= game.response_tokens[1] * 1.1  # five fifths: one answer
+
+
 def test_a_real_output_later_than_its_turn_is_counted_late(tiny_model):
     engine = _engine(tiny_model, scale=1e-7)  # the emulated turn takes microseconds: the real engine is later
     got = asyncio.run(_generate(engine, [("l#0", "Lake", "l"), ("x#0", "Other", "x")]))

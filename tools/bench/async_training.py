@@ -23,14 +23,18 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   ``emulation.task_profiles``, rollart.sim.engine_profiled): a FrozenLake turn as the paper's FrozenLake (a 600-token
   prompt, 512-token observations, 10-40-token answers), a MathTool turn as GEM-math (1,000-6,000 tokens of
   reasoning), a GuessNumber turn as GEM-game (500-3,000), each on an emulated engine of the worker's class that
-  batches, caches prefixes and runs out of KV as vLLM does. Limits: the turns are the stand-ins' (FrozenLake 8,
-  the paper's 20-100; GuessNumber 5, GEM-game 1), and an answer's emulated length does not follow its real one.
+  batches, caches prefixes and runs out of KV as vLLM does. The stand-ins take other turn counts than the paper's
+  tasks (FrozenLake 8 against the profile's 20-40, GuessNumber 5 against GEM-game's 1), so each request stands for
+  the paper task's mean turns / the stand-in's ``max_turns`` (``emulation.task_turns``, ``--paper-turns``, since
+  2026-12-07): a whole stand-in trajectory carries a paper trajectory's work (before, FrozenLake's load was 3.75x
+  too light and GEM-game's 5x too heavy). Limits: a stand-in that ends early (a hole, a right guess) carries less,
+  and an answer's emulated length does not follow its real one.
   ``--no-paper-profiles`` times each engine step from its real tokens instead (the workload until 2026-12-04:
   the stand-ins then were neither decode- nor prefill-heavy enough for either class to gain, 6 H20 against
   2 H800 reading 0.96-1.18 for every task in tools/bench/affinity.py, against the paper's 0.49-0.79 and 1.9).
   Every env step sleeps a Gaussian latency N(μ, μ/2) with 3 % heavy-tailed stragglers (rollout/env_faults.py;
   the shape of §7.3 R2); with ``--env-scale 0.003`` (μ = 10 s × 0.003 = 30 ms per turn) and ``--gen-scale
-  0.025`` (a GEM-math turn ~0.7 s) trajectories spend about 75 % generating and 25 % in env steps (the paper's
+  0.04`` (a GEM-math turn ~1.1 s) trajectories spend about 75 % generating and 25 % in env steps (the paper's
   54:15 is 78:22); each run prints the breakdown.
 * the simulated hardware must set the workers' speed, not this CPU: each mode prints the share of requests whose
   real output came after their emulated turn (then that request's time is this CPU's) and the workers' real
@@ -140,9 +144,11 @@ overlap: in one bucket a chain of five would take five pulls' time."""
 PAPER_PROFILES = {"FrozenLake": "frozenlake", "MathTool": "math", "GuessNumber": "game"}
 """The paper task each stand-in's requests are timed as (``emulation.task_profiles``, rollart.emulation.PAPER_TASKS):
 FrozenLake for the many-turn prefill-heavy tasks, GEM-math and GEM-game for the few-turn decode-heavy ones."""
-GEN_SCALE = {True: 0.025, False: 3.0}
+GEN_SCALE = {True: 0.04, False: 3.0}
 """Emulated engine seconds -> seconds here, with and without the paper's profiles: a GEM-math turn (about 3,500
-tokens of reasoning, ~28 s on an H800) lasts ~0.7 s; each step's roofline time of the stand-ins' few real tokens
+tokens of reasoning, ~28 s on an H800) lasts ~1.1 s, and a Sync+ trajectory spends ~75 % generating, as Fig. 3's
+54:15 (0.025 until the stand-ins carried the paper trajectories' work, 2026-12-07: FrozenLake's then 3.75x, the
+game's a fifth, generation 68 % at 0.025); each step's roofline time of the stand-ins' few real tokens
 needed x3 to stand above this CPU's real engine time."""
 
 
@@ -168,6 +174,11 @@ class Workload:
     token_scale: float = 1.0
     """Emulated tokens per real token (``emulation.token_scale``): contexts and answers that many times longer on
     the emulated hardware."""
+    paper_turns: bool = True
+    """With the paper's profiles: each stand-in trajectory carries a paper trajectory's work, its requests standing
+    for the paper task's mean turns / the stand-in's ``max_turns`` each (``emulation.task_turns``: FrozenLake's 8
+    for 30, MathTool's 3 for 2.5, GuessNumber's 5 for GEM-game's 1); off: one request, one paper turn (until
+    2026-12-07)."""
 
     def __post_init__(self) -> None:
         self.gen_scale = self.gen_scale or GEN_SCALE[self.paper_profiles]
@@ -181,6 +192,16 @@ class Workload:
     @property
     def task_profiles(self) -> dict[str, str]:
         return PAPER_PROFILES if self.paper_profiles else {}
+
+    @property
+    def task_turns(self) -> dict[str, int]:
+        if not (self.paper_profiles and self.paper_turns):
+            return {}
+        return {t.name: t.max_turns for t in self.tasks(latency=False) if t.name in PAPER_PROFILES}
+
+    def emulation(self) -> dict:
+        """The ``emulation`` fields this workload sets: how its requests are timed."""
+        return {"token_scale": self.token_scale, "task_profiles": self.task_profiles, "task_turns": self.task_turns}
 
     def tasks(self, latency: bool = True) -> list[TaskSpec]:
         """The mix (Table 1's profiles): FrozenLake many turns of 1-token moves (prefill-heavy); MathTool and
@@ -305,7 +326,7 @@ def base_config(model: str, logdir: str, seed: int, work: Workload) -> PipelineC
         model=model, logdir=logdir, seed=seed, batch_groups=work.batch_groups,
         rollout=SchedulerConfig(group_size=4, max_concurrency=envs_in_flight(work.concurrency, work)),
         simulate_hardware=True,  # the workers' classes; the trainer's GPUs and the link: calibrate()
-        emulation={**EMULATION, "token_scale": work.token_scale, "task_profiles": work.task_profiles},
+        emulation={**EMULATION, **work.emulation()},
         sim_time_scale=work.gen_scale, bucket_bytes=paper_bucket_bytes(model),
         trainer=TrainerConfig(lr=1e-3, grad_clip=1.0, num_threads=1, adv_eps=1e-4),
         quiet=True, checkpoint_every=0, eval_episodes=1, eval_every=0)
@@ -449,8 +470,8 @@ class Calibration:
         """PipelineConfig fields: the trainer on ``trainer_devices`` emulated H800s, push and pulls over the sized
         links."""
         return {"emulation": {**EMULATION, "trainer_hw_class": "H800", "trainer_devices": self.trainer_devices,
-                              "trainer_mfu": self.trainer_mfu,
-                              "token_scale": self.token_scale, "task_profiles": self.work.task_profiles},
+                              "trainer_mfu": self.trainer_mfu, **self.work.emulation(),
+                              "token_scale": self.token_scale},
                 "weight_link_bytes_per_s": self.pull_bytes / self.pull_s,
                 "weight_push_bytes_per_s": self.pull_bytes / self.push_s}
 
@@ -611,6 +632,9 @@ def main() -> None:
     ap.add_argument("--paper-profiles", action=argparse.BooleanOptionalAction, default=True,
                     help="time each task's requests as turns of the paper's task it stands for (default on; off: each "
                     "engine step timed from the real step's tokens)")
+    ap.add_argument("--paper-turns", action=argparse.BooleanOptionalAction, default=True,
+                    help="with the paper's profiles, a stand-in trajectory carries a paper trajectory's work whatever "
+                    "its turns (default on; off: one request, one paper turn)")
     ap.add_argument("--math-cot", type=int, default=defaults.math_cot, help="MathTool tokens per turn, fixed")
     ap.add_argument("--game-cot", type=int, default=defaults.game_cot, help="GuessNumber tokens per turn, fixed")
     ap.add_argument("--batch-groups", type=int, default=defaults.batch_groups, help="groups of 4 per batch")
@@ -640,6 +664,7 @@ def main() -> None:
     MODES["rollart"]["rollout.extra_envs_per_group"] = args.redundant
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
     work = Workload(env_scale=args.env_scale, gen_scale=args.gen_scale, paper_profiles=args.paper_profiles,
+                    paper_turns=args.paper_turns,
                     math_cot=args.math_cot, game_cot=args.game_cot, batch_groups=args.batch_groups,
                     concurrency=args.concurrency, token_scale=args.token_scale)
     given = args.concurrencies

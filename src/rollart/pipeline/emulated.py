@@ -43,7 +43,8 @@ def apply_emulation(cfg):
     elif cfg.weight_link_bytes_per_s:
         gb_s = cfg.weight_link_bytes_per_s / 1e9
     line = describe(cfg.emulation.model, cfg.worker_hw_classes(), cfg.trainer_speed(), gb_s, cfg.sim_time_scale,
-                    cfg.emulation.token_scale, cfg.weight_push_bytes_per_s / 1e9, cfg.emulation.task_profiles)
+                    cfg.emulation.token_scale, cfg.weight_push_bytes_per_s / 1e9, cfg.emulation.task_profiles,
+                    cfg.emulation.task_turns)
     log.info("%s", line)
     print(line, flush=True)
     return cfg

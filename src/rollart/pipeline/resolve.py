@@ -39,7 +39,8 @@ def resolve(cfg: PipelineConfig, plan: RunPlacement | None = None) -> PipelineCo
         max_outstanding_groups=(cfg.alpha + 1) * cfg.batch_groups + r.extra_groups
         if cfg.mode in ("areal", "async") else 0)
     speed = {hw: SpeedModelConfig(hw_class=hw, model=cfg.emulation.model, time_scale=cfg.sim_time_scale,
-                                  token_scale=cfg.emulation.token_scale, task_profiles=cfg.emulation.task_profiles)
+                                  token_scale=cfg.emulation.token_scale, task_profiles=cfg.emulation.task_profiles,
+                                  task_turns=cfg.emulation.task_turns)
              for hw in dict.fromkeys(classes)
              if hw in HARDWARE and HARDWARE[hw].kind == "gpu"} if cfg.simulate_hardware else {}
     proxy = cfg.proxy

@@ -9,7 +9,11 @@ an ``EngineTimeline`` of the emulated class (``rollart.sim.engine_timeline``), i
 ``time_scale``, on which the request is a turn of its task's profile (``GenerateRequest.task`` ->
 ``rollart.emulation.PAPER_TASKS``): a trajectory's first turn prefills the profile's prompt, a later one its
 observation on top of the context the emulated engine still caches, and each generates a length drawn from the
-profile's range (seeded by trajectory and turn, so every mode draws the same). A result is returned once both
+profile's range (seeded by trajectory and turn, so every mode draws the same). A task whose trajectories take
+another number of turns than its paper task (``task_turns``) has each request stand for that share of the paper
+trajectory's turns: observation and answer lengths are scaled by the paper's mean turns / its turns, so a whole
+trajectory carries a paper trajectory's work (FrozenLake's 8 stand-in turns as 30 paper turns, GEM-game's one
+turn spread over 5). A result is returned once both
 are done: the real engine's output (held until then) and the emulated turn. Where the real output comes later,
 the request is *late* and its time this CPU's; ``seconds()`` counts late requests and their seconds.
 
@@ -64,6 +68,8 @@ class ProfiledSpeedEngine(EngineWrapper):
         self.token_scale = cfg.token_scale
         self.timeline = EngineTimeline(self.speed)
         self.profiles = {task: PAPER_TASKS[name] for task, name in cfg.task_profiles.items()}
+        self.turn_weights = {task: self.profiles[task].mean_turns / turns for task, turns in cfg.task_turns.items()}
+        """Paper turns a request of the task stands for (1 where not given)."""
         self.scale = cfg.time_scale
         self._requests: dict[str, EmulatedRequest] = {}
         """Requests in flight on the emulated engine, by id."""
@@ -149,9 +155,11 @@ class ProfiledSpeedEngine(EngineWrapper):
             self._trajectories.popitem(last=False)
         profile = self.profiles.get(request.task)
         if profile is not None:
-            traj.history += profile.prompt_tokens if traj.turns == 0 else profile.obs_tokens
+            w = self.turn_weights.get(request.task, 1.0)
+            traj.history += (profile.prompt_tokens + round(max(0.0, w - 1) * profile.obs_tokens) if traj.turns == 0
+                             else round(w * profile.obs_tokens))
             rng = random.Random(f"{key}:{traj.turns}")
-            decode: int | None = max(1, min(rng.randint(*profile.response_tokens),
+            decode: int | None = max(1, min(round(w * rng.randint(*profile.response_tokens)),
                                             profile.max_context - traj.history))
         else:
             traj.history = max(traj.history, round(len(request.prompt_token_ids) * self.token_scale))
