@@ -105,6 +105,33 @@ def test_a_weight_push_lasts_its_bytes_over_the_push_link_and_the_pulls_follow_i
         ConfigError, config, tmp_path, tiny_model, weight_push_bytes_per_s=-1.0).value)
 
 
+def test_the_overlapped_loop_trains_the_next_step_while_the_store_still_fetches_the_version(tmp_path, tiny_model,
+                                                                                            monkeypatch):
+    """RollArt §6.3's asynchronous weight update engine: in the overlapped loop a version is published once the
+    trainer has snapshotted it, the store's fetch over the push link goes on while the next step trains, and the
+    update waits for it (its time is logged). Sync+ waits for the push before it goes on."""
+    from rollart.models import ModelConfig
+    from rollart.pipeline.train_steps import TrainSteps
+    push_s = 2.0
+    rate = ModelConfig.from_pretrained(tiny_model).num_params() * 4 / push_s
+    under_push: dict[str, list[bool]] = {}
+    step = TrainSteps._step
+
+    async def watched(self, batch):
+        push = self.parts.weights._push
+        under_push.setdefault(self.cfg.mode, []).append(push is not None and not push.done())
+        return await step(self, batch)
+
+    monkeypatch.setattr(TrainSteps, "_step", watched)
+    for mode in ("async", "sync"):
+        cfg = config(tmp_path, tiny_model, mode=mode, run_name=mode, total_steps=3, weight_push_bytes_per_s=rate,
+                     device="cpu")
+        history = asyncio.run(Coordinator(cfg, [FROZEN]).run()).history
+        assert max(h.get("system/weight_push_s", 0.0) for h in history) >= 0.95 * push_s, (mode, history)
+    assert any(under_push["async"]), under_push
+    assert not any(under_push["sync"]), under_push
+
+
 def test_task_profiles_time_each_request_as_a_turn_of_the_papers_task(tmp_path, tiny_model, capsys):
     """With emulation.task_profiles the workers time every FrozenLake request as a turn of the paper's FrozenLake
     (a 600-token prompt, 512-token observations, 10-40-token answers), whatever the one real token it generates."""

@@ -24,9 +24,9 @@ def test_three_workers_train_and_match_the_trainer_while_the_coordinator_carries
     checks = []
     publish, update = WeightSync.publish, WeightSync.update_workers
 
-    async def counted_publish(self, version):
+    async def counted_publish(self, version, background=False):
         self._window = tcp_bytes(os.getpid())
-        return await publish(self, version)
+        return await publish(self, version, background)
 
     async def counted_update(self):
         model_bytes = self.pending.bytes if self.pending else 0

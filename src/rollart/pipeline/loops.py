@@ -6,9 +6,10 @@ the bound (every turn, or at a trajectory's start). ``sync`` (Sync+) collects a 
 ``oneoff`` collects batch k+1 with the previous weights while training on batch k.
 
 In the asynchronous loop the train step (⑥) starts right after ① (it needs only the batch), and the
-background pull of the newest version finishes before ② (rollout keeps running meanwhile), so the suspension
-covers only the swap; the *exposed* pull is the part of that wait that outlasts the train step beside it
-(RollArt §6.3, Table 4).
+background push and pull of the newest version finish before ② (rollout keeps running meanwhile), so the
+suspension covers only the swap; the *exposed* pull is the part of that wait that outlasts the train step beside
+it (RollArt §6.3, Table 4). The push is the asynchronous weight update engine's: a version is published once the
+trainer has snapshotted it, and the store fetches it while the next step trains.
 """
 from __future__ import annotations
 
@@ -72,9 +73,20 @@ async def swap_weights(run: Run, rollout: asyncio.Task, training: InFlightStep) 
         finally:
             await p.actors.proxy.resume()  # ④ resume; ⑤ each engine recomputes the KV of its requests in flight
     except (ActorDeadError, RemoteError) as e:
-        if not p.recovery.is_store_loss(e):
+        if p.recovery.is_store_loss(e):
+            await p.recovery.store_back(e)
+        elif not await _trainer_lost(run, training):
             raise
-        await p.recovery.store_back(e)
+        else:  # the store could not fetch the version from a trainer that died: the run replays from its checkpoint
+            p.weights.restart_pull(lost=True)
+
+
+async def _trainer_lost(run: Run, training: InFlightStep) -> bool:
+    """Whether the trainer died under the version's background push: the train step beside it then fails as well
+    (its finish replays), so the push's failure is that loss, not one of its own."""
+    await asyncio.wait([training.task])
+    error = None if training.task.cancelled() else training.task.exception()
+    return error is not None and run.parts.recovery.is_trainer_loss(error)
 
 
 @dataclass
@@ -98,7 +110,7 @@ class InFlightStep:
         if self.pulled_at and "system/weight_pull_accum_s" in self.extra:
             self.extra["system/weight_pull_exposed_s"] = max(0.0, self.pulled_at - max(self.started,
                                                                                          result.train_end))
-        await run.steps.finish(result, self.extra)
+        await run.steps.finish(result, self.extra, background_push=True)
 
 
 async def sync(run: Run) -> None:

@@ -112,9 +112,10 @@ class Recovery:
         self.counters["store_restarts"] += 1
         self.weights.restart_pull(lost=True)
 
-    async def publish(self, version: int) -> WeightSyncStats:
-        """``weights.publish(version)``, published again to a store that restarted meanwhile. Call it only while
-        the trainer is idle (its weights are ``version``)."""
+    async def publish(self, version: int, background: bool = False) -> WeightSyncStats:
+        """``weights.publish(version, background)``, published again to a store that restarted meanwhile. Call it
+        only while the trainer is idle (its weights are ``version``); with ``background`` it may train again once
+        this returns (the store's fetch goes on: a failure of it surfaces where the pulls are awaited)."""
         retry = False
         while True:
             self.check_trainer()
@@ -122,7 +123,7 @@ class Recovery:
                 if retry:  # part of it may have reached the new store already
                     await self.store.send(RewindVersions(version))
                 retry = True
-                stats = await self.weights.publish(version)
+                stats = await self.weights.publish(version, background)
             except (ActorDeadError, RemoteError) as e:
                 if not self.is_store_loss(e):
                     raise

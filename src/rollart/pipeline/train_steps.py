@@ -79,16 +79,19 @@ class TrainSteps:
         return {**metrics, "system/kv_released_bytes": float(freed), "system/kv_release_s": released - t0,
                 "system/kv_reclaim_s": time.perf_counter() - t1}
 
-    async def finish(self, result: TrainResult, extra: dict | None = None) -> None:
-        """Account a finished train step: new version published to the weight store, metrics logged."""
+    async def finish(self, result: TrainResult, extra: dict | None = None, background_push: bool = False) -> None:
+        """Account a finished train step: new version published to the weight store, metrics logged. With
+        ``background_push`` (the overlapped loop) the store's fetch of the version goes on behind the next train step;
+        its time is logged with the step whose update installs it."""
         st, p, logger = self.state, self.parts, self.logger
         batch, metrics = result.batch, {**(extra or {}), **result.metrics}
         trained_at = p.weights.version
         st.step += 1
         p.scheduler.rows_trained(batch)
         await p.buffer.batch_trained()  # its groups no longer hold back new starts
-        push = await p.recovery.publish(trained_at + 1)
-        metrics["system/weight_push_s"] = push.push_s
+        push = await p.recovery.publish(trained_at + 1, background_push)
+        if not background_push:
+            metrics["system/weight_push_s"] = push.push_s
         metrics.update(trajectory_metrics(batch, trained_at))
         metrics["rollout/version_span_max"] = float(max(version_span(t) for t in batch))
         counters = p.actors.proxy.counters  # cumulative: requests, retries, rerouted, fallbacks, spills, aborted

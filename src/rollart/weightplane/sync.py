@@ -55,6 +55,8 @@ class WeightSync:
         self._workers: dict[str, WeightEndpoint] = {}
         """Worker name -> its weight plane (node and cuda decide CUDA IPC; a restart keeps both)."""
         self._pulls: dict[str, asyncio.Task] = {}
+        self._push: asyncio.Future | None = None
+        """The store's fetch of the version last published, while nobody has waited for it (``pushed``)."""
         self._store_stale = False  # the store restarted since its address was asked
         store.on_restart(self._store_died)
 
@@ -68,30 +70,49 @@ class WeightSync:
                 log.info("the trainer serves no weight plane (%s); its versions are pushed to the store", e)
                 self.trainer_serves = False
 
-    async def publish(self, version: int) -> WeightSyncStats:
-        """Trainer -> store (once per version), and every worker starts pulling it in the background."""
+    async def publish(self, version: int, background: bool = False) -> WeightSyncStats:
+        """Trainer -> store (once per version), and every worker starts pulling it in the background. With
+        ``background`` (the overlapped loop: RollArt §6.3's asynchronous weight update engine) it returns once the
+        trainer has snapshotted the version, and the store's fetch goes on behind the next train step; ``prefetch``
+        and ``update_workers`` wait for it (``pushed``), and ``push_s`` is filled in when it ends."""
         t0 = time.perf_counter()
         await self._addresses()
         if self.trainer_info is not None:
             ipc = self.cfg.cuda_ipc and self.trainer_info.cuda
             pulls = asyncio.ensure_future(self.start_pulls(version))  # they wait for buckets to appear
+            fetch = asyncio.ensure_future(self.store.send(FetchVersion(
+                version, self.trainer_info.address, self.cfg.timeout_s, self.cfg.retries, self.push_bytes_per_s)))
+            fetch.add_done_callback(_retrieved)
             try:
-                info, _ = await asyncio.gather(
-                    self.trainer.send(PublishWeights(version, self.bucket_bytes, ipc)),
-                    self.store.send(FetchVersion(version, self.trainer_info.address, self.cfg.timeout_s,
-                                                 self.cfg.retries, self.push_bytes_per_s)))
+                info = await self.trainer.send(PublishWeights(version, self.bucket_bytes, ipc))
+                stats = WeightSyncStats(version, num_buckets=info.num_buckets, bytes=info.bytes)
+                self._push = asyncio.ensure_future(self._fetched(fetch, stats, t0))
+                self._push.add_done_callback(_retrieved)
+                if not background:
+                    await self.pushed()
             finally:
                 await pulls
-            stats = WeightSyncStats(version, num_buckets=info.num_buckets, bytes=info.bytes)
         else:
             raw = await self.trainer.send(WeightBuckets(self.bucket_bytes))
             stats = await push_weights(self.store, [list(zip(names, tensors)) for names, tensors in raw], version,
                                        self.push_bytes_per_s)
             await self.start_pulls(version)
-        stats.push_s = time.perf_counter() - t0
+            stats.push_s = time.perf_counter() - t0
         self.version = version
         self.pending = stats
         return stats
+
+    @staticmethod
+    async def _fetched(fetch: asyncio.Future, stats: WeightSyncStats, t0: float) -> None:
+        await fetch
+        stats.push_s = time.perf_counter() - t0
+
+    async def pushed(self) -> None:
+        """Wait until the store holds the version last published (a background push); its failure is raised here,
+        once."""
+        push, self._push = self._push, None
+        if push is not None:
+            await push
 
     def restart_pull(self, lost: bool) -> None:
         """The store restarted (empty, on the same address): the pulls under way are void; ``lost``: the
@@ -101,6 +122,7 @@ class WeightSync:
         self._pulls = {}
         if lost:
             self.pending = None
+            self._push = None  # its failure is the store's death, which the caller is handling
 
     def _store_died(self, name: str, reason: str) -> None:
         """The store died and restarts: the pulls of the version it was handing out cannot finish (their source
@@ -186,6 +208,7 @@ class WeightSync:
     async def prefetch(self) -> None:
         """Wait until every worker holds the pending version, without suspending anything (rollout and
         training go on); the next ``update_workers`` then only swaps."""
+        await self.pushed()
         if self._pulls:
             await asyncio.gather(*self._pulls.values(), return_exceptions=True)
 
@@ -194,6 +217,7 @@ class WeightSync:
         if self.pending is None:
             return {}
         t0 = time.perf_counter()
+        await self.pushed()
         results = await asyncio.gather(*self._pulls.values(), return_exceptions=True)
         exposed = time.perf_counter() - t0
         for name, r in zip(self._pulls, results):
@@ -209,3 +233,9 @@ class WeightSync:
         metrics = stats.as_metrics()
         metrics["system/weight_update_s"] = time.perf_counter() - t1
         return metrics
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    """Mark a background transfer's failure as seen (``pushed`` raises it to whoever waits)."""
+    if not future.cancelled():
+        future.exception()
