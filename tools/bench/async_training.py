@@ -74,7 +74,8 @@ its share of Fig. 3's step, 6.2 / (0.69 × 366 s) of the rollout (generation + e
 step (``rollart.emulation.paper_transfer_s``), measured by the calibration. The push, trainer -> store, takes
 Table 4's 32.4 s likewise (its own simulated link), and the pulls, which wait for the store's buckets, stream
 behind it: a Sync+ step waits for push and pull, as the paper's synchronous design does (38.6 s of Table 4); the
-overlapped modes push while rollout goes on. A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s,
+overlapped modes push while rollout and the next train step go on (§6.3's asynchronous weight update engine, since
+2026-12-07). A pull sized by the link alone (15.3 GB at Table 3's 2.2 GB/s,
 ×gen_scale) would last about ten of this workload's steps, whose trajectories are hundreds of times shorter than
 the paper's; where the real plane is the slower, a pull lasts its real time.
 
