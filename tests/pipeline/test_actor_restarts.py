@@ -48,6 +48,32 @@ def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finish
 
 
 @pytest.mark.slow
+def test_a_trainer_killed_under_a_background_push_restarts_and_the_run_finishes(tmp_path, caplog):
+    """The overlapped loop trains on while the store fetches the last version (a ~2-s emulated push here): the trainer
+    killed while that fetch is under way fails it; the version is dropped and the run replays from its checkpoint."""
+    # checkpoints at even steps, the kill after step 3: it lands under the push, not under a checkpoint's save
+    co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "checkpoint_every=2", "total_steps=5", "mode=async",
+                                   "weight_push_bytes_per_s=2e6"), [TASK])  # the ~3.6-MB model: ~1.8 s a push
+
+    async def kill_under_push() -> None:
+        run = asyncio.create_task(co.run())
+        while not run.done():  # waiting for a state, not timing anything: step 2's version on its way to the store
+            push = getattr(getattr(co, "parts", None), "weights", None)
+            push = push and push._push
+            if getattr(co, "step", 0) >= 3 and push is not None and not push.done():
+                os.kill(co.parts.actors.trainer.pid, signal.SIGKILL)
+                break
+            await asyncio.sleep(0.01)
+        co.result = await run
+
+    with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
+        asyncio.run(kill_under_push())
+    assert "died under the background push of weight version" in caplog.text, caplog.text
+    assert co.parts.recovery.counters["trainer_restarts"] == 1
+    assert co.result.version == 5 and [h["step"] for h in co.result.history] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.slow
 def test_a_killed_weight_store_restarts_and_the_run_finishes(tmp_path):
     co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "total_steps=5"), [TASK])
     pid = asyncio.run(kill_at_step(co, "store", 2))

@@ -14,6 +14,7 @@ trainer has snapshotted it, and the store fetches it while the next step trains.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from rollart.actors import ActorDeadError, RemoteError
 from rollart.pipeline.run import Run, unless_failed
 from rollart.pipeline.train_steps import TrainResult
 from rollart.types import Trajectory
+
+log = logging.getLogger("rollart.pipeline")
 
 
 async def overlapped(run: Run) -> None:
@@ -77,7 +80,9 @@ async def swap_weights(run: Run, rollout: asyncio.Task, training: InFlightStep) 
             await p.recovery.store_back(e)
         elif not await _trainer_lost(run, training):
             raise
-        else:  # the store could not fetch the version from a trainer that died: the run replays from its checkpoint
+        else:
+            log.warning("the trainer died under the background push of weight version %d: that version is dropped "
+                        "(the run replays from its newest checkpoint)", p.weights.version)
             p.weights.restart_pull(lost=True)
 
 

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from rollart.actors import answering
+from rollart.actors import ActorDeadError, answering
 from rollart.messages import (FetchVersion, ForgetWeights, PublishWeights, PullWeights, UpdateWeights, WaitWeights,
                               WeightAddress, WeightBuckets, WeightEndpoint)
 from rollart.weightplane.store import WeightSyncStats, push_weights
@@ -59,6 +59,8 @@ class WeightSync:
         """The store's fetch of the version last published, while nobody has waited for it (``pushed``)."""
         self._store_stale = False  # the store restarted since its address was asked
         store.on_restart(self._store_died)
+        if trainer is not None:  # None: a sync that only moves weights already in the store
+            trainer.on_restart(self._trainer_died)
 
     async def _addresses(self) -> None:
         if not self.store_address or self._store_stale:
@@ -86,8 +88,7 @@ class WeightSync:
             try:
                 info = await self.trainer.send(PublishWeights(version, self.bucket_bytes, ipc))
                 stats = WeightSyncStats(version, num_buckets=info.num_buckets, bytes=info.bytes)
-                self._push = asyncio.ensure_future(self._fetched(fetch, stats, t0))
-                self._push.add_done_callback(_retrieved)
+                self._push = _landing(fetch, stats, t0)
                 if not background:
                     await self.pushed()
             finally:
@@ -102,17 +103,17 @@ class WeightSync:
         self.pending = stats
         return stats
 
-    @staticmethod
-    async def _fetched(fetch: asyncio.Future, stats: WeightSyncStats, t0: float) -> None:
-        await fetch
-        stats.push_s = time.perf_counter() - t0
-
     async def pushed(self) -> None:
         """Wait until the store holds the version last published (a background push); its failure is raised here,
         once."""
-        push, self._push = self._push, None
-        if push is not None:
-            await push
+        push = self._push
+        if push is None:
+            return
+        try:
+            await push  # held in _push meanwhile: a trainer that dies now fails it at once (_trainer_died)
+        finally:
+            if self._push is push:
+                self._push = None
 
     def restart_pull(self, lost: bool) -> None:
         """The store restarted (empty, on the same address): the pulls under way are void; ``lost``: the
@@ -123,6 +124,12 @@ class WeightSync:
         if lost:
             self.pending = None
             self._push = None  # its failure is the store's death, which the caller is handling
+
+    def _trainer_died(self, name: str, reason: str) -> None:
+        """The trainer died: a version the store is still fetching from it cannot arrive, so whoever waits for that
+        push learns it now, not after the store's timeout."""
+        if self._push is not None and not self._push.done():
+            self._push.set_exception(ActorDeadError(name, reason))
 
     def _store_died(self, name: str, reason: str) -> None:
         """The store died and restarts: the pulls of the version it was handing out cannot finish (their source
@@ -233,6 +240,26 @@ class WeightSync:
         metrics = stats.as_metrics()
         metrics["system/weight_update_s"] = time.perf_counter() - t1
         return metrics
+
+
+def _landing(fetch: asyncio.Future, stats: WeightSyncStats, t0: float) -> asyncio.Future:
+    """A future that resolves when the store's ``fetch`` does (``stats.push_s`` then set), or fails first when its
+    source dies (``WeightSync._trainer_died``)."""
+    landed = asyncio.get_running_loop().create_future()
+    landed.add_done_callback(_retrieved)
+
+    def done(f: asyncio.Future) -> None:
+        if landed.done():
+            return
+        if f.cancelled():
+            landed.cancel()
+        elif f.exception() is not None:
+            landed.set_exception(f.exception())
+        else:
+            stats.push_s = time.perf_counter() - t0
+            landed.set_result(None)
+    fetch.add_done_callback(done)
+    return landed
 
 
 def _retrieved(future: asyncio.Future) -> None:
