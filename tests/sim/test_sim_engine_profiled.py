@@ -70,7 +70,8 @@ def test_a_profiled_turn_is_timed_by_its_profile_whatever_the_token_scale(tiny_m
         engine = _engine(tiny_model, scale=0.0001, token_scale=token_scale)
         asyncio.run(_generate(engine, [("m#0", "Math", "m")]))
         seconds.append(engine.seconds()["simulated_seconds"])
-    assert seconds[0] == pytest.approx(seconds[1])
+    # equal up to where wall-clock ticks split a decode stretch (ppm); a token scale of 27 would multiply it
+    assert seconds[0] == pytest.approx(seconds[1], rel=1e-3)
 
 
 def test_decode_heavy_turns_are_faster_on_h20_and_prefill_heavy_ones_on_h800(tiny_model):
