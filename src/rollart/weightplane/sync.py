@@ -56,7 +56,7 @@ class WeightSync:
         """Worker name -> its weight plane (node and cuda decide CUDA IPC; a restart keeps both)."""
         self._pulls: dict[str, asyncio.Task] = {}
         self._push: asyncio.Future | None = None
-        """The store's fetch of the version last published, while nobody has waited for it (``pushed``)."""
+        """The store's fetch of the version last published, until someone has waited it out (``pushed``)."""
         self._store_stale = False  # the store restarted since its address was asked
         store.on_restart(self._store_died)
         if trainer is not None:  # None: a sync that only moves weights already in the store
@@ -116,8 +116,8 @@ class WeightSync:
                 self._push = None
 
     def restart_pull(self, lost: bool) -> None:
-        """The store restarted (empty, on the same address): the pulls under way are void; ``lost``: the
-        pending version died with the old store (the next published version replaces it)."""
+        """The store restarted (empty, on the same address), or the trainer died under a version's push: the pulls
+        under way are void; ``lost``: the pending version is gone (the next published version replaces it)."""
         for task in self._pulls.values():
             task.cancel()
         self._pulls = {}
