@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import crash_envs
 import pytest
@@ -23,15 +24,20 @@ ROOT = Path(__file__).resolve().parents[2]
 RESTARTABLE = ["checkpoint_every=1", "env_hosts=0"]  # a checkpoint every step to go back to; envs in this process
 
 
-async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
-    """Run the coordinator; once it reached ``step``, SIGKILL the process of its ``role`` actor."""
+async def kill_when(coordinator: Coordinator, role: str, ready: Callable[[], bool]) -> int:
+    """Run the coordinator; once ``ready()`` holds, SIGKILL the process of its ``role`` actor."""
     run = asyncio.create_task(coordinator.run())
-    while getattr(coordinator, "step", 0) < step and not run.done():
+    while not ready() and not run.done():
         await asyncio.sleep(0.05)  # waiting for a state, not timing anything
     pid = getattr(coordinator.parts.actors, role).pid
     os.kill(pid, signal.SIGKILL)
     coordinator.result = await run
     return pid
+
+
+async def kill_at_step(coordinator: Coordinator, role: str, step: int) -> int:
+    """Run the coordinator; once it reached ``step``, SIGKILL the process of its ``role`` actor."""
+    return await kill_when(coordinator, role, lambda: getattr(coordinator, "step", 0) >= step)
 
 
 def test_a_killed_trainer_restarts_from_the_newest_checkpoint_and_the_run_finishes(tmp_path, caplog):
@@ -55,19 +61,13 @@ def test_a_trainer_killed_under_a_background_push_restarts_and_the_run_finishes(
     co = Coordinator(recipe_config(tmp_path, *RESTARTABLE, "checkpoint_every=2", "total_steps=5", "mode=async",
                                    "weight_push_bytes_per_s=2e6"), [TASK])  # the ~3.6-MB model: ~1.8 s a push
 
-    async def kill_under_push() -> None:
-        run = asyncio.create_task(co.run())
-        while not run.done():  # waiting for a state, not timing anything: step 2's version on its way to the store
-            push = getattr(getattr(co, "parts", None), "weights", None)
-            push = push and push._push
-            if getattr(co, "step", 0) >= 3 and push is not None and not push.done():
-                os.kill(co.parts.actors.trainer.pid, signal.SIGKILL)
-                break
-            await asyncio.sleep(0.01)
-        co.result = await run
+    def under_push() -> bool:  # step 3's version on its way to the store
+        weights = getattr(getattr(co, "parts", None), "weights", None)
+        push = weights._push if weights is not None else None
+        return getattr(co, "step", 0) >= 3 and push is not None and not push.done()
 
     with caplog.at_level(logging.WARNING, logger="rollart.pipeline"):
-        asyncio.run(kill_under_push())
+        asyncio.run(kill_when(co, "trainer", under_push))
     assert "died under the background push of weight version" in caplog.text, caplog.text
     assert co.parts.recovery.counters["trainer_restarts"] == 1
     assert co.result.version == 5 and [h["step"] for h in co.result.history] == [1, 2, 3, 4, 5]
