@@ -254,3 +254,15 @@ async def test_areal_start_bound_keeps_rollout_at_most_alpha_batches_ahead():
     await buf.batch_trained()  # trained: room for two more starts
     await asyncio.wait_for(sixth, 1)
     assert buf.outstanding_groups == 3
+
+
+@pytest.mark.parametrize("mode", ["async", "areal"])
+async def test_per_turn_batches_take_the_groups_begun_longest_ago_first(mode):
+    buf = SampleBuffer(BufferConfig(mode=mode, alpha=1, group_size=1, capacity=8), version=1)
+    for gid, start in (("short", 1), ("long", 0), ("short2", 1)):  # the long group, begun first, finished second
+        await buf.put(group(gid, start, size=1))
+    batch = await buf.get_batch(1)
+    # the window moves on at the next version: the group begun at 0 leaves it, so per-turn batches take it now
+    assert batch[0].group_id == ("long" if mode == "async" else "short")
+    await buf.set_version(2)  # taken first-come, "long" would be evicted here, its generation wasted
+    assert sum(buf.evicted.values()) == 0 and buf.buffered == 2

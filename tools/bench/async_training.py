@@ -391,7 +391,9 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
                curve=[(h["system/elapsed_s"], h.get("charts/success", 0.0)) for h in hist],
                time_to_score_s=reached, wall_s=wall, aborted=result.buffer.get("aborted"),
                launched=result.rollout.get("launched", 0), trained=result.buffer.get("trained", 0),
-               replaced=result.rollout.get("replaced", 0),
+               replaced=result.rollout.get("replaced", 0), deferred=result.rollout.get("starts_deferred", 0),
+               task_share={k.rsplit("/", 1)[1]: mean(k) for k in sorted({k for h in hist[skip:] for k in h})
+                           if k.startswith("rollout/share/")},
                traj_split=split, buffer={k: v for k, v in result.buffer.items() if "/" in k},
                real_vs_sim=real_vs_sim, busy=busy, late_frac=late / turns if turns else 0.0, late_s=late_s,
                emulated_per_real_token=emulated_tokens / real_tokens if emulated_tokens and real_tokens else 1.0,
@@ -402,7 +404,8 @@ async def run_mode(name: str, cfg: PipelineConfig, trainer, work: Workload) -> d
           f"get_batch wait {out['wait_s']:.2f} s), pull accum {accum:.2f} s exposed {exposed:.2f} s "
           f"({pull_bytes / 1e6:.2f} MB per pull, {out['pull_vs_train']:.2f} of the train time), "
           f"staleness max {out['staleness_max']:.0f}, aborted {out['aborted']} (trajectories launched "
-          f"{out['launched']}, replaced {out['replaced']}, trained {out['trained']}), time-to-score {reached}, wall "
+          f"{out['launched']}, replaced {out['replaced']}, trained {out['trained']}, starts deferred {out['deferred']}; "
+          "trained shares " + " ".join(f"{k} {v:.2f}" for k, v in out["task_share"].items()) + f"), time-to-score {reached}, wall "
           f"{out['wall_s']:.0f} s (first step at {first:.1f} s, tokens/step {hist[-1].get('system/tokens_per_step', 0):.0f}; "
           f"trajectory time: generate {split['generate']:.0%} env_step {split['env_step']:.0%} "
           f"env_reset {split['env_reset']:.0%}; train {out['train_s'] / per_step:.0%} of a step; {out['buffer']}; "
@@ -659,11 +662,15 @@ def main() -> None:
                     help="rollart only: redundant env rollouts, extra envs per group (RollArt §6.3)")
     ap.add_argument("--spill", type=float, default=0.0,
                     help="rollart only: proxy.spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
+    ap.add_argument("--defer-late-starts", action=argparse.BooleanOptionalAction, default=True,
+                    help="rollout.defer_late_starts for ROLLART's modes (default on, as in a run)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
     MODES["rollart"]["rollout.extra_envs_per_group"] = args.redundant
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
+    for name in ("rollart", "rollart_samehw"):
+        MODES[name]["rollout.defer_late_starts"] = args.defer_late_starts
     work = Workload(env_scale=args.env_scale, gen_scale=args.gen_scale, paper_profiles=args.paper_profiles,
                     paper_turns=args.paper_turns,
                     math_cot=args.math_cot, game_cot=args.game_cot, batch_groups=args.batch_groups,

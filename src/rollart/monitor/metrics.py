@@ -35,6 +35,7 @@ def trajectory_metrics(trajectories: Sequence[Trajectory], version: int | None =
     for task, ts in by_task.items():
         out[f"rollout/reward/{task}"] = sum(t.reward for t in ts) / len(ts)
         out[f"rollout/success/{task}"] = sum(bool(t.success) for t in ts) / len(ts)
+        out[f"rollout/share/{task}"] = len(ts) / len(done)  # a task the staleness bound starves shows here
     timing_keys = sorted({k for t in done for k in t.timings})
     for key in timing_keys:
         out[f"system/traj_{key}_s_mean"] = sum(t.timings.get(key, 0.0) for t in done) / len(done)

@@ -1,0 +1,111 @@
+"""defer_late_starts: a group expected to outlast what is left of its start version's window starts at the next
+version instead of running until the per-turn bound aborts it."""
+import asyncio
+
+import pytest
+from rollout_helpers import make_manager, next_policy
+
+from rollart.rollout.buffer import BufferConfig, SampleBuffer
+from rollart.rollout.env_manager import TaskSpec
+from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def versions_one_second_apart(buf: SampleBuffer, clock: Clock, last: int = 3) -> None:
+    for v in range(1, last + 1):
+        clock.now = float(v - 1)
+        await buf.set_version(v)
+
+
+async def test_the_window_is_alpha_plus_one_iterations_from_the_current_versions_arrival():
+    clock = Clock()
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4), clock=clock)
+    assert buf.start_window() is None  # no iteration timed yet
+    await buf.set_version(1)
+    await buf.set_version(2)
+    assert buf.start_window() is None  # one interval is no mean
+    clock.now = 3.0
+    await buf.set_version(3)  # versions at 0, 0, 3: an iteration of 1.5 s
+    clock.now = 3.5
+    assert buf.start_window() == pytest.approx((3.0 + 3.0 - 3.5, 3.0))
+    alpha2 = SampleBuffer(BufferConfig(mode="async", alpha=2, group_size=1, capacity=4), clock=clock)
+    await versions_one_second_apart(alpha2, clock)
+    clock.now = 2.25
+    assert alpha2.start_window() == pytest.approx((2.0 + 3.0 - 2.25, 3.0))
+    await alpha2.rewind(1)  # a recovery is no iteration: the window is timed afresh
+    assert alpha2.start_window() is None
+    areal = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=1, capacity=4), clock=clock)
+    await versions_one_second_apart(areal, clock)
+    assert areal.start_window() is None  # a start-only bound retires nothing mid-flight
+
+
+async def test_next_version_wakes_on_a_new_version_and_gives_up_after_its_timeout():
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4))
+    assert await buf.next_version(timeout=0.05) is False
+    waiting = asyncio.create_task(buf.next_version(timeout=10))
+    await asyncio.sleep(0)
+    await buf.set_version(1)
+    assert await asyncio.wait_for(waiting, 1) is True
+
+
+async def start_one_group(tokenizer, expected_s: float, defer: bool = True):
+    """One group of a task whose recent groups took ``expected_s``, asked to start 0.5 s before its version
+    (3, come at 2.0 with an iteration of 1 s) is retired at 4.0. Returns the buffer and the running producer."""
+    clock = Clock()
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8), clock=clock)
+    await versions_one_second_apart(buf, clock)
+    clock.now = 3.5
+    assert buf.start_window() == pytest.approx((0.5, 2.0))
+    manager = make_manager(next_policy(tokenizer, version=lambda: buf.version), tokenizer, gate=buf)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager,
+                                 SchedulerConfig(group_size=2, max_concurrency=4, defer_late_starts=defer),
+                                 buffer=buf)
+    scheduler.group_seconds["c"].extend([expected_s] * 4)
+    return buf, scheduler, asyncio.create_task(scheduler.run(max_groups=1))
+
+
+async def test_a_group_that_would_outlast_its_window_starts_at_the_next_version(tokenizer):
+    buf, scheduler, producer = await start_one_group(tokenizer, expected_s=1.0)
+    await asyncio.sleep(0.2)
+    assert scheduler.counters["starts_deferred"] == 1 and scheduler.counters["launched"] == 0
+    await buf.set_version(4)
+    async with asyncio.timeout(10):
+        await producer
+    batch = await asyncio.wait_for(buf.get_batch(2), 10)
+    assert {t.start_version for t in batch} == {4}  # a whole window ahead of it, not half of one
+    assert scheduler.counters["deferred_ms"] > 0
+
+
+@pytest.mark.parametrize("expected_s, defer", [(0.4, True), (3.0, True), (1.0, False)],
+                         ids=["fits what is left", "fits no window", "defer_late_starts off"])
+async def test_a_group_starts_at_once_when_deferring_would_not_help(tokenizer, expected_s, defer):
+    buf, scheduler, producer = await start_one_group(tokenizer, expected_s, defer)
+    async with asyncio.timeout(10):
+        await producer
+    batch = await asyncio.wait_for(buf.get_batch(2), 10)
+    assert {t.start_version for t in batch} == {3} and scheduler.counters["starts_deferred"] == 0
+
+
+async def test_a_task_the_bound_starves_is_named_once_with_what_to_change(tokenizer, caplog):
+    from rollart.rollout.group_scheduler import _Group
+
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8))
+    tasks = [TaskSpec("long", "usertest/Countdown-v0"), TaskSpec("short", "usertest/Countdown-v0")]
+    scheduler = RolloutScheduler(tasks, make_manager(next_policy(tokenizer), tokenizer, gate=buf),
+                                 SchedulerConfig(group_size=2, max_concurrency=4), buffer=buf)
+    for i in range(16):
+        for task, stale in ((tasks[0], i % 8 != 0), (tasks[1], i % 3 == 0)):  # 7 of 8 cut against 1 of 3
+            group = _Group(f"g{i}{task.name}", task, seed=i)
+            group.stale = stale
+            scheduler.group_seconds[task.name].append(4.0)
+            scheduler._note_outcome(group)
+    said = [r.getMessage() for r in caplog.records if "per-turn staleness bound" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("task long: 7 of its last 8 groups") and "Raise alpha" in said[0]
+    assert scheduler.counters["groups_stale/long"] == 14 and scheduler.counters["groups_complete/short"] == 10
