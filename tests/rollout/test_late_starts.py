@@ -1,6 +1,7 @@
 """defer_late_starts: a group expected to outlast what is left of its start version's window starts at the next
 version instead of running until the per-turn bound aborts it."""
 import asyncio
+from collections import Counter
 
 import pytest
 from rollout_helpers import make_manager, next_policy
@@ -8,6 +9,7 @@ from rollout_helpers import make_manager, next_policy
 from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
+from rollart.rollout.late_starts import LateStarts, VersionClock
 
 
 class Clock:
@@ -24,32 +26,42 @@ async def versions_one_second_apart(buf: SampleBuffer, clock: Clock, last: int =
         await buf.set_version(v)
 
 
+def timed_buffer(clock: Clock, mode: str = "async", alpha: int = 1, group_size: int = 1) -> SampleBuffer:
+    return SampleBuffer(BufferConfig(mode=mode, alpha=alpha, group_size=group_size, capacity=8),
+                        version_clock=VersionClock(clock))
+
+
+def window(buf: SampleBuffer):
+    return LateStarts(buf, defer=True, counters=Counter()).window()
+
+
 async def test_the_window_is_alpha_plus_one_iterations_from_the_current_versions_arrival():
     clock = Clock()
-    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4), clock=clock)
-    assert buf.start_window() is None  # no iteration timed yet
+    buf = timed_buffer(clock)
+    assert window(buf) is None  # no iteration timed yet
     await buf.set_version(1)
     await buf.set_version(2)
-    assert buf.start_window() is None  # one interval is no mean
+    assert window(buf) is None  # one interval is no mean
     clock.now = 3.0
     await buf.set_version(3)  # versions at 0, 0, 3: an iteration of 1.5 s
+    await buf.set_version(3)  # the same version again is no arrival
     clock.now = 3.5
-    assert buf.start_window() == pytest.approx((3.0 + 3.0 - 3.5, 3.0))
-    alpha2 = SampleBuffer(BufferConfig(mode="async", alpha=2, group_size=1, capacity=4), clock=clock)
+    assert window(buf) == pytest.approx((3.0 + 3.0 - 3.5, 3.0))
+    alpha2 = timed_buffer(clock, alpha=2)
     await versions_one_second_apart(alpha2, clock)
     clock.now = 2.25
-    assert alpha2.start_window() == pytest.approx((2.0 + 3.0 - 2.25, 3.0))
+    assert window(alpha2) == pytest.approx((2.0 + 3.0 - 2.25, 3.0))
     await alpha2.rewind(1)  # a recovery is no iteration: the window is timed afresh
-    assert alpha2.start_window() is None
-    areal = SampleBuffer(BufferConfig(mode="areal", alpha=1, group_size=1, capacity=4), clock=clock)
+    assert window(alpha2) is None
+    areal = timed_buffer(clock, mode="areal")
     await versions_one_second_apart(areal, clock)
-    assert areal.start_window() is None  # a start-only bound retires nothing mid-flight
+    assert window(areal) is None  # a start-only bound cuts nothing mid-flight
 
 
 async def test_next_version_wakes_on_a_new_version_and_gives_up_after_its_timeout():
     buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4))
-    assert await buf.next_version(timeout=0.05) is False
-    waiting = asyncio.create_task(buf.next_version(timeout=10))
+    assert await buf.version_clock.next_version(timeout=0.05) is False
+    waiting = asyncio.create_task(buf.version_clock.next_version(timeout=10))
     await asyncio.sleep(0)
     await buf.set_version(1)
     assert await asyncio.wait_for(waiting, 1) is True
@@ -59,15 +71,15 @@ async def start_one_group(tokenizer, expected_s: float, defer: bool = True):
     """One group of a task whose recent groups took ``expected_s``, asked to start 0.5 s before its version
     (3, come at 2.0 with an iteration of 1 s) is retired at 4.0. Returns the buffer and the running producer."""
     clock = Clock()
-    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8), clock=clock)
+    buf = timed_buffer(clock, group_size=2)
     await versions_one_second_apart(buf, clock)
     clock.now = 3.5
-    assert buf.start_window() == pytest.approx((0.5, 2.0))
+    assert window(buf) == pytest.approx((0.5, 2.0))
     manager = make_manager(next_policy(tokenizer, version=lambda: buf.version), tokenizer, gate=buf)
     scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], manager,
                                  SchedulerConfig(group_size=2, max_concurrency=4, defer_late_starts=defer),
                                  buffer=buf)
-    scheduler.group_seconds["c"].extend([expected_s] * 4)
+    scheduler.late.seconds["c"].extend([expected_s] * 4)
     return buf, scheduler, asyncio.create_task(scheduler.run(max_groups=1))
 
 
@@ -93,19 +105,12 @@ async def test_a_group_starts_at_once_when_deferring_would_not_help(tokenizer, e
     assert {t.start_version for t in batch} == {3} and scheduler.counters["starts_deferred"] == 0
 
 
-async def test_a_task_the_bound_starves_is_named_once_with_what_to_change(tokenizer, caplog):
-    from rollart.rollout.group_scheduler import _Group
-
-    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8))
-    tasks = [TaskSpec("long", "usertest/Countdown-v0"), TaskSpec("short", "usertest/Countdown-v0")]
-    scheduler = RolloutScheduler(tasks, make_manager(next_policy(tokenizer), tokenizer, gate=buf),
-                                 SchedulerConfig(group_size=2, max_concurrency=4), buffer=buf)
+def test_a_task_the_bound_starves_is_named_once_with_what_to_change(caplog):
+    counters = Counter()
+    late = LateStarts(SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8)), True, counters)
     for i in range(16):
-        for task, stale in ((tasks[0], i % 8 != 0), (tasks[1], i % 3 == 0)):  # 7 of 8 cut against 1 of 3
-            group = _Group(f"g{i}{task.name}", task, seed=i)
-            group.stale = stale
-            scheduler.group_seconds[task.name].append(4.0)
-            scheduler._note_outcome(group)
+        late.finished("long", 4.0, cut=i % 8 != 0)  # 7 of every 8 cut
+        late.finished("short", 1.0, cut=i % 3 == 0)  # 1 of every 3
     said = [r.getMessage() for r in caplog.records if "per-turn staleness bound" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("task long: 7 of its last 8 groups") and "Raise alpha" in said[0]
-    assert scheduler.counters["groups_stale/long"] == 14 and scheduler.counters["groups_complete/short"] == 10
+    assert counters["groups_stale/long"] == 14 and counters["groups_complete/short"] == 10

@@ -21,12 +21,12 @@ Accounting: ``accepted == trained + evicted (by reason) + buffered`` always hold
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Callable, Literal, get_args
+from typing import Literal, get_args
 
 from rollart.config import ConfigError
+from rollart.rollout.late_starts import VersionClock
 from rollart.types import Trajectory
 from rollart.versions import trained_versions
 
@@ -78,10 +78,10 @@ class SampleBuffer:
     """See module docstring."""
 
     def __init__(self, config: BufferConfig | None = None, version: int = 0,
-                 clock: Callable[[], float] = time.monotonic):
+                 version_clock: VersionClock | None = None):
         self.config = config or BufferConfig()
-        self.clock = clock
-        """Seconds, for timing the versions' window (``start_window``)."""
+        self.version_clock = version_clock or VersionClock()
+        """When the last versions came (``rollart.rollout.late_starts``)."""
         self.version = version
         self.groups: deque[list[Trajectory]] = deque()
         self.buffered = 0
@@ -103,8 +103,6 @@ class SampleBuffer:
         self._retired_before = self.window_start()
         """Per-turn modes: trajectories begun before this version can join no batch (the window's start, or further
         on once ``retire_before_next`` has retired what the next batch cannot take)."""
-        self._version_times: deque[float] = deque(maxlen=5)
-        """When the last versions came (monotonic seconds): their spacing is the iteration time ``start_window`` uses."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -144,29 +142,6 @@ class SampleBuffer:
     def inflight(self) -> int:
         return len(self._inflight)
 
-    def start_window(self) -> tuple[float, float] | None:
-        """Per-turn modes: (seconds a group starting now has before its start version is retired, seconds one
-        starting at the next version will have), or None until three versions have come. A version v is retired
-        when the batch is taken at version v + alpha, about alpha + 1 iterations after v came; an iteration is
-        the mean spacing of the last versions."""
-        times = self._version_times
-        if not self.per_turn or len(times) < 3:
-            return None
-        whole = (self.config.alpha + 1) * (times[-1] - times[0]) / (len(times) - 1)
-        return times[-1] + whole - self.clock(), whole
-
-    async def next_version(self, timeout: float) -> bool:
-        """Wait until the version moves on (True) or ``timeout`` seconds pass (False)."""
-        version = self.version
-        try:
-            async with asyncio.timeout(timeout), self._changed:
-                while self.version == version:
-                    self._raise_if_closed()
-                    await self._changed.wait()
-        except TimeoutError:
-            return False
-        return True
-
     async def admit_group(self) -> None:
         """Wait until one more group may start (``max_outstanding_groups``), then count it."""
         limit = self.config.max_outstanding_groups
@@ -191,7 +166,7 @@ class SampleBuffer:
         if version < self.version:
             raise ValueError(f"versions only go forward: {version} < current {self.version}")
         if version > self.version:
-            self._version_times.append(self.clock())
+            self.version_clock.came()
         self.version = version
         if self.per_turn:
             self._abort_inflight_before(self.window_start(), "stale_midflight", "stale mid-flight: started at "
@@ -216,7 +191,7 @@ class SampleBuffer:
         limit = version + self.config.alpha
         self.version = version
         self._retired_before = self.window_start()
-        self._version_times.clear()  # the recovery is no iteration: time the window afresh
+        self.version_clock.reset()
         while self._taken:  # the batches in training went with the trainer: their replays hold back no starts
             self.outstanding_groups = max(0, self.outstanding_groups - self._taken.popleft())
         for tid, (start, task) in list(self._inflight.items()):
@@ -258,9 +233,8 @@ class SampleBuffer:
         return n
 
     async def get_batch(self, n: int) -> list[Trajectory]:
-        """Block until ``n`` fresh trajectories (whole groups) are buffered; return them, first come first, and in
-        per-turn modes the groups begun at the oldest version first: they are the next to leave the window, and a
-        short task's groups that finished since must not push a long task's out of it."""
+        """Block until ``n`` fresh trajectories (whole groups) are buffered; return them, first come first (in per-turn
+        modes those begun longest ago first: a short task's groups that finished since must not push them out)."""
         g = self.config.group_size
         if n < g or n % g or n > self.config.capacity:
             raise ValueError(f"batch size {n} must be a multiple of group_size {g} and <= capacity "

@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import random
 import re
-import statistics
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter
 from dataclasses import dataclass
 
 from rollart.config import ConfigError
 from rollart.rollout.row_order import RowOrder
 from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
+from rollart.rollout.late_starts import LateStarts
 from rollart.rewards.dispatch import RewardDispatcher
 from rollart.types import Trajectory
-
-log = logging.getLogger("rollart.rollout")
 
 
 @dataclass
@@ -113,12 +110,8 @@ class RolloutScheduler:
         so that reasons differing only in ids or ports count together."""
         self.reason_examples: dict[str, str] = {}
         """One exact reason text (the first seen, up to 400 characters) for each key of ``reasons``."""
-        self.group_seconds: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=16))
-        """Per task: how long its last groups took, start to last member (a stale group's time so far), for
-        ``defer_late_starts``."""
-        self._recent_stale: defaultdict[str, deque[bool]] = defaultdict(lambda: deque(maxlen=8))
-        self._starved: set[str] = set()
-        """Tasks the staleness bound was said to starve (said once each)."""
+        self.late = LateStarts(buffer, self.config.defer_late_starts, self.counters) if buffer is not None else None
+        """When ``run()``'s groups start under the per-turn bound, and which task it starves."""
 
     # ------------------------------------------------------------------ public API
     async def collect_batch(self, num_groups: int) -> list[list[Trajectory]]:
@@ -215,12 +208,11 @@ class RolloutScheduler:
 
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
-            await self._start_in_window(group)
+            await self.late.wait_turn(group.task.name)
             started = time.monotonic()
             trajectories = await self._run_group(group)
             if trajectories is not None or group.stale:  # a stale group's time is a lower bound of its duration
-                self.group_seconds[group.task.name].append(time.monotonic() - started)
-                self._note_outcome(group)
+                self.late.finished(group.task.name, time.monotonic() - started, cut=group.stale)
             if trajectories is None:
                 self._give_back(group)
                 await self.buffer.discard_group()
@@ -235,38 +227,6 @@ class RolloutScheduler:
             self.counters["groups_deposited"] += 1
         finally:
             slots.release()
-
-    async def _start_in_window(self, group: _Group) -> None:
-        """``defer_late_starts``: wait for the next version (at most a window) when the group is expected to
-        outlast what is left of this one's window but to fit a whole one."""
-        window = self.buffer.start_window() if self.config.defer_late_starts else None
-        past = self.group_seconds[group.task.name]
-        if window is None or len(past) < 4:
-            return
-        left, whole = window
-        expected = statistics.median(past)
-        if left < expected <= whole:
-            t0 = time.monotonic()
-            self.counters["starts_deferred"] += 1
-            await self.buffer.next_version(timeout=whole)
-            self.counters["deferred_ms"] += round(1000 * (time.monotonic() - t0))
-
-    def _note_outcome(self, group: _Group) -> None:
-        """Count a finished group's staleness per task, and say once when the bound starves a task: most of its
-        groups cut means the batches hold less of it than the task weights ask for."""
-        name = group.task.name
-        self.counters[f"groups_stale/{name}" if group.stale else f"groups_complete/{name}"] += 1
-        recent = self._recent_stale[name]
-        recent.append(group.stale)
-        if len(recent) == recent.maxlen and sum(recent) >= 0.75 * len(recent) and name not in self._starved:
-            self._starved.add(name)
-            window = self.buffer.start_window()
-            log.warning("task %s: %d of its last %d groups were cut by the per-turn staleness bound (alpha=%d): they "
-                        "take about %.1f s (median), and a group has at most %s from its start, so the batches hold "
-                        "less of this task than its weight asks for (see rollout/share/%s). Raise alpha, or shorten "
-                        "its trajectories (max_turns, max_new_tokens)", name, sum(recent), len(recent),
-                        self.buffer.config.alpha, statistics.median(self.group_seconds[name]),
-                        f"{window[1]:.1f} s" if window else "alpha + 1 iterations", name)
 
     def _failure_summary(self, failed: int) -> str:
         reasons = "; ".join(f"{self.reason_examples.get(r, r)} (x{n})" for r, n in self.reasons.most_common(3))
