@@ -734,8 +734,9 @@ def main() -> None:
     line += "".join(f" tput_{n}={res['tokens_per_s'] / base_tput:.2f}" for n, res in results.items() if base_tput)
     line += "".join(f" decode_per_prefill_{hw}={v:.3f}" for hw, v in mix.items())
     line += f" rollout_cost_ratio={rollout_cost(MODES['rollart']) / rollout_cost(MODES['syncplus']):.3f}"
-    drawn = {t.name: t.weight / sum(u.weight for u in work.tasks()) for t in work.tasks()}  # a report: what was trained
-    line += f" mathtool_drawn={drawn['MathTool']:.2f}" + "".join(
+    tasks = work.tasks()  # a report: the GEM-math stand-in's share as drawn, and as each mode trained it
+    drawn = sum(t.weight for t in tasks if t.name == "MathTool") / sum(t.weight for t in tasks)
+    line += f" mathtool_drawn={drawn:.2f}" + "".join(
         f" mathtool_share_{n}={res['task_share'].get('MathTool', 0.0):.2f}" for n, res in results.items())
     line += "".join(f" concurrency_{n}={res['concurrency']:g}" for n, res in results.items()
                     if len(res["by_concurrency"]) > 1)
