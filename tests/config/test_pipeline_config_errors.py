@@ -57,7 +57,7 @@ def test_data_parallel_trainer_ranks_need_processes():
 
 
 def test_mode_is_checked_against_the_one_list_of_modes():
-    from rollart.rollout.buffer import MODES
+    from rollart.rollout.buffer_config import MODES
     for cfg in (PipelineConfig, BufferConfig):
         with pytest.raises(ConfigError, match=rf"mode='fast': choose one of {re.escape(str(MODES))}"):
             cfg(mode="fast")

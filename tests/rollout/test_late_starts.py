@@ -1,6 +1,7 @@
 """defer_late_starts: a group expected to outlast what is left of its start version's window starts at the next
 version instead of running until the per-turn bound aborts it."""
 import asyncio
+import time
 from collections import Counter
 
 import pytest
@@ -10,6 +11,8 @@ from rollart.rollout.buffer import BufferConfig, SampleBuffer
 from rollart.rollout.env_manager import TaskSpec
 from rollart.rollout.group_scheduler import RolloutScheduler, SchedulerConfig
 from rollart.rollout.late_starts import LateStarts, VersionClock
+from rollart.rollout.task_mix import TaskMix
+from rollart.types import Trajectory
 
 
 class Clock:
@@ -58,13 +61,24 @@ async def test_the_window_is_alpha_plus_one_iterations_from_the_current_versions
     assert window(areal) is None  # a start-only bound cuts nothing mid-flight
 
 
-async def test_next_version_wakes_on_a_new_version_and_gives_up_after_its_timeout():
+async def test_a_held_back_start_wakes_on_a_new_version_or_when_the_batch_lacks_its_task():
     buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=1, capacity=4))
-    assert await buf.version_clock.next_version(timeout=0.05) is False
-    waiting = asyncio.create_task(buf.version_clock.next_version(timeout=10))
+    t0 = time.monotonic()
+    await buf.until_next_version_or_lacking("slow", timeout=0.05)  # nothing happens: it gives up after its timeout
+    assert time.monotonic() - t0 >= 0.05
+    waiting = asyncio.create_task(buf.until_next_version_or_lacking("slow", timeout=10))
     await asyncio.sleep(0)
     await buf.set_version(1)
-    assert await asyncio.wait_for(waiting, 1) is True
+    await asyncio.wait_for(waiting, 1)
+    buf.task_mix = TaskMix({"quick": 1.0, "slow": 1.0})
+    waiting = asyncio.create_task(buf.until_next_version_or_lacking("slow", timeout=10))
+    batch = asyncio.create_task(buf.get_batch(2))
+    await buf.put([Trajectory("q0", "q", "quick", start_version=1, status="done")])
+    await buf.put([Trajectory("q1", "q1", "quick", start_version=1, status="done")])
+    await asyncio.wait_for(waiting, 1)  # the batch takes one group of each task: it lacks "slow"
+    assert not batch.done() and buf.task_mix.lacking == {"slow"}
+    await buf.put([Trajectory("s0", "s", "slow", start_version=1, status="done")])
+    assert [t.task for t in await asyncio.wait_for(batch, 1)] == ["quick", "slow"]
 
 
 async def start_one_group(tokenizer, expected_s: float, defer: bool = True):

@@ -664,6 +664,9 @@ def main() -> None:
                     help="rollart only: proxy.spill_ratio, load-aware affinity (0 = strict, as the paper routes)")
     ap.add_argument("--defer-late-starts", action=argparse.BooleanOptionalAction, default=True,
                     help="rollout.defer_late_starts for ROLLART's modes (default on, as in a run)")
+    ap.add_argument("--keep-task-mix", action=argparse.BooleanOptionalAction, default=True,
+                    help="rollout.keep_task_mix for every mode: each batch takes every task's share of groups by its "
+                    "weight (default on, as in a run; off: first come first)")
     ap.add_argument("--only", default="", help="comma-separated modes to run (debugging)")
     ap.add_argument("--json", default="", help="also write every measurement to this file")
     args = ap.parse_args()
@@ -671,6 +674,8 @@ def main() -> None:
     MODES["rollart"]["proxy.spill_ratio"] = args.spill
     for name in ("rollart", "rollart_samehw"):
         MODES[name]["rollout.defer_late_starts"] = args.defer_late_starts
+    for overrides in MODES.values():
+        overrides["rollout.keep_task_mix"] = args.keep_task_mix
     work = Workload(env_scale=args.env_scale, gen_scale=args.gen_scale, paper_profiles=args.paper_profiles,
                     paper_turns=args.paper_turns,
                     math_cot=args.math_cot, game_cot=args.game_cot, batch_groups=args.batch_groups,

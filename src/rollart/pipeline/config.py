@@ -24,7 +24,7 @@ from rollart.engine.config import EngineConfig
 from rollart.hardware import SpeedModelConfig
 from rollart.monitor import check_loggers
 from rollart.rewards.config import RewardConfig
-from rollart.rollout.buffer import MODES, BufferConfig, Mode
+from rollart.rollout.buffer_config import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
 from rollart.rollout.group_scheduler import SchedulerConfig
 from rollart.trainer.config import TrainerConfig

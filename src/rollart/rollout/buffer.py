@@ -15,59 +15,22 @@ while the buffer is full: backpressure). Modes, all in this one class:
 - ``oneoff``: start-only like areal with α=1, but groups started before n−1 are evicted at batch time;
 - ``sync``: ``async`` with α=0: every batch comes entirely from the current version.
 
-Capacity (trajectories) bounds what is held: with E concurrent envs, (α+1)·E keeps it O(α·E).
+Capacity (trajectories) bounds what is held: with E concurrent envs, (α+1)·E keeps it O(α·E). With a ``TaskMix``
+(``rollout.keep_task_mix``, several tasks) a batch takes each task's quota of groups and waits for a task it lacks
+while a group of it runs or can still start.
 Accounting: ``accepted == trained + evicted (by reason) + buffered`` always holds.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter, deque
-from dataclasses import dataclass
-from typing import Literal, get_args
 
-from rollart.config import ConfigError
+from rollart.rollout.buffer_config import BufferConfig
 from rollart.rollout.late_starts import VersionClock
+from rollart.rollout.task_mix import TaskMix
 from rollart.types import Trajectory
 from rollart.versions import trained_versions
-
-Mode = Literal["async", "areal", "oneoff", "sync"]
-MODES: tuple[str, ...] = get_args(Mode)
-"""The training modes, one list: the buffer's gate and the coordinator's loop are chosen by it."""
-
-
-@dataclass
-class BufferConfig:
-    """SampleBuffer settings. In a run (``PipelineConfig.buffer``) every field is derived by ``resolve()``."""
-    mode: Mode = "async"
-    """async (per-turn bound, ROLLART) | areal (start-only bound) | oneoff | sync (α=0)."""
-    alpha: int = 1
-    """Asynchronous bound: trajectories must start at version >= current - alpha."""
-    group_size: int = 8
-    """Trajectories per GRPO group; put() takes exactly this many."""
-    capacity: int = 256
-    """Most trajectories held at once; set about (alpha + 1) * concurrent envs."""
-    max_outstanding_groups: int = 0
-    """Most groups started (``admit_group``) and not yet discarded or trained; AReaL's start-time staleness bound
-    is (alpha + 1) * groups per batch. A batch's groups count until its train step is done (``batch_trained``),
-    not only until ``get_batch`` takes them: AReaL's capacity, (η + version + 1) × batch over the samples
-    accepted or running, counts them until training moves the version on. Freeing them at ``get_batch`` let
-    rollout start, while a batch trained, trajectories for the batch after next, one version staler than α
-    allows. 0: no bound (only capacity throttles)."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"mode={self.mode!r}: choose one of {MODES}")
-        if self.alpha < 0:
-            raise ConfigError(f"alpha={self.alpha} must be >= 0")
-        if self.mode == "sync":
-            self.alpha = 0
-        if self.mode == "oneoff":
-            self.alpha = 1
-        if self.max_outstanding_groups < 0:
-            raise ConfigError(f"max_outstanding_groups={self.max_outstanding_groups} must be >= 0")
-        if self.group_size < 1 or self.capacity < self.group_size:
-            raise ConfigError(f"need group_size >= 1 and capacity >= group_size "
-                              f"(got group_size={self.group_size}, capacity={self.capacity})")
 
 
 class BufferClosed(RuntimeError):
@@ -103,6 +66,8 @@ class SampleBuffer:
         self._retired_before = self.window_start()
         """Per-turn modes: trajectories begun before this version can join no batch (the window's start, or further
         on once ``retire_before_next`` has retired what the next batch cannot take)."""
+        self.task_mix: TaskMix | None = None
+        """The batches' task mix, set by the RolloutScheduler that fills the buffer (None: first come first)."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -153,6 +118,7 @@ class SampleBuffer:
             self.outstanding_groups += 1
             self.counters["outstanding_groups_max"] = max(self.counters["outstanding_groups_max"],
                                                           self.outstanding_groups)
+            self._changed.notify_all()  # a batch waiting for a task sees whether a group of it can still start
 
     async def discard_group(self) -> None:
         """An admitted group ended without reaching the buffer (it failed): it no longer counts."""
@@ -205,9 +171,8 @@ class SampleBuffer:
             for group in self.groups:
                 newest = max(max(trained_versions(t), default=t.start_version) for t in group)
                 if newest > limit:
-                    self.evicted["rewound"] += len(group)
+                    self._drop(group, "rewound")
                     self.buffered -= len(group)
-                    self._settle_group()
                     dropped += len(group)
                 else:
                     groups.append(group)
@@ -233,8 +198,9 @@ class SampleBuffer:
         return n
 
     async def get_batch(self, n: int) -> list[Trajectory]:
-        """Block until ``n`` fresh trajectories (whole groups) are buffered; return them, first come first (in per-turn
-        modes those begun longest ago first: a short task's groups that finished since must not push them out)."""
+        """Block until ``n`` fresh trajectories (whole groups, each task's quota with a task mix) are buffered; return
+        them, first come first (in per-turn modes those begun longest ago first: a short task's groups that finished
+        since must not push them out)."""
         g = self.config.group_size
         if n < g or n % g or n > self.config.capacity:
             raise ValueError(f"batch size {n} must be a multiple of group_size {g} and <= capacity "
@@ -243,21 +209,29 @@ class SampleBuffer:
             while True:
                 self._raise_if_closed()
                 self._evict_stale()
-                if self.buffered >= n:
+                if self.buffered >= n and (picked := self._pick(n // g)):
                     break
                 await self._changed.wait()
-            if self.per_turn:
-                self.groups = deque(sorted(self.groups, key=lambda group: min(t.start_version for t in group)))
-            batch: list[Trajectory] = []
-            while len(batch) < n:
-                group = self.groups.popleft()
-                batch.extend(group)
-                self.buffered -= len(group)
-                self.counters["groups_trained"] += 1
+            taken = [self.groups[i] for i in picked]
+            self.groups = deque(group for i, group in enumerate(self.groups) if i not in set(picked))
+            if self.task_mix is not None:
+                self.task_mix.took(taken)
+            batch = [t for group in taken for t in group]
+            self.buffered -= n
+            self.counters["groups_trained"] += len(taken)
             self._taken.append(n // g)  # they count until their train step is done (batch_trained)
             self.counters["trained"] += len(batch)
             self._changed.notify_all()
             return batch
+
+    async def until_next_version_or_lacking(self, task: str, timeout: float) -> None:
+        """Wait until the version moves on, the batch being formed lacks ``task``, or ``timeout`` seconds pass (a
+        group held back for the next version starts at once when the batch waits for its task)."""
+        version = self.version
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait_for(lambda: self.version != version or self._closed or (
+                    self.task_mix is not None and task in self.task_mix.lacking)), timeout)
 
     # ------------------------------------------------------------------ the scheduler side
     async def put(self, group: list[Trajectory]) -> bool:
@@ -273,8 +247,7 @@ class SampleBuffer:
             self.counters["accepted"] += len(group)
             self.counters["groups_accepted"] += 1
             if self._is_stale(group):
-                self.evicted["stale_on_arrival"] += len(group)
-                self._settle_group()
+                self._drop(group, "stale_on_arrival")
                 self._changed.notify_all()
                 return False
             self.groups.append(group)
@@ -302,6 +275,20 @@ class SampleBuffer:
                                              + self.buffered)
 
     # ------------------------------------------------------------------ internals
+    def _pick(self, count: int) -> list[int]:
+        """Indices of the groups the next batch takes; [] while it waits for a task it lacks."""
+        if self.per_turn:
+            self.groups = deque(sorted(self.groups, key=lambda group: min(t.start_version for t in group)))
+        mix = self.task_mix
+        if mix is None:
+            return list(range(count))
+        lacked, limit = mix.lacking, self.config.max_outstanding_groups
+        picked = mix.choose(self.groups, count, can_start=not limit or self.outstanding_groups < limit,
+                            full=self.buffered + self.config.group_size > self.config.capacity)
+        if mix.lacking != lacked:
+            self._changed.notify_all()  # held-back groups of a task the batch now lacks start
+        return picked
+
     def _is_stale(self, group: list[Trajectory], cutoff: int | None = None) -> bool:
         if self.config.mode == "areal":
             return False
@@ -314,14 +301,20 @@ class SampleBuffer:
         n = 0
         for group in self.groups:
             if self._is_stale(group, cutoff):
-                self.evicted[reason] += len(group)
+                self._drop(group, reason)
                 self.buffered -= len(group)
-                self._settle_group()
                 n += len(group)
             else:
                 keep.append(group)
         self.groups = keep
         return n
+
+    def _drop(self, group: list[Trajectory], reason: str) -> None:
+        """A group leaves untrained (caller holds the lock, adjusts ``buffered`` and notifies)."""
+        self.evicted[reason] += len(group)
+        self._settle_group()
+        if self.task_mix is not None:
+            self.task_mix.lost(group[0].task)
 
     def _settle_group(self) -> None:
         """A group left for good (trained, evicted or failed); caller holds the lock and notifies."""

@@ -8,7 +8,9 @@ env released), and as soon as a batch has its groups the extra groups are cancel
 that fails is replaced (same seed) while the group could still fall short; a group holding a finished member
 that began too long ago to be trained (the per-turn α bound, ``SampleBuffer.can_join``) stops at once, its row
 dealt again, instead of completing only to be evicted; and a group expected to outlast what is left of its start
-version's window waits for the next version instead of starting (``defer_late_starts``). Every trajectory interacts at
+version's window waits for the next version instead of starting (``defer_late_starts``). With several tasks, each
+task's share of the groups started and of the batches follows its weight (``keep_task_mix``, ``TaskMix``): a group
+that is lost has its task drawn again. Every trajectory interacts at
 its own pace (trajectory-level interaction, RollArt §6.1); the batched baseline of Fig. 5b wraps the env
 manager (``rollart.sim.batched``).
 
@@ -30,6 +32,7 @@ from rollart.rollout.row_order import RowOrder
 from rollart.rollout.buffer import BufferClosed, SampleBuffer
 from rollart.rollout.env_manager import EnvManager, TaskSpec
 from rollart.rollout.late_starts import LateStarts
+from rollart.rollout.task_mix import TaskMix
 from rollart.rewards.dispatch import RewardDispatcher
 from rollart.types import Trajectory
 
@@ -56,6 +59,12 @@ class SchedulerConfig:
     left before its start version is retired, but no longer than a whole window, starts at the next version
     instead of running until the bound aborts it (its generation wasted, its engine time taken from groups that
     can finish). Other modes abort nothing mid-flight, and this has no effect there."""
+    keep_task_mix: bool = True
+    """Several tasks: each task's share of the groups trained follows its weight. Groups start in that mix (a lost
+    group's task is drawn again), and each batch the SampleBuffer forms takes every task's quota, waiting for a task it
+    lacks while a group of it runs or can start. Off: tasks drawn at random by weight, and batches take the groups
+    that finished first, so quick tasks fill them beyond their weight (and under the per-turn bound, a task whose
+    groups outlast the window is hardly trained)."""
 
     def __post_init__(self) -> None:
         for name in ("group_size", "max_concurrency"):
@@ -99,6 +108,10 @@ class RolloutScheduler:
         self.rewards = rewards or RewardDispatcher()
         self._slots = asyncio.Semaphore(self.config.max_concurrency)
         self._rng = random.Random(self.config.seed)
+        self.mix = TaskMix.of(tasks) if self.config.keep_task_mix else None
+        """Which task each group is, and (through the buffer) each batch's quota of each task; None: drawn at random."""
+        if buffer is not None:
+            buffer.task_mix = self.mix
         self.row_orders = {t.name: RowOrder(t.rows, seed=self.config.seed) for t in tasks if t.rows}
         """Per dataset task: the order its rows are dealt in (one row per group, each once per epoch; a failed
         group's row is dealt again)."""
@@ -122,10 +135,11 @@ class RolloutScheduler:
         groups: list[list[Trajectory]] = []
         failed = 0
         async with asyncio.TaskGroup() as tg:
-            running = set()
+            running: dict[asyncio.Task, _Group] = {}
 
             def launch() -> None:
-                running.add(tg.create_task(self._group_to_queue(self._new_group(), complete)))
+                group = self._new_group()
+                running[tg.create_task(self._group_to_queue(group, complete))] = group
 
             for _ in range(num_groups + self.config.extra_groups):
                 launch()
@@ -138,8 +152,13 @@ class RolloutScheduler:
                     launch()
                 else:
                     groups.append(group)
-            for task in running:
-                task.cancel()  # extra groups: abort their generations, release their envs
+            for task, group in running.items():
+                if not task.done():
+                    task.cancel()  # extra groups: abort their generations, release their envs
+                    self._lost(group.task.name, group.seed)
+            while not complete.empty():  # extras that completed after the batch was full
+                if extra := complete.get_nowait():
+                    self._lost(extra[0].task, extra[0].info.get("seed"))
         if len(groups) < num_groups:
             raise RolloutError(self._failure_summary(failed))
         return groups
@@ -190,7 +209,11 @@ class RolloutScheduler:
 
     # ------------------------------------------------------------------ groups
     def _new_group(self) -> _Group:
-        task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
+        if self.mix is not None:
+            name = self.mix.draw()
+            task = next(t for t in self.tasks if t.name == name)
+        else:
+            task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
         order = self.row_orders.get(task.name)
         seed = order.next() if order is not None else self._rng.randrange(2**31)
         return _Group(f"g{next(self._group_ids)}", task, seed)
@@ -198,13 +221,16 @@ class RolloutScheduler:
     async def _group_to_queue(self, group: _Group, out: asyncio.Queue) -> None:
         trajectories = await self._run_group(group)
         if trajectories is None:
-            self._give_back(group)
+            self._lost(group.task.name, group.seed, failed=not group.stale)
         out.put_nowait(trajectories)
 
-    def _give_back(self, group: _Group) -> None:
-        """A failed group's dataset row is dealt again."""
-        if group.task.name in self.row_orders:
-            self.row_orders[group.task.name].give_back(group.seed)
+    def _lost(self, task: str, seed: int | None, failed: bool = False) -> None:
+        """A group that will not be trained: its dataset row is dealt again, and unless it ``failed`` (cut by the
+        bound, or an extra), its task is drawn again."""
+        if task in self.row_orders and seed is not None:
+            self.row_orders[task].give_back(int(seed))
+        if self.mix is not None:
+            (self.mix.failed if failed else self.mix.lost)(task)
 
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
@@ -214,7 +240,7 @@ class RolloutScheduler:
             if trajectories is not None or group.stale:  # a stale group's time is a lower bound of its duration
                 self.late.finished(group.task.name, time.monotonic() - started, cut=group.stale)
             if trajectories is None:
-                self._give_back(group)
+                self._lost(group.task.name, group.seed, failed=not group.stale)
                 await self.buffer.discard_group()
                 if group.stale:
                     return  # the staleness bound, not the envs: no failure

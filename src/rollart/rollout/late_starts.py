@@ -4,11 +4,11 @@ A version v leaves the window when the batch is taken at version v + Î±, about Î
 iteration: the mean spacing of the last versions, ``VersionClock``). A group that starts late in its version's
 window has less than that. ``LateStarts`` keeps each task's recent group durations and holds a group that would
 outlast what is left of the window, but would fit a whole one, until the next version (``rollout.defer_late_starts``),
-instead of letting it run until the bound aborts it. A task whose groups the bound cuts again and again is named once.
+instead of letting it run until the bound aborts it (or until the batch being formed lacks its task: ``TaskMix``). A task
+whose groups the bound cuts again and again is named once.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import statistics
 import time
@@ -22,17 +22,14 @@ log = logging.getLogger("rollart.rollout")
 
 
 class VersionClock:
-    """When the last policy versions came: the iteration time, and a wait for the next version."""
+    """When the last policy versions came: the iteration time."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, keep: int = 5):
         self.clock = clock
         self._times: deque[float] = deque(maxlen=keep)
-        self._next = asyncio.Event()
 
     def came(self) -> None:
         self._times.append(self.clock())
-        self._next.set()
-        self._next = asyncio.Event()
 
     def reset(self) -> None:
         """A recovery is no iteration: time afresh."""
@@ -45,14 +42,6 @@ class VersionClock:
 
     def since_last_s(self) -> float:
         return self.clock() - self._times[-1] if self._times else 0.0
-
-    async def next_version(self, timeout: float) -> bool:
-        """Wait until the next version comes (True) or ``timeout`` seconds pass (False)."""
-        try:
-            await asyncio.wait_for(self._next.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
 
 
 class LateStarts:
@@ -77,16 +66,17 @@ class LateStarts:
 
     async def wait_turn(self, task: str) -> None:
         """Return when a group of ``task`` should start: now, or at the next version (at most a window away) when
-        its recent groups say it would outlast what is left of this one's window but fit a whole one."""
+        its recent groups say it would outlast what is left of this one's window but fit a whole one, unless the batch
+        being formed waits for its task."""
         window = self.window() if self.defer else None
         past = self.seconds[task]
-        if window is None or len(past) < 4:
+        if window is None or len(past) < 4 or (self.buffer.task_mix and task in self.buffer.task_mix.lacking):
             return
         left, whole = window
         if left < statistics.median(past) <= whole:
             t0 = time.monotonic()
             self.counters["starts_deferred"] += 1
-            await self.buffer.version_clock.next_version(timeout=whole)
+            await self.buffer.until_next_version_or_lacking(task, timeout=whole)
             self.counters["deferred_ms"] += round(1000 * (time.monotonic() - t0))
 
     def finished(self, task: str, seconds: float, cut: bool) -> None:
