@@ -127,4 +127,12 @@ def test_a_task_the_bound_starves_is_named_once_with_what_to_change(caplog):
         late.finished("short", 1.0, cut=i % 3 == 0)  # 1 of every 3
     said = [r.getMessage() for r in caplog.records if "per-turn staleness bound" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("task long: 7 of its last 8 groups") and "Raise alpha" in said[0]
+    assert "less of this task than its weight" in said[0]
     assert counters["groups_stale/long"] == 14 and counters["groups_complete/short"] == 10
+    mixed = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8))
+    mixed.task_mix = TaskMix({"long": 1.0, "short": 1.0})  # the batches keep its share: the cut groups are waste
+    late = LateStarts(mixed, True, Counter())
+    for _ in range(8):
+        late.finished("long", 4.0, cut=True)
+    said = [r.getMessage() for r in caplog.records if "per-turn staleness bound" in r.getMessage()]
+    assert len(said) == 2 and "their generation is wasted" in said[1]

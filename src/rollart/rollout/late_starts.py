@@ -89,9 +89,10 @@ class LateStarts:
             return
         self._named.add(task)
         window = self.window()
+        cost = ("their generation is wasted" if self.buffer.task_mix is not None else
+                f"so the batches hold less of this task than its weight asks for (see rollout/share/{task})")
         log.warning("task %s: %d of its last %d groups were cut by the per-turn staleness bound (alpha=%d): they take "
-                    "about %.1f s (median), and a group has at most %s from its start, so the batches hold less of "
-                    "this task than its weight asks for (see rollout/share/%s). Raise alpha, or shorten its "
-                    "trajectories (max_turns, max_new_tokens)", task, sum(recent), len(recent),
+                    "about %.1f s (median), and a group has at most %s from its start: %s. Raise alpha, or shorten "
+                    "its trajectories (max_turns, max_new_tokens)", task, sum(recent), len(recent),
                     self.buffer.config.alpha, statistics.median(self.seconds[task]),
-                    f"{window[1]:.1f} s" if window else "alpha + 1 iterations", task)
+                    f"{window[1]:.1f} s" if window else "alpha + 1 iterations", cost)
