@@ -153,6 +153,11 @@ game's a fifth, generation 68 % at 0.025); each step's roofline time of the stan
 needed x3 to stand above this CPU's real engine time."""
 
 
+QUICK_TIME = 0.6
+"""--quick runs every emulated time (generation, env latency, and so the calibrated train step and links) at this
+fraction of the full run's scale: the same proportions, sooner, to stay under a minute."""
+
+
 @dataclasses.dataclass
 class Workload:
     """The CPU-scaled task mix and time scales (defaults calibrated to Fig. 3, see the module docstring)."""
@@ -628,8 +633,9 @@ def main() -> None:
     ap.add_argument("--sweep-only", action="store_true",
                     help="only the α sweep 1..6 (--sweep-steps each), writes plots/async_training_alpha.png")
     defaults = Workload()
-    ap.add_argument("--env-scale", type=float, default=defaults.env_scale,
-                    help="paper env latency (mu=10 s, sigma=5 s) x this (default %(default)s)")
+    ap.add_argument("--env-scale", type=float, default=0.0,
+                    help="paper env latency (mu=10 s, sigma=5 s) x this (default %s; --quick: x%s, as every time "
+                    "scale)" % (defaults.env_scale, QUICK_TIME))
     ap.add_argument("--gen-scale", type=float, default=0.0,
                     help="simulated Qwen3-8B generation time x this (default: %s with the paper's profiles, %s without)"
                     % (GEN_SCALE[True], GEN_SCALE[False]))
@@ -676,7 +682,10 @@ def main() -> None:
         MODES[name]["rollout.defer_late_starts"] = args.defer_late_starts
     for overrides in MODES.values():
         overrides["rollout.keep_task_mix"] = args.keep_task_mix
-    work = Workload(env_scale=args.env_scale, gen_scale=args.gen_scale, paper_profiles=args.paper_profiles,
+    quick_time = QUICK_TIME if args.quick else 1.0
+    work = Workload(env_scale=args.env_scale or defaults.env_scale * quick_time,
+                    gen_scale=args.gen_scale or GEN_SCALE[args.paper_profiles] * quick_time,
+                    paper_profiles=args.paper_profiles,
                     paper_turns=args.paper_turns,
                     math_cot=args.math_cot, game_cot=args.game_cot, batch_groups=args.batch_groups,
                     concurrency=args.concurrency, token_scale=args.token_scale)
