@@ -213,7 +213,8 @@ class SampleBuffer:
                     break
                 await self._changed.wait()
             taken = [self.groups[i] for i in picked]
-            self.groups = deque(group for i, group in enumerate(self.groups) if i not in set(picked))
+            chosen = set(picked)
+            self.groups = deque(group for i, group in enumerate(self.groups) if i not in chosen)
             if self.task_mix is not None:
                 self.task_mix.took(taken)
             batch = [t for group in taken for t in group]

@@ -225,8 +225,8 @@ class RolloutScheduler:
         out.put_nowait(trajectories)
 
     def _lost(self, task: str, seed: int | None, failed: bool = False) -> None:
-        """A group that will not be trained: its dataset row is dealt again, and unless it ``failed`` (cut by the
-        bound, or an extra), its task is drawn again."""
+        """A group that will not be trained: its dataset row is dealt again, and its task drawn again unless its envs
+        ``failed`` (a group the bound cut, or an extra, is drawn again)."""
         if task in self.row_orders and seed is not None:
             self.row_orders[task].give_back(int(seed))
         if self.mix is not None:
