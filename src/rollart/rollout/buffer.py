@@ -269,7 +269,8 @@ class SampleBuffer:
                 "inflight": self.inflight, **self.counters,
                 "evicted": sum(self.evicted.values()), "aborted": sum(self.aborted.values()),
                 **{f"evicted/{k}": v for k, v in self.evicted.items()},
-                **{f"aborted/{k}": v for k, v in self.aborted.items()}}
+                **{f"aborted/{k}": v for k, v in self.aborted.items()},
+                **({"mix_unmet": self.task_mix.unmet} if self.task_mix is not None else {})}
 
     def accounting_ok(self) -> bool:
         return self.counters["accepted"] == (self.counters["trained"] + sum(self.evicted.values())

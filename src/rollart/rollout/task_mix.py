@@ -36,13 +36,14 @@ class TaskMix:
         total = sum(weights.values())
         self.shares = {name: w / total for name, w in weights.items()}
         self.kept: Counter[str] = Counter()
-        """Per task: groups drawn and not lost (running, buffered or taken)."""
+        """Per task: groups drawn and not lost (running, buffered, taken or failed)."""
         self.settled: Counter[str] = Counter()
         """Per task: groups taken into batches, or failed."""
         self.lacking: set[str] = set()
         """The tasks the batch being formed still lacks (set by ``pick``, cleared by ``took``)."""
         self.unmet = 0
-        """Batches formed first come first because no group of a task they lacked could come (``choose``)."""
+        """Batches formed first come first because no group of a task they lacked could come (``choose``; the buffer's
+        stats report it as ``mix_unmet``)."""
 
     @classmethod
     def of(cls, tasks: Sequence[TaskSpec]) -> TaskMix | None:
