@@ -15,8 +15,9 @@ other on the same tasks, seed and model (a 0.14M-param model built by make_tiny_
   generation 54 %, environment 15 % of a step), at the MFU that makes it exactly that (the papers give no MFU),
   over the batch's tokens as the emulated engines counted them, and the weight links (below). The calibration
   line says what it chose.
-* workload: Table 1's two kinds of task, sampled 3:1:1 as the paper's five split 3 many-turn (SWE-bench, WebShop,
-  FrozenLake: prefill-heavy) to 2 few-turn long-CoT (GEM-math, GEM-game: decode-heavy). The real envs are
+* workload: Table 1's two kinds of task, weighted 3:1:1 (every batch in that mix, ``rollout.keep_task_mix``) as the
+  paper's five split 3 many-turn (SWE-bench, WebShop, FrozenLake: prefill-heavy) to 2 few-turn long-CoT (GEM-math,
+  GEM-game: decode-heavy). The real envs are
   CPU-scaled stand-ins — FrozenLake (≤ 8 turns of 1-token moves), MathTool (3 turns) and GuessNumber (5 turns)
   answering in fixed-length chains of thought (``--math-cot``, ``--game-cot``) — and the learning is theirs; their
   requests are timed as turns of the paper's tasks they stand for (``PAPER_PROFILES``, since 2026-12-07:
