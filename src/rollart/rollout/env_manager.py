@@ -54,7 +54,7 @@ class TaskSpec:
     faults: dict | None = None
     """If set, wrap each env in rollart.rollout.env_faults.InjectFaults(**faults) (benchmarks, fault tests)."""
     weight: float = 1.0
-    """Relative share of groups drawn from this task."""
+    """Relative share of groups drawn from this task (and, with ``rollout.keep_task_mix``, of every batch's)."""
     rows: int = 0
     """A dataset task's rows (``rollart.data``), the reset seed choosing one: in training the scheduler deals
     each GRPO group one, every row once per epoch in an order shuffled by the run's seed; in evaluation rows
