@@ -231,8 +231,12 @@ class SampleBuffer:
         version = self.version
         async with self._changed:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait_for(lambda: self.version != version or self._closed or (
-                    self.task_mix is not None and task in self.task_mix.lacking)), timeout)
+                await asyncio.wait_for(self._changed.wait_for(
+                    lambda: self.version != version or self._closed or self.lacks(task)), timeout)
+
+    def lacks(self, task: str) -> bool:
+        """Whether the batch being formed waits for a group of ``task`` (with a task mix)."""
+        return self.task_mix is not None and task in self.task_mix.lacking
 
     # ------------------------------------------------------------------ the scheduler side
     async def put(self, group: list[Trajectory]) -> bool:

@@ -70,7 +70,7 @@ class LateStarts:
         being formed waits for its task."""
         window = self.window() if self.defer else None
         past = self.seconds[task]
-        if window is None or len(past) < 4 or (self.buffer.task_mix and task in self.buffer.task_mix.lacking):
+        if window is None or len(past) < 4 or self.buffer.lacks(task):
             return
         left, whole = window
         if left < statistics.median(past) <= whole:
