@@ -61,6 +61,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -127,20 +128,41 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
     real = sum(w.get("engine_seconds", 0.0) for w in result.workers.values())
     sim = sum(w.get("simulated_scaled_seconds", 0.0) for w in result.workers.values())
     outran = sum(h.get("system/train_outran", 0.0) for h in result.history)
+    lag = {key: mean_over(result.history, f"rollout/staleness_{key}_mean") for key in ("token", "traj")}
     out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
                real_vs_emulated=real / sim if sim else float("nan"), train_outran=int(outran),
                steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),
+               staleness_token_mean=lag["token"], staleness_traj_mean=lag["traj"],
                aborted={k.split("/", 1)[1]: v for k, v in result.buffer.items() if k.startswith("aborted/")},
                curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
           f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step), trajectories aborted "
-          f"{sum(out['aborted'].values())} {out['aborted'] or ''}"
+          f"{sum(out['aborted'].values())} {out['aborted'] or ''}, staleness of the trained tokens "
+          f"{lag['token']:.2f} (of each trajectory's oldest {lag['traj']:.2f})"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
              if cfg.simulate_hardware else "") + "; greedy success by step: "
           + " ".join(f"{step}:{s:.2f}" for step, s in evals), flush=True)
     return out
+
+
+def mean_over(history: list[dict], key: str) -> float:
+    """The mean over a run's steps of one logged metric (nan when no step logged it)."""
+    values = [h[key] for h in history if key in h]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def breakdown(rows: list[dict], modes: list[str]) -> str:
+    """Per mode, what its time to target is made of: median steps, s/step, staleness, aborts over its runs."""
+    parts = []
+    for m in modes:
+        runs = [r for r in rows if r["mode"] == m]
+        if runs:
+            parts.append(f"{m} {median([r['steps'] for r in runs]):.0f} steps x {median([r['s_per_step'] for r in runs]):.2f} s"
+                         f", staleness {median([r.get('staleness_token_mean', float('nan')) for r in runs]):.2f}"
+                         f", aborted {median([sum(r['aborted'].values()) for r in runs]):.0f}")
+    return "medians over seeds (steps run, s/step, staleness of trained tokens, trajectories aborted): " + "; ".join(parts)
 
 
 async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> list[dict]:
@@ -318,6 +340,7 @@ def main() -> None:
                 f"{m} {format_summary(s)}" for m, s in summaries(rows, modes).items()), flush=True)
     if not args.seeds:
         plot(rows, modes, args, plot_path)
+    print(breakdown(rows, modes), flush=True)
     print("PAPER (Fig. 10a): " + " ".join(f"{k}={v}" for k, v in PAPER.items()) + (
         "; every role on emulated hardware (tools/bench/tts_paper.py), the learning real; timing: the last line"
         if args.profile == "paper" else "; REAL: everything (CPU)"))
