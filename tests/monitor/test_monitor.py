@@ -45,8 +45,6 @@ def test_scalars_histogram_and_config_are_readable(tmp_path):
     assert ea.Scalars("rollout/evicted/stale")[0].value == 2
     assert ea.Scalars("charts/success")[0].value == pytest.approx(2 / 3)
     assert ea.Scalars("system/traj_env_step_s_mean")[0].value == pytest.approx(0.5)
-    assert ea.Scalars("rollout/staleness_traj_mean")[0].value == pytest.approx(1.0)  # oldest tokens: 1, 0, 2
-    assert ea.Scalars("rollout/staleness_token_mean")[0].value == pytest.approx(3 / 5)  # tokens: 1 0, 0, 2 0
     hist = ea.Histograms("rollout/staleness")[0].histogram_value
     assert hist.num == 3 and hist.min == 0 and hist.max == 2  # lags 1, 0, 2
     assert "config/text_summary" in tags["tensors"]

@@ -128,7 +128,8 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
     real = sum(w.get("engine_seconds", 0.0) for w in result.workers.values())
     sim = sum(w.get("simulated_scaled_seconds", 0.0) for w in result.workers.values())
     outran = sum(h.get("system/train_outran", 0.0) for h in result.history)
-    lag = {key: mean_over(result.history, f"rollout/staleness_{key}_mean") for key in ("token", "traj")}
+    lag = {"token": mean_over(result.history, "rollout/staleness_mean"),  # the trainer's, over the trained tokens
+           "traj": mean_over(result.history, "rollout/staleness_traj_mean")}
     out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
                real_vs_emulated=real / sim if sim else float("nan"), train_outran=int(outran),
                steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),

@@ -43,7 +43,4 @@ def trajectory_metrics(trajectories: Sequence[Trajectory], version: int | None =
         lags = staleness_values(done, version)
         out["rollout/staleness_traj_mean"] = sum(lags) / len(lags)
         out["rollout/staleness_traj_max"] = float(max(lags))
-        token_lags = staleness_values(done, version, per_token=True)  # how off-policy the trained tokens are
-        if token_lags:
-            out["rollout/staleness_token_mean"] = sum(token_lags) / len(token_lags)
     return out
