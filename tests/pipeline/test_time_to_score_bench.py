@@ -114,9 +114,10 @@ def test_earlier_runs_join_only_with_the_same_settings_and_other_runs(tmp_path):
 def test_breakdown_gives_each_modes_medians_and_reads_runs_without_staleness():
     def row(mode, steps, s, lag=None, aborted=0):
         out = dict(mode=mode, steps=steps, s_per_step=s, aborted={"stale": aborted} if aborted else {})
-        return out if lag is None else {**out, "staleness_token_mean": lag}
+        return out if lag is None else {**out, "staleness_token_mean": lag, "batch_wait_s": s / 2, "train_s": s / 4}
     rows = [row("rollart", 40, 2.0, 0.5, 3), row("rollart", 60, 2.2, 0.7, 9), row("rollart", 50, 2.1, 0.6, 5),
             row("areal", 45, 2.3)]  # a run recorded before staleness was
     line = tts.breakdown(rows, ["rollart", "areal", "oneoff"])
-    assert "rollart 50 steps x 2.10 s, staleness 0.60, aborted 5" in line
-    assert "areal 45 steps x 2.30 s, staleness nan, aborted 0" in line and "oneoff" not in line
+    assert "rollart 50 steps x 2.10 s (batch wait 1.05, train 0.53), staleness 0.60, aborted 5" in line
+    assert "areal 45 steps x 2.30 s (batch wait nan, train nan), staleness nan, aborted 0" in line
+    assert "oneoff" not in line

@@ -130,16 +130,19 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
     outran = sum(h.get("system/train_outran", 0.0) for h in result.history)
     lag = {"token": mean_over(result.history, "rollout/staleness_mean"),  # the trainer's, over the trained tokens
            "traj": mean_over(result.history, "rollout/staleness_traj_mean")}
+    wait_s, step_train_s = (mean_over(result.history, f"system/{k}_s") for k in ("get_batch_wait", "train"))
     out = dict(mode=name, seed=cfg.seed, seconds=tt.seconds, budget_s=tt.budget_s, censored=tt.censored,
                real_vs_emulated=real / sim if sim else float("nan"), train_outran=int(outran),
                steps=steps, train_wall_s=train_s, s_per_step=train_s / max(steps, 1),
                staleness_token_mean=lag["token"], staleness_traj_mean=lag["traj"],
+               batch_wait_s=wait_s, train_s=step_train_s,
                aborted={k.split("/", 1)[1]: v for k, v in result.buffer.items() if k.startswith("aborted/")},
                curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
-          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step), trajectories aborted "
+          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step: the trainer waited {wait_s:.2f} s "
+          f"for its batch and trained {step_train_s:.2f} s), trajectories aborted "
           f"{sum(out['aborted'].values())} {out['aborted'] or ''}, staleness of the trained tokens "
           f"{lag['token']:.2f} (of each trajectory's oldest {lag['traj']:.2f})"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
@@ -160,10 +163,13 @@ def breakdown(rows: list[dict], modes: list[str]) -> str:
     for m in modes:
         runs = [r for r in rows if r["mode"] == m]
         if runs:
-            parts.append(f"{m} {median([r['steps'] for r in runs]):.0f} steps x {median([r['s_per_step'] for r in runs]):.2f} s"
-                         f", staleness {median([r.get('staleness_token_mean', float('nan')) for r in runs]):.2f}"
-                         f", aborted {median([sum(r['aborted'].values()) for r in runs]):.0f}")
-    return "medians over seeds (steps run, s/step, staleness of trained tokens, trajectories aborted): " + "; ".join(parts)
+            def med(key: str) -> float:
+                return median([r.get(key, float("nan")) for r in runs])  # runs recorded before a key: nan
+            parts.append(f"{m} {med('steps'):.0f} steps x {med('s_per_step'):.2f} s (batch wait "
+                         f"{med('batch_wait_s'):.2f}, train {med('train_s'):.2f}), staleness "
+                         f"{med('staleness_token_mean'):.2f}, aborted {median([sum(r['aborted'].values()) for r in runs]):.0f}")
+    return ("medians over seeds (steps run x s/step (the trainer's wait for its batch, its train step), "
+            "staleness of the trained tokens, trajectories aborted): " + "; ".join(parts))
 
 
 async def run_seed(seed: int, index: int, modes: list[str], args, tmp: str) -> list[dict]:
