@@ -45,9 +45,13 @@ machine (2026-11-25), where the runs took 35-119 steps (73-300 s) to the target 
 Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+1) so that the load of this
 shared machine falls on the modes alike; each run's line carries its UTC time and load averages.
 
+What a time to target is made of: each run's line gives its steps, s/step (the trainer's wait for its batch and its
+train step), trajectories aborted and the staleness of the trained tokens (versions behind the trainer's weights,
+the trainer's ``rollout/staleness_mean`` averaged over the steps); a line before the last gives each mode's medians.
+
 Last line: ``tts_vs_syncplus= tts_vs_oneoff= tts_vs_areal=`` — median time to target of the baseline ÷ median of
 rollart α=1 (> 1: rollart is faster; RollArt Fig. 10a: 2.05, 1.35, 1.31), then ``tts_vs_sync=``,
-``tts_a2_vs_a1=``, the bounds, censored counts and settings.
+``tts_a1_vs_a2=``, the bounds, censored counts and settings.
 """
 from __future__ import annotations
 
