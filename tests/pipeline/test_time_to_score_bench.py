@@ -119,5 +119,7 @@ def test_breakdown_gives_each_modes_medians_and_reads_runs_without_staleness():
             row("areal", 45, 2.3)]  # a run recorded before staleness was
     line = tts.breakdown(rows, ["rollart", "areal", "oneoff"])
     assert "rollart 50 steps x 2.10 s (batch wait 1.05, train 0.53), staleness 0.60, aborted 5" in line
-    assert "areal 45 steps x 2.30 s (batch wait nan, train nan), staleness nan, aborted 0" in line
+    assert "areal 45 steps x 2.30 s (batch wait -, train -), staleness -, aborted 0" in line
     assert "oneoff" not in line
+    sync = tts.breakdown([{**row("syncplus", 60, 5.0, 0.0), "batch_wait_s": math.nan}], ["syncplus"])
+    assert "syncplus 60 steps x 5.00 s (batch wait -, train 1.25), staleness 0.00, aborted 0" in sync

@@ -60,6 +60,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -145,14 +146,19 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
-          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step: the trainer waited {wait_s:.2f} s "
-          f"for its batch and trained {step_train_s:.2f} s), trajectories aborted "
+          f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step: the trainer waited {two(wait_s)} s "
+          f"for its batch and trained {two(step_train_s)} s), trajectories aborted "
           f"{sum(out['aborted'].values())} {out['aborted'] or ''}, staleness of the trained tokens "
-          f"{lag['token']:.2f} (of each trajectory's oldest {lag['traj']:.2f})"
+          f"{two(lag['token'])} (of each trajectory's oldest {two(lag['traj'])})"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
              if cfg.simulate_hardware else "") + "; greedy success by step: "
           + " ".join(f"{step}:{s:.2f}" for step, s in evals), flush=True)
     return out
+
+
+def two(value: float) -> str:
+    """Two decimals, or "-" for what was not measured (a synchronous step has no wait for a batch: nan)."""
+    return "-" if math.isnan(value) else f"{value:.2f}"
 
 
 def mean_over(history: list[dict], key: str) -> float:
@@ -167,11 +173,12 @@ def breakdown(rows: list[dict], modes: list[str]) -> str:
     for m in modes:
         runs = [r for r in rows if r["mode"] == m]
         if runs:
-            def med(key: str) -> float:
-                return median([r.get(key, float("nan")) for r in runs])  # runs recorded before a key: nan
-            parts.append(f"{m} {med('steps'):.0f} steps x {med('s_per_step'):.2f} s (batch wait "
-                         f"{med('batch_wait_s'):.2f}, train {med('train_s'):.2f}), staleness "
-                         f"{med('staleness_token_mean'):.2f}, aborted {median([sum(r['aborted'].values()) for r in runs]):.0f}")
+            def med(key: str) -> str:  # over the runs that measured it (older runs lack the newer keys)
+                values = [r[key] for r in runs if not math.isnan(r.get(key, math.nan))]
+                return two(median(values)) if values else "-"
+            parts.append(f"{m} {median([r['steps'] for r in runs]):.0f} steps x {med('s_per_step')} s (batch wait "
+                         f"{med('batch_wait_s')}, train {med('train_s')}), staleness {med('staleness_token_mean')}, "
+                         f"aborted {median([sum(r['aborted'].values()) for r in runs]):.0f}")
     return ("medians over seeds (steps run x s/step (the trainer's wait for its batch, its train step), "
             "staleness of the trained tokens, trajectories aborted): " + "; ".join(parts))
 
