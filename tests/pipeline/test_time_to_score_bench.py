@@ -1,5 +1,6 @@
 """tools/bench/time_to_score.py's pure parts: when a run reaches its target, censoring at the budget, median and
 range over censored runs, the ratio's direction and bounds, the interleaved order."""
+import argparse
 import math
 
 import pytest
@@ -123,3 +124,16 @@ def test_breakdown_gives_each_modes_medians_and_reads_runs_without_staleness():
     assert "oneoff" not in line
     sync = tts.breakdown([{**row("syncplus", 60, 5.0, 0.0), "batch_wait_s": math.nan}], ["syncplus"])
     assert "syncplus 60 steps x 5.00 s (batch wait -, train 1.25), staleness 0.00, aborted 0" in sync
+
+
+def test_the_last_line_reports_each_baselines_step_length_over_rollarts():
+    def row(mode, seconds, s_per_step):
+        return dict(mode=mode, seed=0, seconds=seconds, budget_s=600.0, censored=False, s_per_step=s_per_step)
+    rows = [row("rollart", 100.0, 2.0), row("rollart", 300.0, 3.0), row("rollart", 200.0, 2.5),
+            row("syncplus", 150.0, 5.0), row("areal", 400.0, 2.0)]
+    args = argparse.Namespace(profile="cpu", target=0.7, consecutive=2, budget_s=600.0, quick=False)
+    line = tts.final_line(rows, ["rollart", "syncplus", "areal"], args)
+    # the judged ratios follow the times to target; the report, the steps' lengths (medians 5.0 and 2.0 over 2.5)
+    assert "tts_vs_syncplus=0.75 " in line and "tts_vs_areal=2.00 " in line
+    assert "step_vs_syncplus=2.00 " in line and "step_vs_areal=0.80 " in line
+    assert "step_vs_oneoff" not in line

@@ -51,7 +51,8 @@ the trainer's ``rollout/staleness_mean`` averaged over the steps); a line before
 
 Last line: ``tts_vs_syncplus= tts_vs_oneoff= tts_vs_areal=`` — median time to target of the baseline ÷ median of
 rollart α=1 (> 1: rollart is faster; RollArt Fig. 10a: 2.05, 1.35, 1.31), then ``tts_vs_sync=``,
-``tts_a1_vs_a2=``, the bounds, censored counts and settings.
+``tts_a1_vs_a2=``, the bounds, ``step_vs_<baseline>=`` (a report: the median s/step of the baseline ÷ rollart's,
+what the judged ratio would read if every mode needed the same steps), censored counts and settings.
 """
 from __future__ import annotations
 
@@ -267,6 +268,16 @@ def earlier_rows(args, modes: list[str]) -> list[dict]:
     return rows
 
 
+def step_ratio(rows: list[dict], base: str, mode: str = "rollart") -> float:
+    """A report beside each judged key: the baseline's median s/step over rollart α=1's. A time to target is steps
+    times s/step; the steps to a target spread between runs of one mode far more than a step's length does, so this
+    is the part of the judged ratio that three seeds measure well (what it would read if every mode needed as many
+    steps)."""
+    def med(m: str) -> float:
+        return median([r["s_per_step"] for r in rows if r["mode"] == m])
+    return med(base) / med(mode)
+
+
 def final_line(rows: list[dict], modes: list[str], args) -> str:
     summ = summaries(rows, modes)
     parts = []
@@ -275,6 +286,7 @@ def final_line(rows: list[dict], modes: list[str], args) -> str:
             if base in summ:
                 value, bound = tts_ratio(summ[base], summ["rollart"])
                 parts.append(f"{key}={value:.2f} {key}_bound={bound}")
+        parts += [f"step_vs_{base}={step_ratio(rows, base):.2f}" for base in BASELINES if base in summ]
         if "rollart_a2" in summ:
             value, bound = tts_ratio(summ["rollart_a2"], summ["rollart"])
             parts.append(f"tts_a1_vs_a2={value:.2f} tts_a1_vs_a2_bound={bound}")
