@@ -266,3 +266,18 @@ async def test_per_turn_batches_take_the_groups_begun_longest_ago_first(mode):
     assert batch[0].group_id == ("long" if mode == "async" else "short")
     await buf.set_version(2)  # taken first-come, "long" would be evicted here, its generation wasted
     assert sum(buf.evicted.values()) == 0 and buf.buffered == 2
+
+
+async def test_an_evicted_groups_instance_is_dealt_again_by_the_scheduler_that_fills_the_buffer(tokenizer):
+    # the per-turn bound evicts a buffered group that left the window: its env seed and its dataset row come again
+    buf = SampleBuffer(BufferConfig(mode="async", alpha=1, group_size=2, capacity=8))
+    tasks = [TaskSpec("env", "usertest/Countdown-v0"), TaskSpec("data", "usertest/Countdown-v0", rows=4)]
+    scheduler = RolloutScheduler(tasks, make_manager(next_policy(tokenizer), tokenizer),
+                                 SchedulerConfig(group_size=2), buffer=buf)
+    row = scheduler.row_orders["data"].next()
+    for task, seed in (("env", 12345), ("data", row)):
+        await buf.put([Trajectory(f"{task}-{i}", task, task, start_version=0, status="done", info={"seed": seed})
+                       for i in range(2)])
+    await buf.set_version(3)
+    assert buf.evicted["stale"] == 4 and buf.buffered == 0
+    assert scheduler.seeds_again["env"] == [12345] and scheduler.row_orders["data"].again == [(row, 0)]

@@ -88,6 +88,35 @@ async def test_group_that_cannot_complete_is_replaced_by_another_group(tokenizer
         groups = await scheduler.collect_batch(3)
     assert all(g[0].task == "fine" for g in groups)
     assert scheduler.counters["groups_failed"] >= 1
+    # a seed whose env broke is not dealt again (it would break again)
+    assert scheduler.seeds_again == {"broken": [], "fine": []} and not scheduler.counters["groups_dealt_again"]
+
+
+def recording(scheduler):
+    """The groups ``scheduler`` starts, in order."""
+    drawn, new_group = [], scheduler._new_group
+
+    def record():
+        drawn.append(new_group())
+        return drawn[-1]
+    scheduler._new_group = record
+    return drawn
+
+
+async def test_a_cancelled_extra_groups_instance_is_dealt_again_before_new_ones(tokenizer):
+    # g2 straggles and is the extra group cancelled; its reset seed (the env instance) starts the next batch
+    policy = GatedPolicy(tokenizer, {"g2-0"})
+    cfg = SchedulerConfig(group_size=2, extra_groups=1)
+    scheduler = RolloutScheduler([TaskSpec("c", "usertest/Countdown-v0")], make_manager(policy, tokenizer), cfg)
+    drawn = recording(scheduler)
+    async with asyncio.timeout(30):
+        first = await scheduler.collect_batch(2)
+        second = await scheduler.collect_batch(1)
+    assert sorted(g[0].group_id for g in first) == ["g0", "g1"]
+    assert drawn[3].seed == drawn[2].seed and {t.info["seed"] for t in second[0]} == {drawn[2].seed}
+    assert scheduler.counters["groups_dealt_again"] == 1
+    # then a new instance, the second batch's extra, which waits to be dealt again in its turn
+    assert drawn[4].seed not in {g.seed for g in drawn[:4]} and scheduler.seeds_again == {"c": [drawn[4].seed]}
 
 
 async def test_unknown_env_id_and_hopeless_tasks_are_clear_errors(tokenizer):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter, deque
+from collections.abc import Callable
 
 from rollart.rollout.buffer_config import BufferConfig
 from rollart.rollout.late_starts import VersionClock
@@ -68,6 +69,9 @@ class SampleBuffer:
         on once ``retire_before_next`` has retired what the next batch cannot take)."""
         self.task_mix: TaskMix | None = None
         """The batches' task mix, set by the RolloutScheduler that fills the buffer (None: first come first)."""
+        self.on_evicted: Callable[[list[Trajectory]], None] | None = None
+        """Called with each group that leaves untrained: the RolloutScheduler that fills the buffer deals its task
+        instance again."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -321,6 +325,8 @@ class SampleBuffer:
         self._settle_group()
         if self.task_mix is not None:
             self.task_mix.lost(group[0].task)
+        if self.on_evicted is not None:
+            self.on_evicted(group)
 
     def _settle_group(self) -> None:
         """A group left for good (trained, evicted or failed); caller holds the lock and notifies."""

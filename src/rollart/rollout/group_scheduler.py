@@ -6,13 +6,15 @@ needed and ``extra_groups`` more groups than needed (RollArt §6.3): as soon as 
 target of complete trajectories its extras are cancelled (generation aborted via task cancellation,
 env released), and as soon as a batch has its groups the extra groups are cancelled. A trajectory
 that fails is replaced (same seed) while the group could still fall short; a group holding a finished member
-that began too long ago to be trained (the per-turn α bound, ``SampleBuffer.can_join``) stops at once, its row
-dealt again, instead of completing only to be evicted; and a group expected to outlast what is left of its start
-version's window waits for the next version instead of starting (``defer_late_starts``). With several tasks, each
-task's share of the groups started and of the batches follows its weight (``keep_task_mix``, ``TaskMix``): a group
-that is lost has its task drawn again. Every trajectory interacts at
-its own pace (trajectory-level interaction, RollArt §6.1); the batched baseline of Fig. 5b wraps the env
-manager (``rollart.sim.batched``).
+that began too long ago to be trained (the per-turn α bound, ``SampleBuffer.can_join``) stops at once instead of
+completing only to be evicted; and a group expected to outlast what is left of its start version's window waits
+for the next version instead of starting (``defer_late_starts``). With several tasks, each task's share of the
+groups started and of the batches follows its weight (``keep_task_mix``, ``TaskMix``): a group that is lost has
+its task drawn again. A group that is not trained (cut, evicted, a cancelled extra) has its task instance dealt
+again, a dataset row or an env's reset seed, so that neither the bound nor redundancy trains the instances with
+short trajectories more than the others (an env seed whose envs failed is not dealt again). Every trajectory
+interacts at its own pace (trajectory-level interaction, RollArt §6.1); the batched baseline of Fig. 5b wraps the
+env manager (``rollart.sim.batched``).
 
 ``collect_batch(G)`` gathers one batch; ``run()`` keeps producing scored groups into the SampleBuffer
 (asynchronous training) with at most ``max_concurrency`` envs open.
@@ -112,9 +114,14 @@ class RolloutScheduler:
         """Which task each group is, and (through the buffer) each batch's quota of each task; None: drawn at random."""
         if buffer is not None:
             buffer.task_mix = self.mix
+            buffer.on_evicted = lambda group: self._deal_again(group[0].task, group[0].info.get("seed"))
         self.row_orders = {t.name: RowOrder(t.rows, seed=self.config.seed) for t in tasks if t.rows}
-        """Per dataset task: the order its rows are dealt in (one row per group, each once per epoch; a failed
-        group's row is dealt again)."""
+        """Per dataset task: the order its rows are dealt in (one row per group, each once per epoch; a group that
+        is not trained has its row dealt again)."""
+        self.seeds_again: dict[str, list[int]] = {t.name: [] for t in tasks if not t.rows}
+        """Per env task (no rows): the reset seeds of groups that were not trained for a reason other than their
+        envs failing (cut by the staleness bound, evicted, cancelled extras), dealt again before new ones are drawn:
+        neither the bound nor redundancy may leave out the instances whose trajectories run long."""
         self._group_ids = itertools.count()
         self._failed_in_a_row = 0
         self.counters: Counter = Counter()
@@ -202,6 +209,8 @@ class RolloutScheduler:
     def reseed(self, seed: int) -> None:
         """Restart the task draws and env reset seeds from ``seed`` (a resumed run draws new task instances)."""
         self._rng.seed(seed)
+        for again in self.seeds_again.values():
+            again.clear()
 
     def stats(self) -> dict:
         return {**self.counters, "envs_open": self.manager.pool.live,
@@ -214,8 +223,14 @@ class RolloutScheduler:
             task = next(t for t in self.tasks if t.name == name)
         else:
             task = self._rng.choices(self.tasks, weights=[t.weight for t in self.tasks])[0]
-        order = self.row_orders.get(task.name)
-        seed = order.next() if order is not None else self._rng.randrange(2**31)
+        order, again = self.row_orders.get(task.name), self.seeds_again.get(task.name)
+        if order is not None:
+            seed = order.next()
+        elif again:
+            seed = again.pop(0)
+            self.counters["groups_dealt_again"] += 1
+        else:
+            seed = self._rng.randrange(2**31)
         return _Group(f"g{next(self._group_ids)}", task, seed)
 
     async def _group_to_queue(self, group: _Group, out: asyncio.Queue) -> None:
@@ -225,12 +240,21 @@ class RolloutScheduler:
         out.put_nowait(trajectories)
 
     def _lost(self, task: str, seed: int | None, failed: bool = False) -> None:
-        """A group that will not be trained: its dataset row is dealt again, and its task drawn again unless its envs
-        ``failed`` (a group the bound cut, or an extra, is drawn again)."""
-        if task in self.row_orders and seed is not None:
-            self.row_orders[task].give_back(int(seed))
+        """A group that will not be trained: its task instance is dealt again (an env task's only unless its envs
+        ``failed``), and its task drawn again unless they failed (a group the bound cut, or an extra, is)."""
+        self._deal_again(task, seed, failed)
         if self.mix is not None:
             (self.mix.failed if failed else self.mix.lost)(task)
+
+    def _deal_again(self, task: str, seed: int | None, failed: bool = False) -> None:
+        """The instance of a group that was not trained comes again: a dataset row always (``RowOrder.give_back``),
+        an env task's reset seed unless its envs failed (a seed that breaks its env would be tried again and again)."""
+        if seed is None:
+            return
+        if task in self.row_orders:
+            self.row_orders[task].give_back(int(seed))
+        elif task in self.seeds_again and not failed:
+            self.seeds_again[task].append(int(seed))
 
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
