@@ -46,7 +46,7 @@ Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+
 shared machine falls on the modes alike; each run's line carries its UTC time and load averages.
 
 What a time to target is made of: each run's line gives its steps, s/step (the trainer's wait for its batch and its
-train step), trajectories aborted and the staleness of the trained tokens (versions behind the trainer's weights,
+train step), trajectories aborted (and the groups whose instance was dealt again, untrained) and the staleness of the trained tokens (versions behind the trainer's weights,
 the trainer's ``rollout/staleness_mean`` averaged over the steps); a line before the last gives each mode's medians.
 
 Last line: ``tts_vs_syncplus= tts_vs_oneoff= tts_vs_areal=`` — median time to target of the baseline ÷ median of
@@ -143,13 +143,16 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
                staleness_token_mean=lag["token"], staleness_traj_mean=lag["traj"],
                batch_wait_s=wait_s, train_s=step_train_s,
                aborted={k.split("/", 1)[1]: v for k, v in result.buffer.items() if k.startswith("aborted/")},
+               dealt_again=int(result.rollout.get("groups_dealt_again", 0)),
                curve=[(elapsed_at[step], s) for step, s in evals if step in elapsed_at],
                utc_start=t0, utc_end=utc(), load_start=load0, load_end=load_avg())
     reached = f"{tt.seconds:.0f} s" if tt.seconds is not None else f"CENSORED (>= {tt.budget_s:.0f} s)"
     print(f"[{out['utc_end']} UTC, load {out['load_end']}] seed {cfg.seed} {name:>10}: time to target {reached}; "
           f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step: the trainer waited {two(wait_s)} s "
           f"for its batch and trained {two(step_train_s)} s), trajectories aborted "
-          f"{sum(out['aborted'].values())} {out['aborted'] or ''}, staleness of the trained tokens "
+          f"{sum(out['aborted'].values())}{' ' + str(out['aborted']) if out['aborted'] else ''} (groups dealt again "
+          f"{out['dealt_again']}), "
+          f"staleness of the trained tokens "
           f"{two(lag['token'])} (of each trajectory's oldest {two(lag['traj'])})"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
              if cfg.simulate_hardware else "") + "; greedy success by step: "
