@@ -26,7 +26,7 @@ from rollart.monitor import check_loggers
 from rollart.rewards.config import RewardConfig
 from rollart.rollout.buffer_config import MODES, BufferConfig, Mode
 from rollart.rollout.proxy_config import ProxyConfig
-from rollart.rollout.group_scheduler import SchedulerConfig
+from rollart.rollout.scheduler_config import SchedulerConfig
 from rollart.trainer.config import TrainerConfig
 from rollart.weightplane.config import WeightPlaneConfig
 
