@@ -46,8 +46,9 @@ Runs are interleaved (seed s: every mode, in an order rotated by s; then seed s+
 shared machine falls on the modes alike; each run's line carries its UTC time and load averages.
 
 What a time to target is made of: each run's line gives its steps, s/step (the trainer's wait for its batch and its
-train step), trajectories aborted (and the groups whose instance was dealt again, untrained) and the staleness of the trained tokens (versions behind the trainer's weights,
-the trainer's ``rollout/staleness_mean`` averaged over the steps); a line before the last gives each mode's medians.
+train step), trajectories aborted (and the groups whose instance was dealt again, untrained) and the staleness of
+the trained tokens (versions behind the trainer's weights, the trainer's ``rollout/staleness_mean`` averaged over
+the steps); a line before the last gives each mode's medians.
 
 Last line: ``tts_vs_syncplus= tts_vs_oneoff= tts_vs_areal=`` — median time to target of the baseline ÷ median of
 rollart α=1 (> 1: rollart is faster; RollArt Fig. 10a: 2.05, 1.35, 1.31), then ``tts_vs_sync=``,
@@ -151,8 +152,7 @@ async def run_one(name: str, cfg: PipelineConfig, trainer, args, task=TASK) -> d
           f"{steps} steps in {train_s:.0f} s ({out['s_per_step']:.2f} s/step: the trainer waited {two(wait_s)} s "
           f"for its batch and trained {two(step_train_s)} s), trajectories aborted "
           f"{sum(out['aborted'].values())}{' ' + str(out['aborted']) if out['aborted'] else ''} (groups dealt again "
-          f"{out['dealt_again']}), "
-          f"staleness of the trained tokens "
+          f"{out['dealt_again']}), staleness of the trained tokens "
           f"{two(lag['token'])} (of each trajectory's oldest {two(lag['traj'])})"
           + (f", real/emulated engine {out['real_vs_emulated']:.2f}, train steps outrun {out['train_outran']}"
              if cfg.simulate_hardware else "") + "; greedy success by step: "
