@@ -70,8 +70,8 @@ class SampleBuffer:
         self.task_mix: TaskMix | None = None
         """The batches' task mix, set by the RolloutScheduler that fills the buffer (None: first come first)."""
         self.on_evicted: Callable[[list[Trajectory]], None] | None = None
-        """Called with each group that leaves untrained: the RolloutScheduler that fills the buffer deals its task
-        instance again."""
+        """Called with each group that leaves untrained: the RolloutScheduler that fills the buffer draws its task
+        again (``task_mix``) and deals its task instance again."""
 
     # ------------------------------------------------------------------ the gate (EnvManager side)
     @property
@@ -323,8 +323,6 @@ class SampleBuffer:
         """A group leaves untrained (caller holds the lock, adjusts ``buffered`` and notifies)."""
         self.evicted[reason] += len(group)
         self._settle_group()
-        if self.task_mix is not None:
-            self.task_mix.lost(group[0].task)
         if self.on_evicted is not None:
             self.on_evicted(group)
 

@@ -75,7 +75,7 @@ class RolloutScheduler:
         """Which task each group is, and (through the buffer) each batch's quota of each task; None: drawn at random."""
         if buffer is not None:
             buffer.task_mix = self.mix
-            buffer.on_evicted = lambda group: self._deal_again(group[0].task, group[0].info.get("seed"))
+            buffer.on_evicted = lambda group: self._lost(group[0].task, group[0].info.get("seed"))
         self.row_orders = {t.name: RowOrder(t.rows, seed=self.config.seed) for t in tasks if t.rows}
         """Per dataset task: the order its rows are dealt in (one row per group, each once per epoch; a group that
         is not trained has its row dealt again)."""
@@ -201,21 +201,16 @@ class RolloutScheduler:
         out.put_nowait(trajectories)
 
     def _lost(self, task: str, seed: int | None, failed: bool = False) -> None:
-        """A group that will not be trained: its task instance is dealt again (an env task's only unless its envs
-        ``failed``), and its task drawn again unless they failed (a group the bound cut, or an extra, is)."""
-        self._deal_again(task, seed, failed)
+        """A group that will not be trained (cut, evicted, an extra, or its envs ``failed``): its task instance comes
+        again, a dataset row always (``RowOrder.give_back``), an env task's reset seed unless its envs failed (a seed
+        that breaks its env would be tried again and again); and its task is drawn again unless its envs failed."""
+        if seed is not None:
+            if task in self.row_orders:
+                self.row_orders[task].give_back(int(seed))
+            elif task in self.seeds_again and not failed:
+                self.seeds_again[task].append(int(seed))
         if self.mix is not None:
             (self.mix.failed if failed else self.mix.lost)(task)
-
-    def _deal_again(self, task: str, seed: int | None, failed: bool = False) -> None:
-        """The instance of a group that was not trained comes again: a dataset row always (``RowOrder.give_back``),
-        an env task's reset seed unless its envs failed (a seed that breaks its env would be tried again and again)."""
-        if seed is None:
-            return
-        if task in self.row_orders:
-            self.row_orders[task].give_back(int(seed))
-        elif task in self.seeds_again and not failed:
-            self.seeds_again[task].append(int(seed))
 
     async def _group_to_buffer(self, group: _Group, slots: asyncio.Semaphore) -> None:
         try:
